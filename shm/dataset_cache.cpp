@@ -1,0 +1,187 @@
+#include "shm/dataset_cache.hpp"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "common/error.hpp"
+
+namespace tandem::shm {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::u8: case DType::i8: return 1;
+    case DType::i16: case DType::u16: case DType::f16: case DType::bf16: return 2;
+    case DType::i32: case DType::u32: case DType::f32: return 4;
+    case DType::i64: case DType::f64: return 8;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::u8: return "uint8";
+    case DType::i8: return "int8";
+    case DType::i16: return "int16";
+    case DType::u16: return "uint16";
+    case DType::i32: return "int32";
+    case DType::u32: return "uint32";
+    case DType::i64: return "int64";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+  }
+  return "unknown";
+}
+
+namespace {
+
+template <std::size_t N>
+void copy_name(char (&dst)[N], std::string_view src, std::string_view what) {
+  if (src.size() >= N) fail("{} '{}' is longer than {} characters", what, src, N - 1);
+  std::memset(dst, 0, N);
+  std::memcpy(dst, src.data(), src.size());
+}
+
+std::string_view name_of(const char* field, std::size_t n) { return {field, strnlen(field, n)}; }
+
+std::string preload_fix(std::string_view name) {
+  return fmt::format("run `tandem data preload {} --from PATH --force` (or `tandem data rm {}`)", name, name);
+}
+
+}  // namespace
+
+DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
+  const std::string seg_name = dataset_segment_name(spec.name);
+  if (spec.fields.empty() || spec.fields.size() > kMaxFields)
+    fail("dataset '{}' has {} fields: a cache holds 1 to {}", spec.name, spec.fields.size(), kMaxFields);
+  if (spec.splits.size() > kMaxSplits)
+    fail("dataset '{}' has {} splits: a cache holds at most {}", spec.name, spec.splits.size(), kMaxSplits);
+
+  DatasetDescriptor d{};
+  copy_name(d.name, spec.name, "dataset name");
+  copy_name(d.source, spec.source.substr(0, sizeof d.source - 1), "source");
+  copy_name(d.format, spec.format, "format");
+  d.num_samples = spec.num_samples;
+  d.num_fields = static_cast<std::uint32_t>(spec.fields.size());
+  d.num_splits = static_cast<std::uint32_t>(spec.splits.size());
+
+  std::uint64_t offset = align_up(kHeaderBytes, kPayloadAlignment);
+  for (std::size_t i = 0; i < spec.fields.size(); ++i) {
+    const FieldSpec& f = spec.fields[i];
+    FieldDesc& fd = d.fields[i];
+    if (f.sample_shape.size() > kMaxDims) fail("field '{}' has {} dimensions: at most {}", f.name, f.sample_shape.size(), kMaxDims);
+    copy_name(fd.name, f.name, "field name");
+    fd.dtype = f.dtype;
+    fd.ndim = static_cast<std::uint32_t>(f.sample_shape.size());
+    fd.stride = dtype_size(f.dtype);
+    for (std::size_t k = 0; k < f.sample_shape.size(); ++k) {
+      fd.shape[k] = f.sample_shape[k];
+      fd.stride *= f.sample_shape[k];
+    }
+    fd.offset = offset;
+    fd.bytes = fd.stride * spec.num_samples;
+    offset = align_up(offset + fd.bytes, kPayloadAlignment);
+  }
+  for (std::size_t i = 0; i < spec.splits.size(); ++i) {
+    const SplitSpec& s = spec.splits[i];
+    if (s.begin > s.end || s.end > spec.num_samples)
+      fail("split '{}' [{}, {}) does not fit in {} samples", s.name, s.begin, s.end, spec.num_samples);
+    copy_name(d.splits[i].name, s.name, "split name");
+    d.splits[i].begin = s.begin;
+    d.splits[i].end = s.end;
+  }
+
+  const std::uint64_t payload_bytes = offset - align_up(kHeaderBytes, kPayloadAlignment);
+  if (force && Segment::exists(seg_name)) Segment::unlink(seg_name);
+  Segment seg = Segment::create(seg_name, Kind::dataset, kDatasetLayoutVersion, payload_bytes,
+                                fmt::format("dataset '{}' is already preloaded: pass --force to replace it", spec.name));
+  seg.descriptor_as<DatasetDescriptor>() = d;
+  return DatasetWriter(std::move(seg));
+}
+
+std::byte* DatasetWriter::field_data(std::size_t field) const {
+  return segment_.base() + descriptor().fields[field].offset;
+}
+
+void DatasetWriter::commit(std::uint64_t load_ns, unsigned threads) {
+  auto& d = segment_.descriptor_as<DatasetDescriptor>();
+  d.payload_checksum = payload_checksum(segment_, d, threads);
+  d.load_ns = load_ns;
+  segment_.mark_ready();
+  segment_.persist();
+}
+
+DatasetCache DatasetCache::attach(std::string_view name) {
+  const std::string seg_name = dataset_segment_name(name);
+  std::string fix = Segment::exists(seg_name) ? preload_fix(name)
+                                              : fmt::format("run `tandem data preload {} --from PATH`", name);
+  Segment seg = Segment::attach(seg_name, Kind::dataset, kDatasetLayoutVersion, Segment::Access::read_only, fix);
+  const auto& d = seg.descriptor_as<DatasetDescriptor>();
+  bool sane = d.num_fields >= 1 && d.num_fields <= kMaxFields && d.num_splits <= kMaxSplits;
+  for (std::uint32_t i = 0; sane && i < d.num_fields; ++i)
+    sane = d.fields[i].offset + d.fields[i].bytes <= seg.size() && d.fields[i].bytes == d.fields[i].stride * d.num_samples;
+  if (!sane) fail("dataset cache '{}' has a field table that does not fit its segment: {}", name, preload_fix(name));
+  return DatasetCache(std::move(seg));
+}
+
+bool DatasetCache::has_field(std::string_view name) const {
+  const auto& d = descriptor();
+  for (std::uint32_t i = 0; i < d.num_fields; ++i)
+    if (name_of(d.fields[i].name, sizeof d.fields[i].name) == name) return true;
+  return false;
+}
+
+DatasetCache::Field DatasetCache::field(std::string_view name) const {
+  const auto& d = descriptor();
+  for (std::uint32_t i = 0; i < d.num_fields; ++i) {
+    const FieldDesc& f = d.fields[i];
+    if (name_of(f.name, sizeof f.name) != name) continue;
+    return Field{name_of(f.name, sizeof f.name), f.dtype, std::span<const std::uint64_t>(f.shape, f.ndim),
+                 segment_.base() + f.offset, f.stride};
+  }
+  fail("dataset cache '{}' has no field '{}'", name_of(d.name, sizeof d.name), name);
+}
+
+SplitSpec DatasetCache::split(std::string_view name) const {
+  const auto& d = descriptor();
+  std::string known;
+  for (std::uint32_t i = 0; i < d.num_splits; ++i) {
+    auto split_name = name_of(d.splits[i].name, sizeof d.splits[i].name);
+    if (split_name == name) return {std::string(split_name), d.splits[i].begin, d.splits[i].end};
+    known += (known.empty() ? "" : ", ") + std::string(split_name);
+  }
+  fail("dataset cache '{}' has no split '{}' (it has: {})", name_of(d.name, sizeof d.name), name, known);
+}
+
+std::uint64_t DatasetCache::compute_checksum(unsigned threads) const {
+  return payload_checksum(segment_, descriptor(), threads);
+}
+
+std::uint64_t payload_checksum(const Segment& segment, const DatasetDescriptor& d, unsigned threads) {
+  struct Chunk {
+    const std::byte* data;
+    std::size_t bytes;
+  };
+  std::vector<Chunk> chunks;
+  for (std::uint32_t i = 0; i < d.num_fields; ++i) {
+    const std::byte* base = segment.base() + d.fields[i].offset;
+    for (std::uint64_t at = 0; at < d.fields[i].bytes; at += kChecksumChunk)
+      chunks.push_back({base + at, static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumChunk, d.fields[i].bytes - at))});
+  }
+  std::vector<XXH64_hash_t> digests(chunks.size());
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks.size())));
+  std::vector<std::jthread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (std::size_t c = t; c < chunks.size(); c += threads) digests[c] = XXH3_64bits(chunks[c].data, chunks[c].bytes);
+    });
+  pool.clear();  // joins
+  return XXH3_64bits(digests.data(), digests.size() * sizeof(XXH64_hash_t));
+}
+
+}  // namespace tandem::shm

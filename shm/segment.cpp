@@ -1,0 +1,320 @@
+#include "shm/segment.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace bip = boost::interprocess;
+
+namespace tandem::shm {
+
+std::string_view kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::dataset: return "dataset";
+    case Kind::weights: return "weights";
+    case Kind::experience: return "exp";
+    case Kind::control: return "ctl";
+  }
+  return "unknown";
+}
+
+void check_name_part(std::string_view what, std::string_view value) {
+  bool ok = !value.empty() && value.size() <= 64;
+  for (char c : value) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+  if (!ok) fail("{} '{}' is not a valid name: use 1-64 letters, digits, '_' or '-'", what, value);
+}
+
+std::string dataset_segment_name(std::string_view dataset) {
+  check_name_part("dataset name", dataset);
+  return fmt::format("tandem.data.{}", dataset);
+}
+
+std::string job_segment_name(std::string_view job, std::string_view kind) {
+  check_name_part("job name", job);
+  if (job == "data") fail("job name 'data' is reserved for dataset caches: choose another job name");
+  return fmt::format("tandem.{}.{}", job, kind);
+}
+
+std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+bool process_alive(std::uint32_t pid) {
+  return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+std::uint64_t header_checksum(const std::byte* header) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, header, offsetof(SegmentHeader, header_checksum));
+  XXH3_64bits_update(state, header + kDescriptorOffset, kHeaderBytes - kDescriptorOffset);
+  std::uint64_t sum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return sum;
+}
+
+namespace {
+
+std::uint64_t parse_bytes(std::string_view text) {
+  char* end = nullptr;
+  std::string s(text);
+  double v = std::strtod(s.c_str(), &end);
+  std::string_view unit(end);
+  double mult = unit.empty() ? 1 : unit[0] == 'k' || unit[0] == 'K' ? 1024.0 : unit[0] == 'M' ? 1048576.0 : unit[0] == 'G' ? 1073741824.0 : -1;
+  if (end == s.c_str() || mult < 0 || v < 0) fail("TANDEM_SHM_LIMIT='{}' is not a size: use bytes with an optional k, M or G suffix", text);
+  return static_cast<std::uint64_t>(v * mult);
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
+  return fmt::format("{} KiB", b >> 10);
+}
+
+std::uint64_t now_unix_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::byte* map(int fd, std::size_t size, Segment::Access access, const std::string& name) {
+  int prot = PROT_READ | (access == Segment::Access::read_write ? PROT_WRITE : 0);
+  void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw_system_error(errno, "mmap(/dev/shm/" + name + ")", __FILE__, __LINE__);
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
+std::uint64_t shm_free_bytes() {
+  struct statvfs st {};
+  TANDEM_CHECK_SYS(::statvfs("/dev/shm", &st));
+  std::uint64_t free = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+  if (const char* limit = std::getenv("TANDEM_SHM_LIMIT")) free = std::min(free, parse_bytes(limit));
+  return free;
+}
+
+Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout_version,
+                        std::size_t payload_bytes, std::string_view exists_fix) {
+  const std::uint64_t payload_offset = align_up(kHeaderBytes, kPayloadAlignment);
+  const std::uint64_t total = payload_offset + align_up(payload_bytes, 4096);
+  const std::uint64_t free = shm_free_bytes();
+  auto too_small = [&](std::uint64_t available) {
+    fail("not enough shared memory for '/{}': it needs {}, /dev/shm has {} free: enlarge /dev/shm "
+         "(docker run --shm-size=..., or mount -o remount,size=... /dev/shm) or remove segments with "
+         "`tandem shm gc` / `tandem data rm`", name, human_bytes(total), human_bytes(available));
+  };
+  if (total > free) too_small(free);
+
+  Segment seg;
+  try {
+    bip::permissions owner_only(0600);
+    bip::shared_memory_object object(bip::create_only, name.c_str(), bip::read_write, owner_only);
+    seg.fd_ = ::dup(object.get_mapping_handle().handle);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::already_exists_error)
+      fail("shared-memory segment '/{}' already exists: {}", name, exists_fix);
+    fail("cannot create shared-memory segment '/{}': {}", name, e.what());
+  }
+  seg.name_ = name;
+  seg.unlink_on_destroy_ = true;  // from here on, any failure removes the half-made object
+  TANDEM_CHECK_SYS(::fchmod(seg.fd_, 0600));
+  TANDEM_CHECK_SYS(::ftruncate(seg.fd_, static_cast<off_t>(total)));
+  // Reserve the pages now: tmpfs otherwise allocates on first touch and a full /dev/shm kills the
+  // writer with SIGBUS halfway through.
+  if (int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(total)); err != 0) {
+    if (err == ENOSPC) too_small(shm_free_bytes());
+    throw_system_error(err, "posix_fallocate(/dev/shm/" + name + ")", __FILE__, __LINE__);
+  }
+  seg.size_ = total;
+  seg.base_ = map(seg.fd_, total, Access::read_write, name);
+
+  SegmentHeader& h = seg.header();
+  h.magic = kMagic;
+  h.kind = kind;
+  h.layout_version = layout_version;
+  h.creator_uid = ::getuid();
+  h.creator_pid = static_cast<std::uint32_t>(::getpid());
+  h.created_unix_ns = now_unix_ns();
+  h.total_size = total;
+  h.payload_offset = payload_offset;
+  h.ready.store(static_cast<std::uint32_t>(Ready::writing), std::memory_order_relaxed);
+  return seg;
+}
+
+Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout_version,
+                        Access access, std::string_view fix) {
+  Segment seg;
+  seg.name_ = name;
+  try {
+    bip::shared_memory_object object(bip::open_only, name.c_str(),
+                                     access == Access::read_write ? bip::read_write : bip::read_only);
+    seg.fd_ = ::dup(object.get_mapping_handle().handle);
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() == bip::not_found_error)
+      fail("shared-memory segment '/{}' does not exist: {}", name, fix);
+    fail("cannot open shared-memory segment '/{}': {}: {}", name, e.what(), fix);
+  }
+  struct stat st {};
+  TANDEM_CHECK_SYS(::fstat(seg.fd_, &st));
+  if (st.st_uid != ::getuid())
+    fail("shared-memory segment '/{}' belongs to uid {}, not to this user ({}): it is another "
+         "user's; choose another name", name, st.st_uid, ::getuid());
+  if (static_cast<std::size_t>(st.st_size) < kHeaderBytes)
+    fail("shared-memory segment '/{}' is truncated ({} bytes, less than its header): {}", name, st.st_size, fix);
+  seg.size_ = static_cast<std::size_t>(st.st_size);
+  seg.base_ = map(seg.fd_, seg.size_, access, name);
+
+  const SegmentHeader& h = seg.header();
+  if (h.magic != kMagic) fail("shared-memory segment '/{}' is not a Tandem segment (bad magic): {}", name, fix);
+  if (h.ready.load(std::memory_order_acquire) != static_cast<std::uint32_t>(Ready::ready)) {
+    bool alive = process_alive(h.creator_pid);
+    fail("shared-memory segment '/{}' is not ready: {}: {}", name,
+         alive ? fmt::format("its creator (pid {}) is still writing it", h.creator_pid)
+               : fmt::format("its creator (pid {}) died before finishing it", h.creator_pid), fix);
+  }
+  if (h.header_checksum != header_checksum(seg.base_))
+    fail("shared-memory segment '/{}' has a corrupt header (checksum mismatch): {}", name, fix);
+  if (h.kind != kind)
+    fail("shared-memory segment '/{}' holds a {} segment, not a {} one: {}", name, kind_name(h.kind), kind_name(kind), fix);
+  if (h.layout_version != layout_version)
+    fail("shared-memory segment '/{}' was written by layout {}, this build reads {}: {}", name, h.layout_version, layout_version, fix);
+  if (h.total_size != seg.size_ || h.payload_offset % kPayloadAlignment != 0 || h.payload_offset > h.total_size)
+    fail("shared-memory segment '/{}' is {} bytes but its header says {}: {}", name, seg.size_, h.total_size, fix);
+  return seg;
+}
+
+bool Segment::exists(const std::string& name) {
+  struct stat st {};
+  return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+}
+
+bool Segment::unlink(const std::string& name) { return bip::shared_memory_object::remove(name.c_str()); }
+
+void Segment::mark_ready() {
+  SegmentHeader& h = header();
+  h.header_checksum = header_checksum(base_);
+  h.ready.store(static_cast<std::uint32_t>(Ready::ready), std::memory_order_release);
+}
+
+void Segment::persist() { unlink_on_destroy_ = false; }
+
+void Segment::unlink_now() {
+  if (!name_.empty()) unlink(name_);
+  unlink_on_destroy_ = false;
+}
+
+Segment::Segment(Segment&& other) noexcept
+    : name_(std::move(other.name_)),
+      base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
+      unlink_on_destroy_(std::exchange(other.unlink_on_destroy_, false)) {}
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    reset();
+    name_ = std::move(other.name_);
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+    unlink_on_destroy_ = std::exchange(other.unlink_on_destroy_, false);
+  }
+  return *this;
+}
+
+Segment::~Segment() { reset(); }
+
+void Segment::reset() noexcept {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
+  if (unlink_on_destroy_) unlink(name_);
+  base_ = nullptr;
+  fd_ = -1;
+  unlink_on_destroy_ = false;
+}
+
+std::vector<SegmentInfo> list_segments() {
+  std::vector<SegmentInfo> out;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* entry = ::readdir(dir)) {
+    std::string name = entry->d_name;
+    if (!name.starts_with("tandem.")) continue;
+    SegmentInfo info;
+    info.name = name;
+    int fd = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      info.problem = "cannot be opened";
+      if (fd >= 0) ::close(fd);
+      out.push_back(info);
+      continue;
+    }
+    info.bytes = static_cast<std::uint64_t>(st.st_size);
+    if (info.bytes < kHeaderBytes) {
+      info.problem = "truncated";
+    } else {
+      std::byte header[kHeaderBytes];
+      if (::pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
+        const auto* h = reinterpret_cast<const SegmentHeader*>(header);
+        info.kind = h->kind;
+        info.layout_version = h->layout_version;
+        info.creator_pid = h->creator_pid;
+        info.creator_alive = process_alive(h->creator_pid);
+        info.created_unix_ns = h->created_unix_ns;
+        info.ready = h->ready.load(std::memory_order_acquire) == static_cast<std::uint32_t>(Ready::ready);
+        if (h->magic != kMagic) info.problem = "not a Tandem segment";
+        else if (info.ready && h->header_checksum != header_checksum(header)) info.problem = "corrupt header";
+        else if (!info.ready) info.problem = info.creator_alive ? "being written" : "abandoned while being written";
+        else info.valid = true;
+      }
+    }
+    ::close(fd);
+    out.push_back(info);
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+// ---- UnlinkOnSignal: the handler only unlinks a path copied in beforehand (async-signal-safe).
+namespace {
+char g_unlink_path[256];
+struct sigaction g_previous[3];
+constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+void unlink_and_reraise(int sig) {
+  ::unlink(g_unlink_path);
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  ::raise(sig);
+}
+}  // namespace
+
+UnlinkOnSignal::UnlinkOnSignal(const std::string& name) {
+  std::snprintf(g_unlink_path, sizeof g_unlink_path, "/dev/shm/%s", name.c_str());
+  struct sigaction sa {};
+  sa.sa_handler = unlink_and_reraise;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &g_previous[i]);
+}
+
+UnlinkOnSignal::~UnlinkOnSignal() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+}
+
+}  // namespace tandem::shm

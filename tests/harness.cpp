@@ -1,0 +1,143 @@
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "tests/harness.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "common/error.hpp"
+
+namespace tandem::test {
+namespace {
+
+std::map<std::string, ChildMain>& registry() {
+  static std::map<std::string, ChildMain> r;
+  return r;
+}
+std::vector<std::string> g_child_args;
+std::string g_self;
+
+int decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+bool register_child(const std::string& name, ChildMain fn) {
+  registry()[name] = std::move(fn);
+  return true;
+}
+
+const std::vector<std::string>& child_args() { return g_child_args; }
+
+Child& Child::operator=(Child&& o) noexcept {
+  std::swap(pid_, o.pid_);
+  return *this;
+}
+
+Child::~Child() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+int Child::wait() {
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return decode(status);
+}
+
+bool Child::wait_for(std::chrono::milliseconds timeout, int& status) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int raw = 0;
+    if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+      pid_ = -1;
+      status = decode(raw);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+void Child::kill(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+Child spawn_child(const std::string& name, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {g_self, "--tandem-child=" + name};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  REQUIRE(pid > 0);
+  return Child(pid);
+}
+
+std::string unique_name(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  return fmt::format("{}-{}-{}", stem, ::getpid(), counter++);
+}
+
+std::string tandem_binary() {
+  const char* p = std::getenv("TANDEM_BINARY");
+  return p ? p : "tandem";
+}
+
+std::string source_root() {
+  const char* p = std::getenv("TANDEM_SOURCE_ROOT");
+  return p ? p : ".";
+}
+
+CommandResult run_command(const std::string& command) {
+  CommandResult r{-1, {}};
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  r.status = decode(::pclose(pipe));
+  return r;
+}
+
+}  // namespace tandem::test
+
+int main(int argc, char** argv) {
+  tandem::test::g_self = "/proc/self/exe";
+  char resolved[4096];
+  ssize_t n = ::readlink("/proc/self/exe", resolved, sizeof resolved - 1);
+  if (n > 0) tandem::test::g_self.assign(resolved, static_cast<size_t>(n));
+
+  if (argc > 1 && std::strncmp(argv[1], "--tandem-child=", 15) == 0) {
+    std::string name = argv[1] + 15;
+    for (int i = 2; i < argc; ++i) tandem::test::g_child_args.emplace_back(argv[i]);
+    auto it = tandem::test::registry().find(name);
+    if (it == tandem::test::registry().end()) {
+      fmt::print(stderr, "no test child named '{}'\n", name);
+      return 127;
+    }
+    return tandem::run_main("test-child", it->second);
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}

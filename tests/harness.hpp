@@ -1,0 +1,65 @@
+// Test harness shared by every test binary: doctest's main, plus re-running the test binary itself
+// as a child process (STYLE.md: "a test re-runs itself as the child process").
+//
+//   TANDEM_CHILD("reader") { ... return 0; }           // registers a child entry point
+//   Child c = spawn_child("reader", {"arg1"});          // runs this binary as that child
+//   int status = c.wait();                               // exit status (128+sig when killed)
+//
+// A child gets its arguments in child_args(). Children are killed and reaped by ~Child, so a failed
+// CHECK never leaves one behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::test {
+
+using ChildMain = std::function<int()>;
+bool register_child(const std::string& name, ChildMain fn);
+const std::vector<std::string>& child_args();
+
+class Child {
+ public:
+  Child() = default;
+  explicit Child(pid_t pid) : pid_(pid) {}
+  Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Child& operator=(Child&& o) noexcept;
+  ~Child();
+  pid_t pid() const { return pid_; }
+  int wait();                                    // blocks; exit code, or 128+signal
+  bool wait_for(std::chrono::milliseconds timeout, int& status);  // false on timeout
+  void kill(int sig);
+
+ private:
+  pid_t pid_ = -1;
+};
+
+Child spawn_child(const std::string& name, const std::vector<std::string>& args = {});
+
+// A unique name for segments made by this test process, so parallel tests never collide.
+std::string unique_name(const std::string& stem);
+
+// Path to the built `tandem` binary and the source tree (set by meson through the environment).
+std::string tandem_binary();
+std::string source_root();
+
+// Runs a shell command, returning its exit code and combined output.
+struct CommandResult {
+  int status;
+  std::string output;
+};
+CommandResult run_command(const std::string& command);
+
+}  // namespace tandem::test
+
+#define TANDEM_CHILD_CAT2(a, b) a##b
+#define TANDEM_CHILD_CAT(a, b) TANDEM_CHILD_CAT2(a, b)
+#define TANDEM_CHILD(name)                                                                  \
+  static int TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__)();                                \
+  static const bool TANDEM_CHILD_CAT(tandem_child_reg_, __LINE__) =                         \
+      ::tandem::test::register_child(name, TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__));   \
+  static int TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__)()

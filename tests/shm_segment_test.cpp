@@ -1,0 +1,151 @@
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "shm/segment.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using shm::Kind;
+using shm::Segment;
+
+namespace {
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+Segment make(const std::string& name, std::size_t payload = 4096) {
+  Segment s = Segment::create(name, Kind::dataset, 7, payload, "use another name");
+  s.descriptor()[0] = std::byte{42};
+  s.mark_ready();
+  return s;
+}
+}  // namespace
+
+TEST_CASE("segment: a created segment is mode 0600, 2 MiB-aligned, and attachable once ready") {
+  std::string name = test::unique_name("tandem.test");
+  Segment created = make(name);
+  struct stat st {};
+  REQUIRE(::stat(("/dev/shm/" + name).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(created.header().payload_offset == shm::kPayloadAlignment);
+  CHECK(reinterpret_cast<std::uintptr_t>(created.payload()) % 4096 == 0);
+
+  Segment attached = Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "fix");
+  CHECK(attached.descriptor()[0] == std::byte{42});
+  CHECK(attached.payload_size() >= 4096);
+}
+
+TEST_CASE("segment: an unpersisted segment is removed with its handle, a persisted one stays") {
+  std::string a = test::unique_name("tandem.test");
+  { Segment s = make(a); }
+  CHECK_FALSE(Segment::exists(a));
+
+  std::string b = test::unique_name("tandem.test");
+  {
+    Segment s = make(b);
+    s.persist();
+  }
+  CHECK(Segment::exists(b));
+  CHECK(Segment::unlink(b));
+  CHECK_FALSE(Segment::exists(b));
+}
+
+TEST_CASE("segment: attach refuses bad segments with one line naming the segment and the fix") {
+  std::string name = test::unique_name("tandem.test");
+  Segment s = make(name);
+
+  CHECK(error_of([&] { Segment::attach(name + "x", Kind::dataset, 7, Segment::Access::read_only, "preload it"); })
+            .find("does not exist: preload it") != std::string::npos);
+  CHECK(error_of([&] { Segment::attach(name, Kind::weights, 7, Segment::Access::read_only, "fix"); })
+            .find("holds a dataset segment, not a weights one") != std::string::npos);
+  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 8, Segment::Access::read_only, "fix"); })
+            .find("was written by layout 7, this build reads 8") != std::string::npos);
+
+  s.descriptor()[100] = std::byte{1};  // corrupt the header after it was checksummed
+  std::string corrupt = error_of([&] { Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "remove it"); });
+  CHECK(corrupt.find("corrupt header") != std::string::npos);
+  CHECK(corrupt.find("remove it") != std::string::npos);
+
+  s.header().magic = 0;
+  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "fix"); })
+            .find("not a Tandem segment") != std::string::npos);
+}
+
+TEST_CASE("segment: a segment whose creator has not marked it ready is refused") {
+  std::string name = test::unique_name("tandem.test");
+  Segment s = Segment::create(name, Kind::dataset, 1, 4096, "fix");
+  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix"); })
+            .find("still writing it") != std::string::npos);
+}
+
+TEST_CASE("segment: a truncated object is refused, not mapped past its end") {
+  std::string name = test::unique_name("tandem.test");
+  int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 100) == 0);
+  ::close(fd);
+  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix"); })
+            .find("truncated") != std::string::npos);
+  Segment::unlink(name);
+}
+
+TEST_CASE("segment: too little /dev/shm is an error before anything is created") {
+  std::string name = test::unique_name("tandem.test");
+  ::setenv("TANDEM_SHM_LIMIT", "1M", 1);
+  std::string message = error_of([&] { Segment::create(name, Kind::dataset, 1, 8u << 20, "fix"); });
+  ::unsetenv("TANDEM_SHM_LIMIT");
+  CHECK(message.find("not enough shared memory") != std::string::npos);
+  CHECK(message.find("/dev/shm has 1.0 MiB free") != std::string::npos);
+  CHECK_FALSE(Segment::exists(name));
+}
+
+TEST_CASE("segment: creating an existing name is refused with the caller's fix") {
+  std::string name = test::unique_name("tandem.test");
+  Segment s = make(name);
+  CHECK(error_of([&] { make(name); }).find("already exists: use another name") != std::string::npos);
+  CHECK(Segment::exists(name));  // the refused create did not remove the existing one
+}
+
+TEST_CASE("segment: names are checked") {
+  CHECK(shm::dataset_segment_name("fmnist") == "tandem.data.fmnist");
+  CHECK(shm::job_segment_name("run1", "weights") == "tandem.run1.weights");
+  CHECK(error_of([] { shm::dataset_segment_name("../etc"); }).find("not a valid name") != std::string::npos);
+  CHECK(error_of([] { shm::job_segment_name("data", "ctl"); }).find("reserved") != std::string::npos);
+}
+
+TANDEM_CHILD("segment-creator-killed") {
+  Segment s = Segment::create(test::child_args().at(0), Kind::dataset, 1, 4096, "fix");
+  s.persist();
+  ::pause();  // killed here, before mark_ready
+  return 0;
+}
+
+TEST_CASE("segment: list reports a segment abandoned by its dead creator" * doctest::timeout(10)) {
+  std::string name = test::unique_name("tandem.test");
+  test::Child child = test::spawn_child("segment-creator-killed", {name});
+  while (!Segment::exists(name)) ::usleep(1000);
+  ::usleep(20000);
+  child.kill(SIGKILL);
+  child.wait();
+  bool seen = false;
+  for (const auto& info : shm::list_segments()) {
+    if (info.name != name) continue;
+    seen = true;
+    CHECK_FALSE(info.valid);
+    CHECK(info.problem == "abandoned while being written");
+  }
+  CHECK(seen);
+  Segment::unlink(name);
+}

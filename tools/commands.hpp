@@ -1,0 +1,17 @@
+// Command families of `tandem`. Each add_*_commands registers subcommands and the action each runs;
+// run_selected() runs the action of whichever subcommand CLI11 parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace tandem::tools {
+
+// Registers `action` as what `sub` does; the action returns the process exit code.
+void on_run(CLI::App* sub, std::function<int()> action);
+int run_selected(CLI::App& app);
+
+void add_shm_commands(CLI::App& app);
+
+}  // namespace tandem::tools
