@@ -15,7 +15,10 @@
 #include <map>
 #include <thread>
 
+#include "common/cuda.hpp"
 #include "common/error.hpp"
+
+__attribute__((weak)) bool tandem_test_requires_gpu() { return false; }
 
 namespace tandem::test {
 namespace {
@@ -137,6 +140,11 @@ int main(int argc, char** argv) {
       return 127;
     }
     return tandem::run_main("test-child", it->second);
+  }
+  if (tandem_test_requires_gpu() && tandem::cuda::device_count() == 0) {
+    fmt::print("SKIP: no CUDA GPU is visible ({}); these tests run on the GPU machine\n",
+               tandem::cuda::compiled() ? "built with CUDA, but no device" : "built without CUDA");
+    return 77;
   }
   doctest::Context context(argc, argv);
   return context.run();

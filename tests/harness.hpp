@@ -56,6 +56,11 @@ CommandResult run_command(const std::string& command);
 
 }  // namespace tandem::test
 
+// A GPU test binary says so once, in any of its files: TANDEM_GPU_TEST_BINARY();
+// Without a visible GPU it then prints why and exits 77, which meson reports as SKIP.
+#define TANDEM_GPU_TEST_BINARY() \
+  bool tandem_test_requires_gpu() { return true; }
+
 #define TANDEM_CHILD_CAT2(a, b) a##b
 #define TANDEM_CHILD_CAT(a, b) TANDEM_CHILD_CAT2(a, b)
 #define TANDEM_CHILD(name)                                                                  \
