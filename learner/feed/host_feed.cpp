@@ -359,12 +359,19 @@ struct HostFeed::Impl {
     Step step{epoch_of(s), index_of(s), {}};
     step.batches.reserve(consumers);
     if (gpu) {
+      // The slot is free once the conversion is enqueued (or failed): its events order the rest.
+      struct FreeSlot {
+        Ring& r;
+        Slot& slot;
+        ~FreeSlot() {
+          {
+            std::lock_guard lock(r.mu);
+            slot.state = SlotState::free;
+          }
+          r.work_cv.notify_all();
+        }
+      } free_slot{r, slot};
       convert_on_gpu(slot, n, step);
-      {
-        std::lock_guard lock(r.mu);
-        slot.state = SlotState::free;
-      }
-      r.work_cv.notify_all();
       return step;
     }
     for (std::uint32_t c = 0; c < consumers; ++c) {
