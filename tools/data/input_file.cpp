@@ -77,7 +77,8 @@ void GzReader::read(void* dst, std::size_t bytes) {
     int n = ::gzread(gz_, out, chunk);
     if (n <= 0) {
       int code = Z_OK;
-      const char* msg = ::gzerror(gz_, &code);
+      std::string_view msg = ::gzerror(gz_, &code);
+      if (msg.starts_with(path_ + ": ")) msg.remove_prefix(path_.size() + 2);  // zlib prefixes the path
       fail("{} is truncated or corrupt: {} (re-download it)", path_,
            n == 0 || code == Z_OK ? "it ends before the data its header promises" : msg);
     }

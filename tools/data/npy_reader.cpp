@@ -153,7 +153,8 @@ LoadPlan plan_npy(const fs::path& dir) {
     auto same = [](const NpyHeader& a, const NpyHeader& b) {
       return a.dtype == b.dtype && std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1, b.shape.end());
     };
-    if ((first_x && !same(*first_x, x)) || (first_y && !same(*first_y, y)))
+    auto same_y = [&](const NpyHeader& a, const NpyHeader& b) { return y_is_label(a) ? y_is_label(b) : same(a, b); };
+    if ((first_x && !same(*first_x, x)) || (first_y && !same_y(*first_y, y)))
       fail("{} and the train split differ in dtype or per-sample shape: splits must agree", dir.string());
     first_x = x;
     first_y = y;
