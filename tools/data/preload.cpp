@@ -1,11 +1,15 @@
 #include "tools/data/preload.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/error.hpp"
@@ -37,6 +41,24 @@ LoadPlan plan_load(const fs::path& dir, std::string format) {
 }
 
 namespace {
+
+// Blocks SIGINT, SIGTERM and SIGHUP for the calling thread while it lives; pending ones are
+// delivered when it is destroyed.
+class BlockTerminationSignals {
+ public:
+  BlockTerminationSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &previous_);
+  }
+  ~BlockTerminationSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  BlockTerminationSignals(const BlockTerminationSignals&) = delete;
+  BlockTerminationSignals& operator=(const BlockTerminationSignals&) = delete;
+
+ private:
+  sigset_t previous_;
+};
 
 // Runs the jobs on up to `threads` threads, biggest first. The first failure stops the others
 // (they check sink.stopped() between pieces) and is rethrown here.
@@ -83,8 +105,16 @@ PreloadResult preload(const PreloadOptions& o) {
   plan.spec.name = o.name;
   plan.spec.source = fs::absolute(o.from).lexically_normal().string();
 
-  shm::DatasetWriter writer = shm::DatasetWriter::create(plan.spec, o.force);
-  shm::UnlinkOnSignal unlink_if_interrupted(segment);  // only now is the name ours to remove
+  // A signal that arrives while the segment is being created waits (blocked) until the guard that
+  // removes the segment is in place; before creation succeeds the name may be someone else's.
+  std::optional<shm::UnlinkOnSignal> unlink_if_interrupted;
+  std::optional<shm::DatasetWriter> created;
+  {
+    BlockTerminationSignals hold;
+    created.emplace(shm::DatasetWriter::create(plan.spec, o.force));
+    unlink_if_interrupted.emplace(segment);
+  }
+  shm::DatasetWriter& writer = *created;
 
   const auto& d = writer.descriptor();
   std::vector<std::byte*> fields;
