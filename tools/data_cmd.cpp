@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
+#include <ctime>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include "common/error.hpp"
 #include "shm/dataset_cache.hpp"
@@ -20,8 +23,11 @@ namespace {
 
 using data::human_bytes;
 
-std::string cstr(const char* s, std::size_t n) { return std::string(s, strnlen(s, n)); }
-#define TANDEM_CSTR(arr) cstr(arr, sizeof(arr))
+// A NUL-padded name field of the descriptor as a string.
+template <std::size_t N>
+std::string text(const char (&field)[N]) {
+  return std::string(field, strnlen(field, N));
+}
 
 std::string shape_text(const shm::FieldDesc& f) {
   if (f.ndim == 0) return "scalar";
@@ -31,14 +37,17 @@ std::string shape_text(const shm::FieldDesc& f) {
 std::string splits_text(const shm::DatasetDescriptor& d) {
   std::string out;
   for (std::uint32_t i = 0; i < d.num_splits; ++i)
-    out += fmt::format("{}{} {}", i ? ", " : "", TANDEM_CSTR(d.splits[i].name), d.splits[i].end - d.splits[i].begin);
+    out += fmt::format("{}{} {}", i ? ", " : "", text(d.splits[i].name), d.splits[i].end - d.splits[i].begin);
   return out;
 }
 
 int run_preload(data::PreloadOptions options) {
-  data::ProgressBar bar("preloading " + options.name);
-  options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-  data::PreloadResult r = data::preload(options);
+  data::PreloadResult r;
+  {
+    data::ProgressBar bar("preloading " + options.name);  // erased before anything else is printed
+    options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    r = data::preload(options);
+  }
   shm::DatasetCache cache = shm::DatasetCache::attach(options.name);
   const double secs = r.load_ns / 1e9;
   fmt::print("preloaded '{}' ({}): {} samples ({}), {} in {:.2f} s ({}/s), checksum xxh3:{:016x} -> /dev/shm/{}\n",
@@ -71,27 +80,27 @@ int info(const std::string& name) {
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&created));
 
-  fmt::print("dataset   {}\n", TANDEM_CSTR(d.name));
+  fmt::print("dataset   {}\n", text(d.name));
   fmt::print("segment   /dev/shm/{}  {} ({} bytes), mode {:04o}, created {} by pid {}\n", cache.segment().name(),
              human_bytes(cache.segment().size()), cache.segment().size(), st.st_mode & 07777, when, h.creator_pid);
-  fmt::print("source    {} ({}), loaded in {:.2f} s\n", TANDEM_CSTR(d.source), TANDEM_CSTR(d.format), d.load_ns / 1e9);
+  fmt::print("source    {} ({}), loaded in {:.2f} s\n", text(d.source), text(d.format), d.load_ns / 1e9);
   fmt::print("checksum  xxh3:{:016x}\n", d.payload_checksum);
   fmt::print("samples   {}\n", d.num_samples);
   fmt::print("fields\n");
   for (std::uint32_t i = 0; i < d.num_fields; ++i) {
     const shm::FieldDesc& f = d.fields[i];
     std::string extra;
-    if (data::is_integer(f.dtype) && TANDEM_CSTR(f.name) == "y" && d.num_samples > 0) {
+    if (data::is_integer(f.dtype) && text(f.name) == "y" && d.num_samples > 0) {
       auto [lo, hi] = value_range(f, cache.segment().base() + f.offset, d.num_samples);
       extra = fmt::format("  labels {}-{}", lo, hi);
     }
-    fmt::print("  {:<6} {:<8} {:<12} {:>10}{}\n", TANDEM_CSTR(f.name), shm::dtype_name(f.dtype), shape_text(f),
+    fmt::print("  {:<6} {:<8} {:<12} {:>10}{}\n", text(f.name), shm::dtype_name(f.dtype), shape_text(f),
                human_bytes(f.bytes), extra);
   }
   fmt::print("splits\n");
   for (std::uint32_t i = 0; i < d.num_splits; ++i) {
     const shm::SplitDesc& s = d.splits[i];
-    fmt::print("  {:<6} {:>10}  [{}, {})\n", TANDEM_CSTR(s.name), s.end - s.begin, s.begin, s.end);
+    fmt::print("  {:<6} {:>10}  [{}, {})\n", text(s.name), s.end - s.begin, s.begin, s.end);
   }
   return 0;
 }
@@ -106,7 +115,7 @@ int list() {
       shm::DatasetCache cache = shm::DatasetCache::attach(name);
       const auto& d = cache.descriptor();
       fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", name, d.num_samples, human_bytes(s.bytes),
-                 TANDEM_CSTR(d.format), "ready", TANDEM_CSTR(d.source));
+                 text(d.format), "ready", text(d.source));
     } catch (const UserError&) {
       fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10}\n", name, "-", human_bytes(s.bytes), "-",
                  s.valid ? "unreadable" : s.problem);
@@ -125,7 +134,7 @@ int verify(const std::string& name, unsigned threads) {
   const std::uint64_t sum = cache.compute_checksum(threads ? threads : std::max(1u, std::thread::hardware_concurrency()));
   if (sum != d.payload_checksum)
     fail("dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
-         "`tandem data preload {} --from {} --force`", name, sum, d.payload_checksum, name, TANDEM_CSTR(d.source));
+         "`tandem data preload {} --from {} --force`", name, sum, d.payload_checksum, name, text(d.source));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, human_bytes(bytes), sum, secs);
   return 0;

@@ -103,7 +103,8 @@ PreloadResult preload(const PreloadOptions& o) {
   const std::string segment = shm::dataset_segment_name(o.name);  // checks the name first
   LoadPlan plan = plan_load(o.from, o.format);
   plan.spec.name = o.name;
-  plan.spec.source = fs::absolute(o.from).lexically_normal().string();
+  fs::path source = fs::absolute(o.from).lexically_normal();
+  plan.spec.source = (source.has_filename() ? source : source.parent_path()).string();  // no trailing '/'
 
   // A signal that arrives while the segment is being created waits (blocked) until the guard that
   // removes the segment is in place; before creation succeeds the name may be someone else's.
