@@ -126,7 +126,9 @@ struct ControlDescriptor {                  // at segment byte 64; immutable onc
   char run_dir[1024];                       // absolute run directory, NUL-terminated
 };
 static_assert(std::is_standard_layout_v<ControlDescriptor> && std::is_trivially_copyable_v<ControlDescriptor>);
+static_assert(offsetof(ControlDescriptor, rows_offset) == 24);
 static_assert(offsetof(ControlDescriptor, launcher_pid) == 32);
+static_assert(offsetof(ControlDescriptor, started_unix_ns) == 40);
 static_assert(offsetof(ControlDescriptor, job) == 56);
 static_assert(offsetof(ControlDescriptor, run_dir) == 128);
 static_assert(sizeof(ControlDescriptor) == 1152 && sizeof(ControlDescriptor) <= kDescriptorBytes);

@@ -110,7 +110,11 @@ std::string status_table(const shm::ControlBlock& block) {
   const auto& d = block.descriptor();
   const std::uint64_t now = shm::monotonic_ns();
   const bool stop = block.stop_requested();
-  std::string out = fmt::format("job {}  launcher pid {}  up {}  stop {}\nrun dir {}\n", d.job, d.launcher_pid,
+  const std::string launcher =
+      shm::process_alive(static_cast<std::uint32_t>(d.launcher_pid))
+          ? fmt::format("launcher pid {}", d.launcher_pid)
+          : fmt::format("launcher pid {} is gone (`tandem shm gc` removes the job's segments)", d.launcher_pid);
+  std::string out = fmt::format("job {}  {}  up {}  stop {}\nrun dir {}\n", d.job, launcher,
                                 clock_text((now - d.started_mono_ns) / 1e9),
                                 stop ? std::string(shm::stop_reason_name(block.stop_reason())) : "no", d.run_dir);
   out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}\n", "PROCESS", "PID",

@@ -84,7 +84,9 @@ struct Supervisor::Impl {
     std::string name;
     ChildProcess child;
     pid_t last_pid = 0;
-    std::unique_ptr<asio::posix::stream_descriptor> out, err;
+    std::unique_ptr<asio::posix::stream_descriptor> out, err;  // null once at end of file
+    std::optional<ExitStatus> pending_exit;  // reaped, waiting for its pipes to drain
+    std::uint64_t exit_deadline_ns = 0;
     std::array<char, 8192> out_buf{}, err_buf{};
     LineSplitter out_lines, err_lines;
     Tail tail{20};
@@ -208,44 +210,58 @@ struct Supervisor::Impl {
     auto& buf = is_err ? s.err_buf : s.out_buf;
     stream->async_read_some(asio::buffer(buf), [this, &s, is_err, generation](boost::system::error_code ec, std::size_t n) {
       if (ec == asio::error::operation_aborted || generation != s.generation) return;
-      auto& stream = is_err ? s.err : s.out;
-      if (!stream) return;
+      if (!(is_err ? s.err : s.out)) return;
       auto& splitter = is_err ? s.err_lines : s.out_lines;
       const auto& buf = is_err ? s.err_buf : s.out_buf;
       splitter.feed({buf.data(), n}, [&](std::string_view line) { on_line(s, line, is_err); });
       if (ec) {  // end of file (the child closed it or died) or a read error: this stream is done
-        splitter.finish([&](std::string_view line) { on_line(s, line, is_err); });
-        stream.reset();
+        close_output(s, is_err);
+        complete_exit_if_drained(s);
         return;
       }
       read_output(s, is_err, generation);
     });
   }
 
-  // After the child is reaped, everything it wrote is in the pipes: read it now, so that its last
-  // lines are shown (and quoted in a failure) before its exit is reported.
-  void drain_output(Slot& s) {
-    for (bool is_err : {false, true}) {
-      auto& stream = is_err ? s.err : s.out;
-      if (!stream) continue;
-      auto& splitter = is_err ? s.err_lines : s.out_lines;
-      auto& buf = is_err ? s.err_buf : s.out_buf;
-      for (int reads = 0; reads < 1024; ++reads) {  // bounded: a grandchild may still be writing
-        const ssize_t n = ::read(stream->native_handle(), buf.data(), buf.size());
-        if (n <= 0) break;
-        splitter.feed({buf.data(), static_cast<std::size_t>(n)}, [&](std::string_view line) { on_line(s, line, is_err); });
-      }
-      splitter.finish([&](std::string_view line) { on_line(s, line, is_err); });
-      stream.reset();
-    }
-    ++s.generation;
+  void close_output(Slot& s, bool is_err) {
+    auto& stream = is_err ? s.err : s.out;
+    if (!stream) return;
+    (is_err ? s.err_lines : s.out_lines).finish([&](std::string_view line) { on_line(s, line, is_err); });
+    stream.reset();
   }
 
   // ---- exits ----
 
+  // A reaped child's exit is handled once its pipes reached end of file, so that its last lines
+  // are shown (and quoted in a failure) before its exit is reported. A grandchild that keeps a pipe
+  // open gets kExitDrain before the launcher stops waiting for it.
+  static constexpr std::uint64_t kExitDrainNs = 1'000'000'000;
+
   void reap_all() {
-    for (auto& s : slots)
-      if (auto status = s->child.try_wait()) on_exit(*s, *status);
+    for (auto& s : slots) {
+      if (auto status = s->child.try_wait()) {
+        s->pending_exit = status;
+        s->exit_deadline_ns = shm::monotonic_ns() + kExitDrainNs;
+        complete_exit_if_drained(*s);
+      }
+    }
+  }
+
+  void complete_exit_if_drained(Slot& s) {
+    if (!s.pending_exit || s.out || s.err) return;
+    const ExitStatus status = *s.pending_exit;
+    s.pending_exit.reset();
+    on_exit(s, status);
+  }
+
+  void drain_deadlines() {
+    const std::uint64_t now = shm::monotonic_ns();
+    for (auto& s : slots) {
+      if (!s->pending_exit || now < s->exit_deadline_ns) continue;
+      close_output(*s, false);
+      close_output(*s, true);
+      complete_exit_if_drained(*s);
+    }
   }
 
   std::string failure_text(const Slot& s, const std::string& what) const {
@@ -258,7 +274,6 @@ struct Supervisor::Impl {
   }
 
   void on_exit(Slot& s, const ExitStatus& status) {
-    drain_output(s);
     const bool ok = status.success() && s.hung.empty();
     std::string what = s.hung.empty() ? status.describe() : s.hung;
     if (!ok && s.signalled_for_stop) what = "did not exit after the stop request and " + what;
@@ -363,7 +378,8 @@ struct Supervisor::Impl {
     ++signals_received;
     const std::uint64_t now = shm::monotonic_ns();
     if (signals_received == 1) {
-      if (!failure) interrupt_signal = sig;
+      // A signal while the job already ends (finished, failed) only hurries it; it decides nothing.
+      if (!failure && phase == Phase::running) interrupt_signal = sig;
       console.message(fmt::format("{}: asking the job to stop (learners checkpoint); {} s until SIGTERM, "
                                   "or interrupt again to terminate now",
                                   signal_name(sig), format_seconds(cfg.stop_timeout_s)));
@@ -430,6 +446,7 @@ struct Supervisor::Impl {
 
   void tick() {
     reap_all();
+    drain_deadlines();
     const std::uint64_t now = shm::monotonic_ns();
     control.job_control().launcher_heartbeat_ns.store(now, std::memory_order_relaxed);
     check_heartbeats();
@@ -452,7 +469,8 @@ struct Supervisor::Impl {
 
   void finish_if_done() {
     if (finished || phase != Phase::stopping) return;
-    if (std::any_of(slots.begin(), slots.end(), [](const auto& s) { return s->child.running(); })) return;
+    if (std::any_of(slots.begin(), slots.end(), [](const auto& s) { return s->child.running() || s->pending_exit; }))
+      return;
     finished = true;
     io.stop();
   }
@@ -558,6 +576,9 @@ bool use_live_status(StatusMode mode) {
 
 int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides) {
   const JobConfig cfg = JobConfig::load(config_file, overrides);
+  // A closed stdout (`tandem run | head`) must not kill the launcher before it has cleaned up; the
+  // children get the default disposition back (child_process.cpp).
+  ::signal(SIGPIPE, SIG_IGN);
 
   Supervisor::Job job;
   job.id = cfg.unique_id ? fmt::format("{}-{}", cfg.job_name, random_suffix()) : cfg.job_name;
