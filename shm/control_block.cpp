@@ -31,13 +31,13 @@ std::optional<Role> parse_role(std::string_view name) {
 
 std::string_view state_name(ProcessState state) {
   switch (state) {
-    case ProcessState::empty: return "-";
+    case ProcessState::empty: return "empty";
     case ProcessState::starting: return "starting";
     case ProcessState::running: return "running";
     case ProcessState::stopping: return "stopping";
     case ProcessState::exited: return "exited";
     case ProcessState::failed: return "failed";
-    case ProcessState::waiting: return "restarting";
+    case ProcessState::waiting: return "waiting";
   }
   return "unknown";
 }

@@ -13,6 +13,7 @@ void on_run(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
+void add_data_commands(CLI::App& app);
 void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
 void add_status_commands(CLI::App& app);
 
