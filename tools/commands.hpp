@@ -14,6 +14,8 @@ int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
 void add_data_commands(CLI::App& app);
+void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
+void add_status_commands(CLI::App& app);
 
 // `tandem bench <thing>`: add_bench_commands creates the group and calls each add_bench_*_command.
 void add_bench_commands(CLI::App& app);

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   tandem::tools::add_shm_commands(app);
   tandem::tools::add_data_commands(app);
   tandem::tools::add_bench_commands(app);
+  tandem::tools::add_run_commands(app);
+  tandem::tools::add_status_commands(app);
   CLI11_PARSE(app, argc, argv);
   return tandem::run_main("tandem", [&] { return tandem::tools::run_selected(app); });
 }
