@@ -25,32 +25,38 @@ std::string fix_for(const std::string& name) {
   return fmt::format("start the learner that publishes '/{}' first, or check the job name", name);
 }
 
-// Field 22 of /proc/<pid>/stat: the process's start time in clock ticks since boot. With the pid it
-// identifies a process even after its pid has been reused.
-std::optional<std::uint64_t> start_ticks(std::uint32_t pid) {
+// From /proc/<pid>/stat: field 3 (state) and field 22 (start time in clock ticks since boot). With
+// the pid, the start time identifies a process even after its pid has been reused.
+struct ProcIdentity {
+  char state;
+  std::uint64_t start_ticks;
+};
+std::optional<ProcIdentity> proc_identity(std::uint32_t pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
+  if (close == std::string::npos || close + 2 >= text.size()) return std::nullopt;
   std::istringstream fields(text.substr(close + 2));
   std::string field;
+  ProcIdentity id{};
   for (int i = 3; i <= 22; ++i) {  // fields after "(comm)" start at number 3
     if (!(fields >> field)) return std::nullopt;
+    if (i == 3) id.state = field[0];
   }
-  return std::stoull(field);
+  id.start_ticks = std::stoull(field);
+  return id;
 }
 
 std::uint64_t owner_word_of(std::uint32_t pid) {
-  auto ticks = start_ticks(pid);
-  if (!ticks) throw std::runtime_error(fmt::format("cannot read /proc/{}/stat", pid));
-  return (*ticks & 0xffffffffu) << 32 | pid;
+  auto id = proc_identity(pid);
+  if (!id) throw std::runtime_error(fmt::format("cannot read /proc/{}/stat", pid));
+  return (id->start_ticks & 0xffffffffu) << 32 | pid;
 }
 
+// Dead = gone, a zombie (killed but not yet reaped), or the pid now names another process.
 bool owner_dead(std::uint64_t owner) {
-  auto pid = static_cast<std::uint32_t>(owner & 0xffffffffu);
-  if (!process_alive(pid)) return true;
-  auto ticks = start_ticks(pid);
-  return ticks && (*ticks & 0xffffffffu) != (owner >> 32);
+  auto id = proc_identity(static_cast<std::uint32_t>(owner & 0xffffffffu));
+  return !id || id->state == 'Z' || id->state == 'X' || (id->start_ticks & 0xffffffffu) != (owner >> 32);
 }
 
 SlabControl& control_of(const Segment& seg, const SlabDescriptor& d) {
