@@ -227,6 +227,18 @@ void Publisher::flush() {
   rethrow_async_error();
 }
 
+void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream) {
+  if (bytes < 16) throw std::invalid_argument("verify pattern needs at least 16 bytes");
+  auto* p = static_cast<unsigned char*>(device_data);
+  TANDEM_CUDA_CHECK(cudaMemsetAsync(p + 8, shm::verify_byte(version), bytes - 16, stream));
+  // One-byte memsets carry the stamps: no host buffer has to outlive the enqueued copy.
+  for (int i = 0; i < 8; ++i) {
+    const int byte = static_cast<int>((version >> (8 * i)) & 0xff);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(p + i, byte, 1, stream));
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(p + bytes - 8 + i, byte, 1, stream));
+  }
+}
+
 #else  // built without CUDA: a device source cannot be constructed (set_device fails first).
 
 Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version, std::uint64_t) {
@@ -235,6 +247,9 @@ Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version
 void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
 void Publisher::flush() {}
+void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
+  fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
+}
 
 #endif
 

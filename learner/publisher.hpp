@@ -50,6 +50,19 @@ struct PublishSource {
   // Optional: writes the slot image into dst instead of a plain copy of `data` (bf16 conversion).
   // CPU path: dst is the slot. CUDA path: dst is a device staging buffer, enqueue on `stream`.
   std::function<void(std::byte* dst, cuda::StreamHandle stream)> snapshot;
+
+  static PublishSource host(const std::byte* data, std::size_t bytes) {
+    PublishSource s;
+    s.data = data;
+    s.bytes = bytes;
+    return s;
+  }
+  static PublishSource on_device(const void* data, std::size_t bytes, int device, cuda::StreamHandle stream) {
+    PublishSource s = host(static_cast<const std::byte*>(data), bytes);
+    s.device = device;
+    s.stream = stream;
+    return s;
+  }
 };
 
 struct PublisherOptions {
@@ -119,5 +132,9 @@ class Publisher {
   bool stopping_ = false;
   std::thread committer_;
 };
+
+// The verify pattern (shm::fill_verify_pattern) written into device memory on `stream`: a memset
+// plus the version stamped into the first and last 8 bytes. For benchmarks and GPU tests.
+void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream);
 
 }  // namespace tandem::learner

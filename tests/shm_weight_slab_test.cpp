@@ -169,7 +169,7 @@ TEST_CASE("publisher: the CPU path copies the source into a slot, and skips when
   std::vector<std::byte> params(1 << 16);
   learner::PublisherOptions every5;
   every5.every_steps = 5;
-  learner::Publisher pub(w, {params.data(), params.size()}, every5);
+  learner::Publisher pub(w, learner::PublishSource::host(params.data(), params.size()), every5);
   WeightSlabReader r = WeightSlabReader::attach(name, 1);
 
   shm::fill_verify_pattern(params.data(), params.size(), pub.next_version());

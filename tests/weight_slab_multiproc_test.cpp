@@ -100,7 +100,7 @@ TEST_CASE("weight slab: 4 reader processes verifying every read for 10 s see no 
   constexpr std::size_t kBytes = 1 << 20;
   WeightSlabWriter w = WeightSlabWriter::create(name, spec_of(kBytes, 4));
   std::vector<std::byte> params(kBytes);
-  learner::Publisher pub(w, {params.data(), params.size()});
+  learner::Publisher pub(w, learner::PublishSource::host(params.data(), params.size()));
 
   std::vector<test::Child> readers;
   std::vector<std::string> results;
@@ -166,7 +166,7 @@ TEST_CASE("weight slab: readers SIGKILLed holding leases are reclaimed and every
   constexpr std::size_t kBytes = 64 << 10;
   WeightSlabWriter w = WeightSlabWriter::create(name, spec_of(kBytes, 4));
   std::vector<std::byte> params(kBytes);
-  learner::Publisher pub(w, {params.data(), params.size()});
+  learner::Publisher pub(w, learner::PublishSource::host(params.data(), params.size()));
   WeightSlabReader observer = WeightSlabReader::attach(name, 1);
 
   std::vector<test::Child> holders;
@@ -213,7 +213,7 @@ TEST_CASE("weight slab: a reader killed between leasing and reading leaves nothi
   const std::string name = test::unique_name("tandem.test-zombie");
   WeightSlabWriter w = WeightSlabWriter::create(name, spec_of(4096, 2));
   std::vector<std::byte> params(4096);
-  learner::Publisher pub(w, {params.data(), params.size()});
+  learner::Publisher pub(w, learner::PublishSource::host(params.data(), params.size()));
   WeightSlabReader observer = WeightSlabReader::attach(name, 1);
   REQUIRE(pub.publish(1).outcome == Outcome::committed);
   test::Child holder = test::spawn_child("lease-holder", {name, "1"});

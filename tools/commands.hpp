@@ -14,4 +14,8 @@ int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
 
+// `tandem bench <thing>`: add_bench_commands creates the group and calls each bench's add function.
+void add_bench_commands(CLI::App& app);
+void add_bench_publish(CLI::App& bench);
+
 }  // namespace tandem::tools
