@@ -1,5 +1,6 @@
 // Weight slab and CPU publisher, single process: layout, leases, slot choice, misuse, errors.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <cstring>
@@ -201,4 +202,17 @@ TEST_CASE("verify pattern: a copy mixing two versions fails the check") {
   std::memcpy(a.data() + 4096, b.data() + 4096, 4096);
   CHECK_FALSE(shm::check_verify_pattern(a.data(), a.size(), 7));
   CHECK(shm::verify_byte(7) != shm::verify_byte(8));
+}
+
+TEST_CASE("weight slab: the numpy reader written from docs/FORMAT.md reads the latest version intact") {
+  std::string name = test::unique_name("tandem.test-slab");
+  WeightSlabWriter w = WeightSlabWriter::create(name, spec_of(1 << 16));
+  for (std::uint64_t v = 1; v <= 6; ++v) publish(w, v, 1 << 16);
+  auto r = test::run_command(fmt::format("/usr/bin/python3 {}/bench/peers/read_slab.py {} --verify",
+                                         test::source_root(), name));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("version 6 step 60 bytes 65536") != std::string::npos);
+  CHECK(r.output.find("verify pattern ok") != std::string::npos);
+  CHECK(r.output.find("signature 1234abcd5678ef00") != std::string::npos);
 }
