@@ -13,6 +13,7 @@ void on_run(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
+void add_data_commands(CLI::App& app);
 
 // `tandem bench <thing>`: add_bench_commands creates the group and calls each bench's add function.
 void add_bench_commands(CLI::App& app);
