@@ -13,6 +13,7 @@
 
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
+#include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -259,4 +260,28 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
   CHECK(doc.find(fmt::format("| 1 = learner, 2 = actor |")) != std::string::npos);
   CHECK(static_cast<int>(shm::Role::learner) == 1);
   CHECK(static_cast<int>(shm::Role::actor) == 2);
+TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and sizes") {
+  using namespace tandem::shm;
+  const auto tables = parse_tables(read_doc());
+  check_struct(tables, "SlabDescriptor", sizeof(SlabDescriptor),
+               {MEMBER(SlabDescriptor, model), MEMBER(SlabDescriptor, model_signature),
+                MEMBER(SlabDescriptor, table_checksum), MEMBER(SlabDescriptor, publish_dtype),
+                MEMBER(SlabDescriptor, num_slots), MEMBER(SlabDescriptor, num_leases),
+                MEMBER(SlabDescriptor, num_tensors), MEMBER(SlabDescriptor, slot_bytes),
+                MEMBER(SlabDescriptor, slot_stride), MEMBER(SlabDescriptor, control_offset),
+                MEMBER(SlabDescriptor, lease_offset), MEMBER(SlabDescriptor, lease_bytes),
+                MEMBER(SlabDescriptor, table_offset), MEMBER(SlabDescriptor, slots_offset)});
+  check_struct(tables, "SlabControl", sizeof(SlabControl),
+               {MEMBER(SlabControl, latest), MEMBER(SlabControl, published), MEMBER(SlabControl, skipped),
+                MEMBER(SlabControl, reclaimed), MEMBER(SlabControl, writer_pid), MEMBER(SlabControl, reserved)});
+  check_struct(tables, "SlotHeader", sizeof(SlotHeader),
+               {MEMBER(SlotHeader, seq), MEMBER(SlotHeader, version), MEMBER(SlotHeader, step),
+                MEMBER(SlotHeader, bytes), MEMBER(SlotHeader, snapshot_ns), MEMBER(SlotHeader, publish_ns),
+                MEMBER(SlotHeader, reserved)});
+  check_struct(tables, "LeaseEntry", sizeof(LeaseEntry),
+               {MEMBER(LeaseEntry, owner), MEMBER(LeaseEntry, lease), MEMBER(LeaseEntry, version),
+                MEMBER(LeaseEntry, reserved)});
+  check_struct(tables, "TensorEntry", sizeof(TensorEntry),
+               {MEMBER(TensorEntry, name), MEMBER(TensorEntry, dtype), MEMBER(TensorEntry, ndim),
+                MEMBER(TensorEntry, shape), MEMBER(TensorEntry, offset), MEMBER(TensorEntry, bytes)});
 }

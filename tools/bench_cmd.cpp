@@ -9,6 +9,7 @@ void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "measure Tandem's hot paths against their PyTorch peers");
   bench->require_subcommand(1);
   add_bench_feed_command(*bench);
+  add_bench_publish(*bench);
 }
 
 }  // namespace tandem::tools

@@ -21,4 +21,8 @@ void add_status_commands(CLI::App& app);
 void add_bench_commands(CLI::App& app);
 void add_bench_feed_command(CLI::App& bench);
 
+// `tandem bench <thing>`: add_bench_commands creates the group and calls each bench's add function.
+void add_bench_commands(CLI::App& app);
+void add_bench_publish(CLI::App& bench);
+
 }  // namespace tandem::tools
