@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/cuda.hpp"
@@ -111,12 +114,38 @@ int run_reader(const ReaderOptions& o) {
   std::vector<double> visible_ms, load_ms;
   std::uint64_t reads = 0, torn = 0, not_increasing = 0, retries = 0, last = 0;
   const std::uint64_t deadline = shm::monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
+
+  // Visibility is what an actor polling `latest` observes, so a watcher thread does only that and
+  // stamps each version when it first appears; the loading loop below is busy copying 100s of MB
+  // and would otherwise add its own copy time to "visible".
+  std::mutex seen_mutex;
+  std::unordered_map<std::uint64_t, std::uint64_t> first_seen_ns;
+  std::atomic<bool> stop_watching{false};
+  std::jthread watcher([&] {
+    for (std::uint64_t watched = 0; !stop_watching.load(std::memory_order_relaxed);) {
+      const std::uint64_t v = reader.latest_version();  // one acquire load
+      if (v == watched) {
+        std::this_thread::yield();
+        continue;
+      }
+      const std::uint64_t now = shm::monotonic_ns();
+      std::lock_guard lock(seen_mutex);
+      first_seen_ns.emplace(v, now);
+      watched = v;
+    }
+  });
+  auto seen_at = [&](std::uint64_t version, std::uint64_t fallback) {
+    std::lock_guard lock(seen_mutex);
+    auto it = first_seen_ns.find(version);
+    return it == first_seen_ns.end() ? fallback : it->second;
+  };
+
   for (bool done = false; !done && shm::monotonic_ns() < deadline;) {
     if (reader.latest_version() == last) {  // the cheap check: one atomic load
       std::this_thread::yield();
       continue;
     }
-    const std::uint64_t seen = shm::monotonic_ns();
+    const std::uint64_t noticed = shm::monotonic_ns();
     auto lease = reader.lease_latest();
     if (!lease) {
       retries++;
@@ -129,12 +158,14 @@ int run_reader(const ReaderOptions& o) {
     if (o.verify && !shm::check_verify_pattern(buf.data(), lease->bytes(), lease->version())) torn++;
     done = lease->step() == kFinalStep;
     if (!done) {
-      visible_ms.push_back(double(seen - lease->snapshot_ns()) / 1e6);
-      load_ms.push_back(double(loaded - seen) / 1e6);
+      visible_ms.push_back(double(seen_at(lease->version(), noticed) - lease->snapshot_ns()) / 1e6);
+      load_ms.push_back(double(loaded - noticed) / 1e6);
     }
     last = lease->version();
     reads++;
   }
+  stop_watching = true;
+  watcher.join();
   std::ofstream out(o.result);
   out << reads << ' ' << torn << ' ' << not_increasing << ' ' << retries << '\n';
   for (double v : visible_ms) out << v << ' ';
@@ -357,7 +388,7 @@ int bench_publish(const PublishBenchOptions& o) {
   row(gpu ? "snapshot D2D on the training stream (ms)" : "memcpy into the slot (ms)", snapshot_ms);
   if (gpu) row("D2H into the slot (ms)", d2h_ms);
   row("publish() -> committed (ms)", commit_ms);
-  row("publish() -> seen by a reader (ms)", all.visible_ms);
+  row("publish() -> seen by a polling reader (ms)", all.visible_ms);
   row("reader load: lease + copy out (ms)", all.load_ms);
   fmt::print("training blocked per publish (call + snapshot, median): {:.3f} ms\n", blocked_ms);
   if (gpu)
