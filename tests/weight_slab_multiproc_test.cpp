@@ -246,5 +246,5 @@ TEST_CASE("bench publish: readers in separate processes verify every version and
   CHECK(line.find("\"torn_reads\": 0,") != std::string::npos);
   CHECK(line.find("\"not_increasing\": 0,") != std::string::npos);
   CHECK(line.find("\"reads\": 0,") == std::string::npos);
-  CHECK(r.output.find("publish() -> seen by a reader") != std::string::npos);
+  CHECK(r.output.find("publish() -> seen by a polling reader") != std::string::npos);
 }
