@@ -156,9 +156,14 @@ NamedTensors to_named_jit(const SlotList& list) {
   return out;
 }
 
-// The first line of a LibTorch error (the rest is a C++ backtrace no user needs).
+// One line of a LibTorch error: the first (the rest is a C++ backtrace no user needs), or for the
+// TorchScript interpreter, whose first line only says that something failed, the last.
 std::string first_line(const std::exception& e) {
   std::string s = e.what();
+  if (s.rfind("The following operation failed in the TorchScript interpreter", 0) == 0) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s.substr(s.rfind('\n') + 1);
+  }
   return s.substr(0, s.find('\n'));
 }
 
@@ -228,7 +233,9 @@ Model Model::create(const ModelSpec& spec) {
   try {
     torch::NoGradGuard no_grad;
     out = model.forward_heads(torch::zeros({2, spec.channels, spec.height, spec.width}));
-  } catch (const c10::Error& e) {
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {  // c10::Error, or the TorchScript interpreter's errors
     fail("model '{}' cannot take input [B, {}, {}, {}]: {}", spec.name, spec.channels, spec.height, spec.width,
          first_line(e));
   }
