@@ -2,7 +2,7 @@
 //
 //   build/tests/fmnist_recipe [--epochs 3] [--batch 128] [--optimizer sgd] [--lr 0.05] [--threads 2] ...
 //
-// Reads the IDX files (gzip, /usr/share/datasets/fashion-mnist) into a private dataset cache, trains
+// Preloads the IDX files (/usr/share/datasets/fashion-mnist) into a private dataset cache, trains
 // with learner/Trainer on shuffled batches gathered from the cache, and evaluates the test split
 // with actor/Evaluator in place after every `--eval-every` steps. Prints a table and one JSON line:
 // the time and epoch at which test accuracy first reached the target, and the final accuracy.
@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -21,38 +20,11 @@
 #include "common/torch/models.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
+#include "tools/data/preload.hpp"
 
 using namespace tandem;
 
 namespace {
-
-// An IDX file (big-endian dims after a magic whose last byte is the rank), gunzipped whole.
-struct Idx {
-  std::vector<std::uint32_t> dims;
-  std::vector<std::uint8_t> data;
-};
-
-Idx read_idx_gz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fail("cannot open '{}': install dataset-fashion-mnist or pass --data DIR", path);
-  std::vector<std::uint8_t> bytes;
-  std::uint8_t chunk[1 << 16];
-  int n = 0;
-  while ((n = gzread(f, chunk, sizeof chunk)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
-  gzclose(f);
-  if (n < 0 || bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08)
-    fail("'{}' is not a gzip IDX file of unsigned bytes", path);
-  Idx idx;
-  std::size_t at = 4, count = 1;
-  for (int d = 0; d < bytes[3]; ++d, at += 4) {
-    idx.dims.push_back(std::uint32_t(bytes[at]) << 24 | std::uint32_t(bytes[at + 1]) << 16 |
-                       std::uint32_t(bytes[at + 2]) << 8 | bytes[at + 3]);
-    count *= idx.dims.back();
-  }
-  if (bytes.size() != at + count) fail("'{}' holds {} bytes of data, its header says {}", path, bytes.size() - at, count);
-  idx.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.end());
-  return idx;
-}
 
 struct CacheGuard {
   std::string name;
@@ -103,26 +75,11 @@ int main(int argc, char** argv) {
   return run_main("fmnist_recipe", [&] {
     torch::set_num_threads(threads);
     const auto t_load = std::chrono::steady_clock::now();
-    Idx train_x = read_idx_gz(data_dir + "/train-images-idx3-ubyte.gz");
-    Idx train_y = read_idx_gz(data_dir + "/train-labels-idx1-ubyte.gz");
-    Idx test_x = read_idx_gz(data_dir + "/t10k-images-idx3-ubyte.gz");
-    Idx test_y = read_idx_gz(data_dir + "/t10k-labels-idx1-ubyte.gz");
-    const std::uint64_t n_train = train_y.data.size(), n_test = test_y.data.size(), n = n_train + n_test;
-
     CacheGuard guard{fmt::format("fmnist-recipe-{}", ::getpid())};
-    {
-      shm::DatasetSpec spec{.name = guard.name, .source = data_dir, .format = "idx", .num_samples = n,
-                            .fields = {{"x", shm::DType::u8, {1, 28, 28}}, {"y", shm::DType::i64, {}}},
-                            .splits = {{"train", 0, n_train}, {"test", n_train, n}}};
-      shm::DatasetWriter w = shm::DatasetWriter::create(spec, false);
-      std::memcpy(w.field_data(0), train_x.data.data(), train_x.data.size());
-      std::memcpy(w.field_data(0) + train_x.data.size(), test_x.data.data(), test_x.data.size());
-      auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
-      for (std::uint64_t i = 0; i < n_train; ++i) y[i] = train_y.data[i];
-      for (std::uint64_t i = 0; i < n_test; ++i) y[n_train + i] = test_y.data[i];
-      w.commit(0, static_cast<unsigned>(threads));
-    }
+    data::preload({.name = guard.name, .from = data_dir, .threads = static_cast<unsigned>(threads)});
     shm::DatasetCache cache = shm::DatasetCache::attach(guard.name);
+    const shm::SplitSpec train_split = cache.split("train"), test_split = cache.split("test");
+    const std::uint64_t n_train = train_split.end - train_split.begin, n_test = test_split.end - test_split.begin;
     const std::vector<double> mean{0.2860}, stdev{0.3530};  // Fashion-MNIST's pixel statistics
     Evaluator evaluator(cache, {.split = "test", .batch_size = 1000, .mean = mean, .std = stdev});
     Evaluator train_view(cache, {.split = "train", .mean = mean, .std = stdev});

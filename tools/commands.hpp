@@ -13,5 +13,6 @@ void on_run(CLI::App* sub, std::function<int()> action);
 int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
+void add_data_commands(CLI::App& app);
 
 }  // namespace tandem::tools

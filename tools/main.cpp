@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "tandem 0.1.0");
   tandem::tools::add_shm_commands(app);
+  tandem::tools::add_data_commands(app);
   CLI11_PARSE(app, argc, argv);
   return tandem::run_main("tandem", [&] { return tandem::tools::run_selected(app); });
 }

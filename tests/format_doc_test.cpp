@@ -1,0 +1,215 @@
+// docs/FORMAT.md is the contract other languages read: its tables must match the C++ structs
+// (offsetof/sizeof), its code tables the enums, and tools/tandem_shm.py (numpy only, written from
+// the document) must read exactly the bytes C++ wrote.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "shm/dataset_cache.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using shm::DatasetDescriptor;
+using shm::FieldDesc;
+using shm::SegmentHeader;
+using shm::SplitDesc;
+
+namespace {
+
+// One markdown table: the heading it sits under, its column names, and its rows.
+struct Table {
+  std::string heading;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line.substr(1));
+  for (std::string cell; std::getline(ss, cell, '|');) {
+    cell.erase(0, cell.find_first_not_of(' '));
+    cell.erase(cell.find_last_not_of(' ') + 1);
+    out.push_back(cell);
+  }
+  return out;
+}
+
+std::string read_doc() {
+  std::ifstream in(test::source_root() + "/docs/FORMAT.md");
+  REQUIRE_MESSAGE(in.good(), "docs/FORMAT.md not found under TANDEM_SOURCE_ROOT");
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::vector<Table> parse_tables(const std::string& doc) {
+  std::vector<Table> tables;
+  std::string heading, line;
+  bool in_table = false;
+  std::stringstream ss(doc);
+  while (std::getline(ss, line)) {
+    if (line.starts_with("#")) heading = line;
+    if (!line.starts_with("|")) {
+      in_table = false;
+      continue;
+    }
+    if (!in_table) {
+      tables.push_back({heading, cells(line), {}});
+      in_table = true;
+    } else if (line.find("---") == std::string::npos) {
+      tables.back().rows.push_back(cells(line));
+    }
+  }
+  return tables;
+}
+
+const Table& table_under(const std::vector<Table>& tables, const std::string& heading_part, const std::string& first_column) {
+  for (const auto& t : tables)
+    if (t.heading.find(heading_part) != std::string::npos && !t.columns.empty() && t.columns[0] == first_column) return t;
+  FAIL("docs/FORMAT.md has no table starting with '" << first_column << "' under a heading containing " << heading_part);
+  throw std::logic_error("unreachable");
+}
+
+struct Member {
+  std::string name;
+  std::size_t offset, size;
+};
+#define MEMBER(S, m) Member{#m, offsetof(S, m), sizeof(S::m)}
+
+// Bytes of a type as the document spells it: u32, i64, char[16], u64[4], FieldDesc[8], ...
+std::size_t doc_type_size(const std::string& type) {
+  static const std::map<std::string, std::size_t> base = {
+      {"u8", 1}, {"u16", 2}, {"u32", 4}, {"u64", 8}, {"i8", 1}, {"i16", 2}, {"i32", 4}, {"i64", 8}, {"char", 1},
+      {"FieldDesc", sizeof(FieldDesc)}, {"SplitDesc", sizeof(SplitDesc)}};
+  std::size_t bracket = type.find('[');
+  std::size_t count = bracket == std::string::npos ? 1 : std::stoul(type.substr(bracket + 1));
+  auto it = base.find(type.substr(0, bracket));
+  return it == base.end() ? 0 : it->second * count;
+}
+
+void check_struct(const std::vector<Table>& tables, const std::string& name, std::size_t size,
+                  const std::vector<Member>& members) {
+  CAPTURE(name);
+  const Table& t = table_under(tables, "### `" + name + "`", "offset");
+  CHECK(t.heading.find(fmt::format("({} bytes", size)) != std::string::npos);
+  REQUIRE(t.rows.size() == members.size());
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const auto& row = t.rows[i];
+    CAPTURE(row[3]);
+    CHECK(row[3] == members[i].name);
+    CHECK(std::stoul(row[0]) == members[i].offset);
+    CHECK(std::stoul(row[1]) == members[i].size);
+    CHECK(std::stoul(row[0]) == end);  // no hidden padding
+    CHECK(doc_type_size(row[2]) == members[i].size);
+    end = std::stoul(row[0]) + std::stoul(row[1]);
+  }
+  CHECK(end == size);
+}
+
+std::string hex(const std::byte* p, std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += fmt::format("{:02x}", static_cast<unsigned>(p[i]));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("FORMAT.md: the segment header and dataset cache tables match the structs' offsets and sizes") {
+  const auto tables = parse_tables(read_doc());
+  check_struct(tables, "SegmentHeader", sizeof(SegmentHeader),
+               {MEMBER(SegmentHeader, magic), MEMBER(SegmentHeader, kind), MEMBER(SegmentHeader, layout_version),
+                MEMBER(SegmentHeader, creator_uid), MEMBER(SegmentHeader, creator_pid),
+                MEMBER(SegmentHeader, created_unix_ns), MEMBER(SegmentHeader, total_size),
+                MEMBER(SegmentHeader, payload_offset), MEMBER(SegmentHeader, header_checksum),
+                MEMBER(SegmentHeader, ready), MEMBER(SegmentHeader, reserved)});
+  check_struct(tables, "DatasetDescriptor", sizeof(DatasetDescriptor),
+               {MEMBER(DatasetDescriptor, name), MEMBER(DatasetDescriptor, source), MEMBER(DatasetDescriptor, format),
+                MEMBER(DatasetDescriptor, num_samples), MEMBER(DatasetDescriptor, num_fields),
+                MEMBER(DatasetDescriptor, num_splits), MEMBER(DatasetDescriptor, payload_checksum),
+                MEMBER(DatasetDescriptor, load_ns), MEMBER(DatasetDescriptor, fields), MEMBER(DatasetDescriptor, splits)});
+  check_struct(tables, "FieldDesc", sizeof(FieldDesc),
+               {MEMBER(FieldDesc, name), MEMBER(FieldDesc, dtype), MEMBER(FieldDesc, ndim), MEMBER(FieldDesc, shape),
+                MEMBER(FieldDesc, offset), MEMBER(FieldDesc, stride), MEMBER(FieldDesc, bytes)});
+  check_struct(tables, "SplitDesc", sizeof(SplitDesc),
+               {MEMBER(SplitDesc, name), MEMBER(SplitDesc, begin), MEMBER(SplitDesc, end)});
+}
+
+TEST_CASE("FORMAT.md: the kind and dtype code tables and the constants match the C++ definitions") {
+  const std::string doc = read_doc();
+  const auto tables = parse_tables(doc);
+  const Table& kinds = table_under(tables, "### `SegmentHeader`", "code");
+  CHECK(kinds.rows.size() == 4);
+  for (const auto& row : kinds.rows) CHECK(shm::kind_name(static_cast<shm::Kind>(std::stoul(row[0]))) == row[1]);
+
+  const Table& dtypes = table_under(tables, "### `FieldDesc`", "code");
+  CHECK(dtypes.rows.size() == 11);
+  for (const auto& row : dtypes.rows) {
+    auto dtype = static_cast<shm::DType>(std::stoul(row[0]));
+    CHECK(shm::dtype_name(dtype) == row[1]);
+    CHECK(shm::dtype_size(dtype) == std::stoul(row[2]));
+  }
+  CHECK(doc.find(fmt::format("`0x{:016x}`", shm::kMagic)) != std::string::npos);
+  CHECK(doc.find(fmt::format("multiple of 2 MiB ({} bytes", shm::kPayloadAlignment)) != std::string::npos);
+  CHECK(doc.find(fmt::format("chunks of 4 MiB ({} bytes", shm::kChecksumChunk)) != std::string::npos);
+  CHECK(doc.find(fmt::format("`layout_version` = {}", shm::kDatasetLayoutVersion)) != std::string::npos);
+  CHECK(doc.find(fmt::format("bytes [0, {}) followed by header bytes [{}, {})", offsetof(SegmentHeader, header_checksum),
+                             shm::kDescriptorOffset, shm::kHeaderBytes)) != std::string::npos);
+}
+
+TEST_CASE("tandem_shm.py reads with numpy exactly the bytes C++ wrote, and refuses an unready cache") {
+  const char* python = std::getenv("TANDEM_PYTHON");
+  REQUIRE_MESSAGE(python != nullptr, "TANDEM_PYTHON (a python3 with numpy) is set by meson");
+  const std::string name = test::unique_name("pyread");
+  const std::string script = fmt::format("{} {}/tools/tandem_shm.py {}", python, test::source_root(), name);
+
+  shm::DatasetSpec spec{name, "/synthetic", "synthetic", 10,
+                        {{"x", shm::DType::u8, {1, 4, 5}}, {"y", shm::DType::i64, {}}, {"z", shm::DType::f32, {3}}},
+                        {{"train", 0, 7}, {"test", 7, 10}}};
+  auto writer = shm::DatasetWriter::create(spec, false);
+  const auto& d = writer.descriptor();
+  for (std::uint32_t f = 0; f < d.num_fields; ++f)
+    for (std::uint64_t b = 0; b < d.fields[f].bytes; ++b) writer.field_data(f)[b] = static_cast<std::byte>((b * 37 + f) & 0xff);
+
+  test::CommandResult unready = test::run_command(script + " --json");
+  CHECK(unready.status == 1);
+  CHECK(unready.output.find("is not ready") != std::string::npos);
+
+  writer.commit(123, 1);
+  struct Cleanup {
+    std::string seg;
+    ~Cleanup() { shm::Segment::unlink(seg); }
+  } cleanup{writer.segment_name()};
+
+  test::CommandResult json = test::run_command(script + " --json");
+  INFO(json.output);
+  REQUIRE(json.status == 0);
+  CHECK(json.output.find("\"num_samples\": 10") != std::string::npos);
+  CHECK(json.output.find("\"splits\": {\"test\": [7, 10], \"train\": [0, 7]}") != std::string::npos);
+  CHECK(json.output.find(fmt::format("\"payload_checksum\": \"{:016x}\"", d.payload_checksum)) != std::string::npos);
+  CHECK(json.output.find("\"load_ns\": 123") != std::string::npos);
+  for (std::uint32_t f = 0; f < d.num_fields; ++f) {
+    const FieldDesc& fd = d.fields[f];
+    CHECK(json.output.find(fmt::format("\"{}\": {{\"bytes\": {}, \"dtype\": \"{}\", \"offset\": {}", fd.name, fd.bytes,
+                                       shm::dtype_name(fd.dtype), fd.offset)) != std::string::npos);
+    for (std::uint64_t sample : {0ull, 3ull, 9ull}) {
+      test::CommandResult sample_hex = test::run_command(fmt::format("{} --hex {} {}", script, fd.name, sample));
+      CHECK(sample_hex.output == hex(writer.field_data(f) + sample * fd.stride, fd.stride) + "\n");
+    }
+  }
+
+  // With the optional xxhash package, Python also recomputes both checksums from the document.
+  if (test::run_command(fmt::format("{} -c 'import xxhash'", python)).status == 0) {
+    CHECK(test::run_command(script + " --verify").status == 0);
+    writer.field_data(1)[5] ^= std::byte{1};  // the writer's mapping is still read-write
+    test::CommandResult bad = test::run_command(script + " --verify");
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find("payload checksum mismatch") != std::string::npos);
+  } else {
+    MESSAGE("python3-xxhash is not installed: the Python checksum recomputation was not tested");
+  }
+}

@@ -1,0 +1,98 @@
+#include "tools/data/input_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace tandem::data {
+
+File::File(const std::filesystem::path& path) : path_(path.string()) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail("cannot open {}: {}", path_, std::strerror(errno));
+  struct stat st {};
+  TANDEM_CHECK_SYS(::fstat(fd_, &st));
+  if (!S_ISREG(st.st_mode)) fail("{} is not a regular file", path_);
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+File::File(File&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void File::read_at(std::uint64_t offset, void* dst, std::size_t bytes) const {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd_, out, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot read {}: {}", path_, std::strerror(errno));
+    if (n == 0) fail("{} ended early at byte {}: the file is truncated", path_, offset);
+    out += n;
+    offset += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+bool is_gzip(const File& file) {
+  unsigned char magic[2] = {0, 0};
+  if (file.size() < 2) return false;
+  file.read_at(0, magic, 2);
+  return magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+std::uint32_t gzip_trailer_size(const File& file) {
+  if (file.size() < 18) fail("{} is too short to be a gzip file ({} bytes): it is truncated", file.path(), file.size());
+  unsigned char t[4];
+  file.read_at(file.size() - 4, t, 4);
+  return t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::uint32_t>(t[3]) << 24);  // little-endian
+}
+
+GzReader::GzReader(const std::filesystem::path& path) : path_(path.string()) {
+  gz_ = ::gzopen(path_.c_str(), "rb");
+  if (gz_ == nullptr) fail("cannot open {}: {}", path_, std::strerror(errno));
+  ::gzbuffer(gz_, 1u << 20);
+}
+
+GzReader::GzReader(GzReader&& other) noexcept : path_(std::move(other.path_)), gz_(std::exchange(other.gz_, nullptr)) {}
+
+GzReader::~GzReader() {
+  if (gz_ != nullptr) ::gzclose_r(gz_);
+}
+
+void GzReader::read(void* dst, std::size_t bytes) {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes, INT_MAX / 2));
+    int n = ::gzread(gz_, out, chunk);
+    if (n <= 0) {
+      int code = Z_OK;
+      std::string_view msg = ::gzerror(gz_, &code);
+      if (msg.starts_with(path_ + ": ")) msg.remove_prefix(path_.size() + 2);  // zlib prefixes the path
+      fail("{} is truncated or corrupt: {} (re-download it)", path_,
+           n == 0 || code == Z_OK ? "it ends before the data its header promises" : msg);
+    }
+    out += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+std::string human_bytes(std::uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
+  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", b / double(1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+}  // namespace tandem::data

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""Reads a Tandem dataset cache with numpy only, as docs/FORMAT.md describes it.
+
+    /usr/bin/python3 tools/tandem_shm.py NAME                  summary of /dev/shm/tandem.data.NAME
+    /usr/bin/python3 tools/tandem_shm.py NAME --json           the same as one JSON object
+    /usr/bin/python3 tools/tandem_shm.py NAME --hex FIELD I    sample I of FIELD as hex bytes
+    /usr/bin/python3 tools/tandem_shm.py NAME --verify         recompute both checksums (needs `xxhash`)
+
+As a module: `cache = open_dataset("fmnist")`; `cache.fields["x"]` is a read-only numpy array of
+shape (num_samples, *per_sample_shape) mapped straight from shared memory (no copy);
+`cache.splits["train"]` is a (begin, end) pair.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+MAGIC = 0x004D4853444E4154  # b"TANDSHM\0"
+HEADER_BYTES = 4096
+DESCRIPTOR_OFFSET = 64
+PAYLOAD_ALIGNMENT = 2 << 20
+KIND_DATASET = 1
+DATASET_LAYOUT_VERSION = 1
+READY = 1
+CHECKSUM_CHUNK = 4 << 20
+
+# The tables of docs/FORMAT.md as numpy record types (little-endian, no padding).
+SEGMENT_HEADER = np.dtype([
+    ("magic", "<u8"), ("kind", "<u4"), ("layout_version", "<u4"), ("creator_uid", "<u4"),
+    ("creator_pid", "<u4"), ("created_unix_ns", "<u8"), ("total_size", "<u8"),
+    ("payload_offset", "<u8"), ("header_checksum", "<u8"), ("ready", "<u4"), ("reserved", "<u4")])
+FIELD_DESC = np.dtype([
+    ("name", "S32"), ("dtype", "<u4"), ("ndim", "<u4"), ("shape", "<u8", (4,)), ("offset", "<u8"),
+    ("stride", "<u8"), ("bytes", "<u8")])
+SPLIT_DESC = np.dtype([("name", "S16"), ("begin", "<u8"), ("end", "<u8")])
+DATASET_DESCRIPTOR = np.dtype([
+    ("name", "S64"), ("source", "S256"), ("format", "S16"), ("num_samples", "<u8"),
+    ("num_fields", "<u4"), ("num_splits", "<u4"), ("payload_checksum", "<u8"), ("load_ns", "<u8"),
+    ("fields", FIELD_DESC, (8,)), ("splits", SPLIT_DESC, (4,))])
+assert (SEGMENT_HEADER.itemsize, FIELD_DESC.itemsize, SPLIT_DESC.itemsize, DATASET_DESCRIPTOR.itemsize) == (64, 96, 32, 1264)
+
+# dtype code -> numpy dtype (bfloat16, code 11, is returned as its raw 16-bit words).
+DTYPES = {1: "<u1", 2: "<i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f2", 7: "<f4", 8: "<f8", 9: "<u2", 10: "<u4", 11: "<u2"}
+DTYPE_NAMES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32",
+               8: "float64", 9: "uint16", 10: "uint32", 11: "bfloat16"}
+
+
+class CacheError(Exception):
+    pass
+
+
+class DatasetCache:
+    def __init__(self, name, path, mapping, header, descriptor, fields, field_info, splits):
+        self.name, self.path, self.mapping = name, path, mapping
+        self.header, self.descriptor = header, descriptor
+        self.fields, self.field_info, self.splits = fields, field_info, splits
+        self.num_samples = int(descriptor["num_samples"])
+
+    def summary(self):
+        d = self.descriptor
+        return {
+            "name": self.name,
+            "segment": self.path,
+            "source": d["source"].decode(),
+            "format": d["format"].decode(),
+            "num_samples": self.num_samples,
+            "payload_checksum": "%016x" % int(d["payload_checksum"]),
+            "load_ns": int(d["load_ns"]),
+            "fields": self.field_info,
+            "splits": {k: list(v) for k, v in self.splits.items()},
+        }
+
+
+def open_dataset(name, shm_dir="/dev/shm"):
+    path = os.path.join(shm_dir, "tandem.data." + name)
+    if not os.path.exists(path):
+        raise CacheError(f"{path} does not exist: run `tandem data preload {name} --from PATH`")
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise CacheError(f"{path} is truncated ({size} bytes, less than its 4096-byte header)")
+    m = np.memmap(path, mode="r")
+    h = np.frombuffer(m, SEGMENT_HEADER, count=1, offset=0)[0]
+    if int(h["magic"]) != MAGIC:
+        raise CacheError(f"{path} is not a Tandem segment (bad magic)")
+    if int(h["ready"]) != READY:  # read first: on x86-64 this plain load is an acquire load
+        raise CacheError(f"{path} is not ready (its creator, pid {int(h['creator_pid'])}, is writing it or died)")
+    if int(h["kind"]) != KIND_DATASET or int(h["layout_version"]) != DATASET_LAYOUT_VERSION:
+        raise CacheError(f"{path} is kind {int(h['kind'])} layout {int(h['layout_version'])}, "
+                         f"this reads a dataset cache (kind 1) of layout {DATASET_LAYOUT_VERSION}")
+    if int(h["total_size"]) != size or int(h["payload_offset"]) % PAYLOAD_ALIGNMENT:
+        raise CacheError(f"{path} is {size} bytes but its header says {int(h['total_size'])}")
+
+    d = np.frombuffer(m, DATASET_DESCRIPTOR, count=1, offset=DESCRIPTOR_OFFSET)[0]
+    n = int(d["num_samples"])
+    if not 1 <= int(d["num_fields"]) <= 8 or int(d["num_splits"]) > 4:
+        raise CacheError(f"{path} has a bad field or split count")
+    fields, info = {}, {}
+    for f in d["fields"][: int(d["num_fields"])]:
+        fname, code, ndim = f["name"].decode(), int(f["dtype"]), int(f["ndim"])
+        shape = tuple(int(s) for s in f["shape"][:ndim])
+        if code not in DTYPES:
+            raise CacheError(f"{path}: field '{fname}' has unknown dtype code {code}")
+        if int(f["offset"]) + int(f["bytes"]) > size or int(f["bytes"]) != int(f["stride"]) * n:
+            raise CacheError(f"{path}: field '{fname}' does not fit the segment")
+        fields[fname] = np.ndarray((n,) + shape, dtype=DTYPES[code], buffer=m, offset=int(f["offset"]))
+        info[fname] = {"dtype": DTYPE_NAMES[code], "shape": list(shape), "offset": int(f["offset"]),
+                       "stride": int(f["stride"]), "bytes": int(f["bytes"])}
+    splits = {s["name"].decode(): (int(s["begin"]), int(s["end"])) for s in d["splits"][: int(d["num_splits"])]}
+    return DatasetCache(name, path, m, h, d, fields, info, splits)
+
+
+def verify(cache):
+    """Recomputes header_checksum and payload_checksum (docs/FORMAT.md); needs the xxhash package."""
+    try:
+        import xxhash  # not part of numpy: optional
+    except ImportError:
+        raise CacheError("--verify needs the xxhash package: apt-get install python3-xxhash (or pip install xxhash)")
+    raw = bytes(cache.mapping[:HEADER_BYTES])
+    if xxhash.xxh3_64_intdigest(raw[0:48] + raw[64:HEADER_BYTES]) != int(cache.header["header_checksum"]):
+        raise CacheError(f"{cache.path}: header checksum mismatch")
+    digests = bytearray()
+    for f in cache.field_info.values():
+        arr = cache.mapping[f["offset"]: f["offset"] + f["bytes"]]
+        for i in range(0, len(arr), CHECKSUM_CHUNK):
+            digests += xxhash.xxh3_64_intdigest(arr[i:i + CHECKSUM_CHUNK]).to_bytes(8, "little")
+    if xxhash.xxh3_64_intdigest(bytes(digests)) != int(cache.descriptor["payload_checksum"]):
+        raise CacheError(f"{cache.path}: payload checksum mismatch")
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 2
+    try:
+        cache = open_dataset(argv[1])
+        if "--json" in argv:
+            print(json.dumps(cache.summary(), sort_keys=True))
+        elif "--hex" in argv:
+            at = argv.index("--hex")
+            field, index = argv[at + 1], int(argv[at + 2])
+            print(np.ascontiguousarray(cache.fields[field][index]).tobytes().hex())
+        elif "--verify" in argv:
+            verify(cache)
+            print(f"{cache.name}: header and payload checksums match")
+        else:
+            s = cache.summary()
+            print(f"{s['name']}: {s['num_samples']} samples from {s['source']} ({s['format']})")
+            for fname, f in s["fields"].items():
+                print(f"  field {fname}: {f['dtype']} {tuple(f['shape'])}")
+            for sname, (b, e) in s["splits"].items():
+                print(f"  split {sname}: {e - b} samples [{b}, {e})")
+    except CacheError as e:
+        print(f"tandem_shm.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
