@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
     const auto t_load = std::chrono::steady_clock::now();
     CacheGuard guard{fmt::format("fmnist-recipe-{}", ::getpid())};
     data::preload({.name = guard.name, .from = data_dir, .threads = static_cast<unsigned>(threads)});
+    shm::UnlinkOnSignal unlink_on_signal(shm::dataset_segment_name(guard.name));  // Ctrl-C leaves nothing
     shm::DatasetCache cache = shm::DatasetCache::attach(guard.name);
     const shm::SplitSpec train_split = cache.split("train"), test_split = cache.split("test");
     const std::uint64_t n_train = train_split.end - train_split.begin, n_test = test_split.end - test_split.begin;
