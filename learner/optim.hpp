@@ -9,8 +9,11 @@
 //
 // Parameters: the optimizer keeps the tensors it is given (sharing their TensorImpl) and updates
 // them in place, so it must be built after anything that re-homes them (flat parameters, to()).
-// Any parameter tensor works, including one flat tensor holding all parameters (one fused update).
-// State lives on each parameter's device. One thread at a time.
+// When the parameters tile one contiguous buffer in order (flat parameters) and so do their
+// gradients, each step is one fused update over the whole buffer (a handful of kernels instead of a
+// handful per tensor) with the state held flat too; otherwise it updates tensor by tensor. The
+// arithmetic per element is the same either way, so both give bit-identical results.
+// State lives on the parameters' device. One thread at a time.
 #pragma once
 
 #include <torch/types.h>
@@ -60,6 +63,7 @@ class Optimizer {
   std::int64_t steps_taken() const { return steps_; }  // Adam's bias correction counts these
   void set_steps_taken(std::int64_t steps) { steps_ = steps; }
   const OptimizerConfig& config() const { return config_; }
+  bool flat() const { return flat_.value.defined(); }  // parameters tile one buffer (fused updates)
 
   // The state as named tensors ("<param>.momentum_buffer", "<param>.exp_avg", "<param>.exp_avg_sq"),
   // sharing storage with the optimizer: copy_ into them to restore.
@@ -72,7 +76,11 @@ class Optimizer {
     torch::Tensor buf1;  // sgd: momentum buffer; adam: exp_avg
     torch::Tensor buf2;  // adam: exp_avg_sq
   };
+  void update(Param& p, const torch::Tensor& grad, double lr, double bc1, double bc2) const;
+  torch::Tensor flat_grad() const;  // the gradients as one tensor, if they tile one buffer in order
+
   std::vector<Param> params_;
+  Param flat_;  // defined when the parameters tile one buffer: params_' state are views of its state
   OptimizerConfig config_;
   std::int64_t steps_ = 0;
 };

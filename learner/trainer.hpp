@@ -70,6 +70,7 @@ class Trainer {
   double current_lr() const;  // for the next step
   const TrainerConfig& config() const { return config_; }
   Model& model() { return model_; }
+  const Optimizer& optimizer() const { return optimizer_; }
 
   // `extra` keys are stored in __metadata__ beside Tandem's own (which they may not replace).
   void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra = {}) const;
