@@ -11,7 +11,9 @@
 #include <map>
 #include <sstream>
 
+#include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
+#include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -84,7 +86,8 @@ struct Member {
 std::size_t doc_type_size(const std::string& type) {
   static const std::map<std::string, std::size_t> base = {
       {"u8", 1}, {"u16", 2}, {"u32", 4}, {"u64", 8}, {"i8", 1}, {"i16", 2}, {"i32", 4}, {"i64", 8}, {"char", 1},
-      {"FieldDesc", sizeof(FieldDesc)}, {"SplitDesc", sizeof(SplitDesc)}};
+      {"FieldDesc", sizeof(FieldDesc)}, {"SplitDesc", sizeof(SplitDesc)},
+      {"f64", 8}};
   std::size_t bracket = type.find('[');
   std::size_t count = bracket == std::string::npos ? 1 : std::stoul(type.substr(bracket + 1));
   auto it = base.find(type.substr(0, bracket));
@@ -212,4 +215,73 @@ TEST_CASE("tandem_shm.py reads with numpy exactly the bytes C++ wrote, and refus
   } else {
     MESSAGE("python3-xxhash is not installed: the Python checksum recomputation was not tested");
   }
+}
+
+TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and sizes, and its code tables the enums") {
+  using shm::ControlDescriptor;
+  using shm::JobControl;
+  using shm::ProcessMetrics;
+  using shm::ProcessRow;
+  const std::string doc = read_doc();
+  const auto tables = parse_tables(doc);
+  check_struct(tables, "ControlDescriptor", sizeof(ControlDescriptor),
+               {MEMBER(ControlDescriptor, row_count), MEMBER(ControlDescriptor, learner_count),
+                MEMBER(ControlDescriptor, actor_count), MEMBER(ControlDescriptor, row_bytes),
+                MEMBER(ControlDescriptor, job_offset), MEMBER(ControlDescriptor, rows_offset),
+                MEMBER(ControlDescriptor, launcher_pid), MEMBER(ControlDescriptor, reserved0),
+                MEMBER(ControlDescriptor, started_unix_ns), MEMBER(ControlDescriptor, started_mono_ns),
+                MEMBER(ControlDescriptor, job), MEMBER(ControlDescriptor, run_dir)});
+  check_struct(tables, "JobControl", sizeof(JobControl),
+               {MEMBER(JobControl, stop), MEMBER(JobControl, stop_reason), MEMBER(JobControl, stop_mono_ns),
+                MEMBER(JobControl, launcher_heartbeat_ns), MEMBER(JobControl, nccl_id_state),
+                MEMBER(JobControl, reserved0), MEMBER(JobControl, reserved1), MEMBER(JobControl, nccl_id),
+                MEMBER(JobControl, reserved2)});
+  check_struct(tables, "ProcessRow", sizeof(ProcessRow),
+               {MEMBER(ProcessRow, role), MEMBER(ProcessRow, index), MEMBER(ProcessRow, pid), MEMBER(ProcessRow, state),
+                MEMBER(ProcessRow, restarts), MEMBER(ProcessRow, exit_status), MEMBER(ProcessRow, spawned_ns),
+                MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, reserved),
+                MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
+  check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics),
+               {MEMBER(ProcessMetrics, updated_ns), MEMBER(ProcessMetrics, step), MEMBER(ProcessMetrics, version),
+                MEMBER(ProcessMetrics, samples), MEMBER(ProcessMetrics, epoch), MEMBER(ProcessMetrics, samples_per_s),
+                MEMBER(ProcessMetrics, loss), MEMBER(ProcessMetrics, accuracy), MEMBER(ProcessMetrics, seconds),
+                MEMBER(ProcessMetrics, lr), MEMBER(ProcessMetrics, reserved)});
+
+  const Table& states = table_under(tables, "### `ProcessRow`", "code");
+  CHECK(states.rows.size() == 7);
+  for (const auto& row : states.rows)
+    CHECK(shm::state_name(static_cast<shm::ProcessState>(std::stoul(row[0]))) == row[1]);
+  const Table& reasons = table_under(tables, "### `JobControl`", "code");
+  CHECK(reasons.rows.size() == 4);
+  for (const auto& row : reasons.rows)
+    CHECK(shm::stop_reason_name(static_cast<shm::StopReason>(std::stoul(row[0]))) == row[1]);
+  CHECK(doc.find(fmt::format("`kind` = {} (ctl), `layout_version` = {}", static_cast<int>(shm::Kind::control),
+                             shm::kControlLayoutVersion)) != std::string::npos);
+  CHECK(doc.find(fmt::format("| 1 = learner, 2 = actor |")) != std::string::npos);
+  CHECK(static_cast<int>(shm::Role::learner) == 1);
+  CHECK(static_cast<int>(shm::Role::actor) == 2);
+TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and sizes") {
+  using namespace tandem::shm;
+  const auto tables = parse_tables(read_doc());
+  check_struct(tables, "SlabDescriptor", sizeof(SlabDescriptor),
+               {MEMBER(SlabDescriptor, model), MEMBER(SlabDescriptor, model_signature),
+                MEMBER(SlabDescriptor, table_checksum), MEMBER(SlabDescriptor, publish_dtype),
+                MEMBER(SlabDescriptor, num_slots), MEMBER(SlabDescriptor, num_leases),
+                MEMBER(SlabDescriptor, num_tensors), MEMBER(SlabDescriptor, slot_bytes),
+                MEMBER(SlabDescriptor, slot_stride), MEMBER(SlabDescriptor, control_offset),
+                MEMBER(SlabDescriptor, lease_offset), MEMBER(SlabDescriptor, lease_bytes),
+                MEMBER(SlabDescriptor, table_offset), MEMBER(SlabDescriptor, slots_offset)});
+  check_struct(tables, "SlabControl", sizeof(SlabControl),
+               {MEMBER(SlabControl, latest), MEMBER(SlabControl, published), MEMBER(SlabControl, skipped),
+                MEMBER(SlabControl, reclaimed), MEMBER(SlabControl, writer_pid), MEMBER(SlabControl, reserved)});
+  check_struct(tables, "SlotHeader", sizeof(SlotHeader),
+               {MEMBER(SlotHeader, seq), MEMBER(SlotHeader, version), MEMBER(SlotHeader, step),
+                MEMBER(SlotHeader, bytes), MEMBER(SlotHeader, snapshot_ns), MEMBER(SlotHeader, publish_ns),
+                MEMBER(SlotHeader, reserved)});
+  check_struct(tables, "LeaseEntry", sizeof(LeaseEntry),
+               {MEMBER(LeaseEntry, owner), MEMBER(LeaseEntry, lease), MEMBER(LeaseEntry, version),
+                MEMBER(LeaseEntry, reserved)});
+  check_struct(tables, "TensorEntry", sizeof(TensorEntry),
+               {MEMBER(TensorEntry, name), MEMBER(TensorEntry, dtype), MEMBER(TensorEntry, ndim),
+                MEMBER(TensorEntry, shape), MEMBER(TensorEntry, offset), MEMBER(TensorEntry, bytes)});
 }

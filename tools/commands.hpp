@@ -14,5 +14,15 @@ int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
 void add_data_commands(CLI::App& app);
+void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
+void add_status_commands(CLI::App& app);
+
+// `tandem bench <thing>`: add_bench_commands creates the group and calls each add_bench_*_command.
+void add_bench_commands(CLI::App& app);
+void add_bench_feed_command(CLI::App& bench);
+
+// `tandem bench <thing>`: add_bench_commands creates the group and calls each bench's add function.
+void add_bench_commands(CLI::App& app);
+void add_bench_publish(CLI::App& bench);
 
 }  // namespace tandem::tools

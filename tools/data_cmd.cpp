@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstring>

@@ -10,6 +10,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tandem 0.1.0");
   tandem::tools::add_shm_commands(app);
   tandem::tools::add_data_commands(app);
+  tandem::tools::add_bench_commands(app);
+  tandem::tools::add_run_commands(app);
+  tandem::tools::add_status_commands(app);
   CLI11_PARSE(app, argc, argv);
   return tandem::run_main("tandem", [&] { return tandem::tools::run_selected(app); });
 }

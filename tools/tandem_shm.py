@@ -5,6 +5,9 @@
     /usr/bin/python3 tools/tandem_shm.py NAME --json           the same as one JSON object
     /usr/bin/python3 tools/tandem_shm.py NAME --hex FIELD I    sample I of FIELD as hex bytes
     /usr/bin/python3 tools/tandem_shm.py NAME --verify         recompute both checksums (needs `xxhash`)
+    /usr/bin/python3 tools/tandem_shm.py --weights SEGMENT [--verify]
+                         latest complete version of a weight slab (e.g. tandem.job.weights), read
+                         lease-free by the seqlock protocol; --verify checks the bench's pattern
 
 As a module: `cache = open_dataset("fmnist")`; `cache.fields["x"]` is a read-only numpy array of
 shape (num_samples, *per_sample_shape) mapped straight from shared memory (no copy);
@@ -128,11 +131,110 @@ def verify(cache):
         raise CacheError(f"{cache.path}: payload checksum mismatch")
 
 
+# ---- weight slab (docs/FORMAT.md, "Weight slab") ------------------------------------------------
+KIND_WEIGHTS = 2
+WEIGHTS_LAYOUT_VERSION = 1
+SLAB_DESCRIPTOR = np.dtype([
+    ("model", "S64"), ("model_signature", "<u8"), ("table_checksum", "<u8"), ("publish_dtype", "<u4"),
+    ("num_slots", "<u4"), ("num_leases", "<u4"), ("num_tensors", "<u4"), ("slot_bytes", "<u8"),
+    ("slot_stride", "<u8"), ("control_offset", "<u8"), ("lease_offset", "<u8"), ("lease_bytes", "<u8"),
+    ("table_offset", "<u8"), ("slots_offset", "<u8")])
+TENSOR_ENTRY = np.dtype([("name", "S160"), ("dtype", "<u4"), ("ndim", "<u4"), ("shape", "<u8", (8,)),
+                         ("offset", "<u8"), ("bytes", "<u8")])
+assert (SLAB_DESCRIPTOR.itemsize, TENSOR_ENTRY.itemsize) == (152, 248)
+
+
+class WeightSlab:
+    """A weight slab mapped read-only. read_latest() follows the seqlock protocol; no lease is taken."""
+
+    def __init__(self, segment, shm_dir="/dev/shm"):
+        path = os.path.join(shm_dir, segment.lstrip("/"))
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise CacheError(f"{path} does not exist: start the learner that publishes it, or check the job name")
+        try:
+            self.mapping = np.memmap(path, dtype=np.uint8, mode="r")
+        finally:
+            os.close(fd)
+        m = self.mapping
+        h = np.frombuffer(m[:64].tobytes(), SEGMENT_HEADER)[0]
+        if int(h["magic"]) != MAGIC or int(h["kind"]) != KIND_WEIGHTS or int(h["layout_version"]) != WEIGHTS_LAYOUT_VERSION:
+            raise CacheError(f"{path} is not a layout-{WEIGHTS_LAYOUT_VERSION} weight slab")
+        if int(h["ready"]) != READY:
+            raise CacheError(f"{path} is not ready")
+        self.d = np.frombuffer(m[DESCRIPTOR_OFFSET:DESCRIPTOR_OFFSET + SLAB_DESCRIPTOR.itemsize].tobytes(), SLAB_DESCRIPTOR)[0]
+        t0, n = int(self.d["table_offset"]), int(self.d["num_tensors"])
+        self.table = np.frombuffer(m[t0:t0 + n * TENSOR_ENTRY.itemsize].tobytes(), TENSOR_ENTRY)
+        self.words = m[:int(self.d["table_offset"])].view("<u8")  # control block and slot headers as u64 words
+
+    def _u64(self, offset):
+        return int(self.words[offset // 8])  # one aligned 8-byte load
+
+    def read_latest(self, attempts=1000):
+        """(version, step, payload copy) of the newest complete version, or None before the first publish."""
+        control = int(self.d["control_offset"])
+        for _ in range(attempts):
+            latest = self._u64(control)
+            if latest == 0:
+                return None
+            slot = latest & 0xFF
+            h = control + 64 + 64 * slot
+            seq = self._u64(h)
+            if seq & 1:
+                continue  # being rewritten: read `latest` again
+            version, step, nbytes = self._u64(h + 8), self._u64(h + 16), self._u64(h + 24)
+            start = int(self.d["slots_offset"]) + slot * int(self.d["slot_stride"])
+            payload = np.array(self.mapping[start:start + nbytes])
+            if self._u64(h) == seq and version != 0:
+                return version, step, payload  # seq unchanged: exactly that version, complete
+        raise CacheError("the writer kept overwriting the slot being read")
+
+    def tensor(self, payload, name):
+        for e in self.table:
+            if e["name"].decode() == name:
+                raw = payload[int(e["offset"]):int(e["offset"]) + int(e["bytes"])]
+                shape = tuple(int(x) for x in e["shape"][:int(e["ndim"])])
+                if int(e["dtype"]) == 11:  # bfloat16: the upper half of a float32
+                    return (raw.view("<u2").astype("<u4") << 16).view("<f4").reshape(shape)
+                return raw.view(DTYPES[int(e["dtype"])]).reshape(shape)
+        raise KeyError(name)
+
+
+def verify_byte(version):
+    return (version * 131 + 7) % 251 + 1
+
+
+def check_verify_pattern(payload, version):
+    """The pattern of `tandem bench publish --verify` (docs/FORMAT.md): False means a torn copy."""
+    return (int(payload[:8].view("<u8")[0]) == version and int(payload[-8:].view("<u8")[0]) == version
+            and bool(np.all(payload[8:-8] == verify_byte(version))))
+
+
+def weights_main(argv):
+    slab = WeightSlab(argv[2])
+    d = slab.d
+    print(f"model {d['model'].decode()!r} signature {int(d['model_signature']):016x}, {int(d['num_slots'])} slots "
+          f"of {int(d['slot_bytes'])} bytes, {int(d['num_tensors'])} tensors")
+    got = slab.read_latest()
+    if got is None:
+        raise CacheError(f"{argv[2]}: nothing published yet")
+    version, step, payload = got
+    print(f"version {version} step {step} bytes {len(payload)}")
+    if "--verify" in argv:
+        if not check_verify_pattern(payload, version):
+            raise CacheError(f"version {version}: TORN (the verify pattern does not match)")
+        print(f"version {version}: verify pattern ok")
+    return 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
         return 2
     try:
+        if argv[1] == "--weights" and len(argv) > 2:
+            return weights_main(argv)
         cache = open_dataset(argv[1])
         if "--json" in argv:
             print(json.dumps(cache.summary(), sort_keys=True))

@@ -1,6 +1,7 @@
 #include "tools/data/idx_reader.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <optional>

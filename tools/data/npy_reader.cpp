@@ -1,6 +1,7 @@
 #include "tools/data/npy_reader.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>

@@ -1,0 +1,91 @@
+#include "actor/follower.hpp"
+
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace tandem::actor {
+
+Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOptions options)
+    : reader_(shm::WeightSlabReader::attach(slab_name, options.mode == LoadMode::zero_copy ? 2 : 1)),
+      params_(params),
+      options_(std::move(options)) {
+  const shm::SlabDescriptor& d = reader_.descriptor();
+  if (d.model_signature != params_.signature())
+    fail("weight slab '/{}' holds model '{}' with signature {:016x}, but this actor's model '{}' has signature {}: "
+         "build the actor with the learner's model (same architecture, sizes and dtypes)",
+         slab_name, d.model, d.model_signature, options_.model, params_.signature_hex());
+  bf16_ = d.publish_dtype == shm::DType::bf16;
+  const at::Tensor& flat = params_.buffer();
+  if (options_.mode == LoadMode::zero_copy && (bf16_ || !flat.is_cpu()))
+    fail("weight slab '/{}': zero-copy loading needs a CPU model and a float32 slab ({} model, {} slab): use copy "
+         "mode, or publish without bf16",
+         slab_name, flat.device().str(), shm::dtype_name(d.publish_dtype));
+  if (flat.is_cuda()) {
+    cuda::set_device(flat.device().index());
+    // Registered read-only: this process maps the slots PROT_READ.
+    registration_ = cuda::HostRegistration(const_cast<std::byte*>(reader_.slots_begin()), reader_.slots_span_bytes(),
+                                           /*read_only=*/true);
+    stream_ = cuda::Stream::create(flat.device().index());
+  }
+}
+
+std::optional<std::uint64_t> Follower::update() {
+  if (!has_new()) return std::nullopt;
+  auto lease = reader_.lease_latest();
+  if (!lease || lease->version() <= version_) return std::nullopt;
+  const std::uint64_t t0 = shm::monotonic_ns();
+  const at::Tensor& flat = params_.buffer();
+  if (options_.mode == LoadMode::zero_copy) {
+    params_.rebind(torch::from_blob(const_cast<std::byte*>(lease->data()), {static_cast<std::int64_t>(lease->bytes())},
+                                    torch::TensorOptions().dtype(torch::kUInt8)));
+    held_ = std::move(*lease);  // releases the slot the model ran on until now
+  } else if (flat.is_cuda()) {
+    load_device(*lease);
+  } else {
+    load_copy(*lease);
+  }
+  const shm::ReadLease& now = options_.mode == LoadMode::zero_copy ? held_ : *lease;
+  version_ = now.version();
+  step_ = now.step();
+  last_load_ms_ = double(shm::monotonic_ns() - t0) / 1e6;
+  return version_;
+}
+
+void Follower::load_copy(const shm::ReadLease& lease) {
+  const at::Tensor& flat = params_.buffer();
+  torch::NoGradGuard no_grad;
+  if (!bf16_) {
+    std::memcpy(flat.data_ptr(), lease.data(), lease.bytes());
+    return;
+  }
+  const auto f32 = static_cast<std::int64_t>(params_.float32_bytes());
+  const auto rest = flat.numel() - f32;
+  auto* src = const_cast<std::byte*>(lease.data());
+  if (f32 > 0)
+    flat.narrow(0, 0, f32).view(torch::kFloat).copy_(torch::from_blob(src, {f32 / 4}, torch::kBFloat16));
+  if (rest > 0) std::memcpy(static_cast<std::byte*>(flat.data_ptr()) + f32, src + f32 / 2, static_cast<std::size_t>(rest));
+}
+
+// H2D from the pinned slot on our stream; the lease is held until the copy has finished.
+void Follower::load_device(const shm::ReadLease& lease) {
+  const at::Tensor& flat = params_.buffer();
+  torch::NoGradGuard no_grad;
+  if (!bf16_) {
+    cuda::copy_async(flat.data_ptr(), lease.data(), lease.bytes(), stream_.get());
+    stream_.synchronize();
+    return;
+  }
+  // bf16: bring the bytes over as they are, then widen on the GPU (torch's current stream).
+  auto staging = torch::empty({static_cast<std::int64_t>(lease.bytes())}, flat.options());
+  cuda::copy_async(staging.data_ptr(), lease.data(), lease.bytes(), stream_.get());
+  stream_.synchronize();
+  const auto f32 = static_cast<std::int64_t>(params_.float32_bytes());
+  const auto rest = flat.numel() - f32;
+  if (f32 > 0) flat.narrow(0, 0, f32).view(torch::kFloat).copy_(staging.narrow(0, 0, f32 / 2).view(torch::kBFloat16));
+  if (rest > 0) flat.narrow(0, f32, rest).copy_(staging.narrow(0, f32 / 2, rest));
+}
+
+}  // namespace tandem::actor

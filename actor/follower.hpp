@@ -1,0 +1,63 @@
+// Follower: an actor's model kept at the newest weights of /tandem.<job>.weights.
+//
+// Contract
+//  * One thread (the actor's) owns a Follower; it is not thread-safe.
+//  * The constructor attaches (read-only payload, see weight_slab.hpp) and checks the model
+//    signature: a different architecture is a one-line UserError naming both signatures.
+//  * has_new() is one acquire load of `latest`: cheap enough to call before every action.
+//  * update() loads the newest version if it is newer than the one running and returns it:
+//      CPU model, LoadMode::copy       lease, one memcpy (or bf16 -> float32) into the model, release
+//      CPU model, LoadMode::zero_copy  the model's tensors point into the leased slot, which stays
+//                                      leased (and read-only: writing a weight faults) until the next
+//                                      update; needs a float32 (not bf16) slab
+//      CUDA model                      the slot span is cudaHostRegister'ed (read-only) once; lease, H2D
+//                                      on the follower's stream, wait for it, release
+//    It blocks the calling thread for that copy only; it never makes the learner wait.
+//  * version() is the version the model runs (0: its own initial weights), for tagging trajectories.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/cuda.hpp"
+#include "common/torch/flat_params.hpp"
+#include "shm/weight_slab.hpp"
+
+namespace tandem::actor {
+
+enum class LoadMode { copy, zero_copy };
+
+struct FollowerOptions {
+  LoadMode mode = LoadMode::copy;
+  std::string model = "model";  // this actor's model, named in signature errors
+};
+
+class Follower {
+ public:
+  Follower(const std::string& slab_name, FlatParams& params, FollowerOptions options = {});
+
+  bool has_new() const { return reader_.latest_version() > version_; }
+  std::optional<std::uint64_t> update();
+
+  std::uint64_t version() const { return version_; }
+  std::uint64_t step() const { return step_; }
+  double last_load_ms() const { return last_load_ms_; }
+  const shm::WeightSlabReader& reader() const { return reader_; }
+
+ private:
+  void load_copy(const shm::ReadLease& lease);
+  void load_device(const shm::ReadLease& lease);
+
+  shm::WeightSlabReader reader_;
+  FlatParams& params_;
+  FollowerOptions options_;
+  bool bf16_ = false;
+  std::uint64_t version_ = 0, step_ = 0;
+  double last_load_ms_ = 0;
+  shm::ReadLease held_;  // zero-copy: the slot the model runs on
+  cuda::HostRegistration registration_;
+  cuda::Stream stream_;
+};
+
+}  // namespace tandem::actor

@@ -1,0 +1,218 @@
+#include "learner/feed/device_feed.hpp"
+
+#include <fmt/format.h>
+
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/cuda.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "shm/dataset_cache.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+#ifdef TANDEM_FEED_KERNEL
+#include "learner/feed/gather_kernel.hpp"
+#endif
+
+namespace tandem::feed {
+namespace {
+
+void require_gpu(const FeedOptions& options) {
+#ifdef TANDEM_TORCH_CUDA
+  const int visible = cuda::device_count();
+  if (visible == 0) fail("DeviceFeed needs a CUDA GPU and none is visible to this process: use HostFeed, which runs on the CPU");
+  if (static_cast<int>(options.device_index) >= visible)
+    fail("DeviceFeed device_index {} is out of range: {} GPUs are visible", options.device_index, visible);
+#else
+  (void)options;
+  fail("DeviceFeed needs a CUDA GPU and this build's LibTorch has no CUDA: use HostFeed, which runs on the CPU");
+#endif
+}
+
+#ifdef TANDEM_TORCH_CUDA
+struct DeviceCopy {
+  torch::Tensor x;  // uint8 [split samples, sample shape...]
+  torch::Tensor y;  // int64 [split samples]
+};
+
+// One copy per (cache contents, split, GPU) in this process, shared by its feeds and freed with the
+// last of them. The checksum in the key keeps a cache replaced under the same name (--force) apart.
+std::shared_ptr<DeviceCopy> device_copy(const shm::DatasetCache& cache, const FeedOptions& options,
+                                        const FeedLayout& layout) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<DeviceCopy>> copies;
+  const std::string key = fmt::format("{}/{:016x}/{}/{}", layout.dataset, cache.descriptor().payload_checksum,
+                                      options.split, options.device_index);
+  std::lock_guard lock(mu);
+  if (auto live = copies[key].lock()) return live;
+
+  const auto n = static_cast<std::int64_t>(layout.end - layout.begin);
+  std::vector<std::int64_t> shape{n};
+  shape.insert(shape.end(), layout.sample_shape.begin(), layout.sample_shape.end());
+  const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.device_index));
+  // The mapping is read-only; from_blob wants a mutable pointer, and the copy only reads it.
+  auto* x = const_cast<std::byte*>(layout.x + layout.begin * layout.x_stride);
+  auto* y = const_cast<std::byte*>(layout.y + layout.begin * sizeof(std::int64_t));
+  auto copy = std::make_shared<DeviceCopy>();
+  copy->x = torch::from_blob(x, shape, torch::kByte).to(device);
+  copy->y = torch::from_blob(y, {n}, torch::kLong).to(device);
+  log::debug("DeviceFeed: copied {} samples of '{}' ({} bytes) to GPU {}", n, layout.dataset,
+             n * static_cast<std::int64_t>(layout.sample_bytes()), options.device_index);
+  copies[key] = copy;
+  return copy;
+}
+#endif
+
+}  // namespace
+
+struct DeviceFeed::Impl {
+  FeedOptions options;
+  FeedLayout layout;
+  EpochSampler sampler;
+  std::uint64_t epoch;
+  std::uint64_t index = 0;         // next step within the epoch
+  std::uint64_t step_samples;
+#ifdef TANDEM_TORCH_CUDA
+  c10::DeviceIndex device;
+  std::shared_ptr<DeviceCopy> copy;
+  torch::Tensor order;             // this epoch's rows, relative to the split: int64 on the GPU
+  bool order_current = false;
+  cudaStream_t last_stream = nullptr;
+#ifdef TANDEM_FEED_KERNEL
+  ChannelAffine affine;
+#else
+  torch::Tensor scale_t, bias_t;   // [1, channels, 1] on the GPU
+#endif
+#endif
+  std::future<std::vector<std::int64_t>> next_rows;  // last member: destroyed (waited for) first
+
+  Impl(const shm::DatasetCache& cache, const FeedOptions& o, std::uint64_t first_epoch)
+      : options((require_gpu(o), o)),
+        layout(describe_feed(cache, o)),
+        sampler(make_feed_sampler(layout, o)),
+        epoch(first_epoch),
+        step_samples(o.batch_size * o.consumers) {
+#ifdef TANDEM_TORCH_CUDA
+    device = static_cast<c10::DeviceIndex>(o.device_index);
+    c10::cuda::CUDAGuard guard(device);
+    copy = device_copy(cache, o, layout);
+#ifdef TANDEM_FEED_KERNEL
+    if (layout.channels > kMaxAffineChannels)
+      fail("DeviceFeed normalises at most {} channels separately, got {}: give one mean/stddev", kMaxAffineChannels,
+           layout.channels);
+    affine.channels = static_cast<std::int32_t>(layout.channels);
+    affine.plane = static_cast<std::int64_t>(layout.plane);
+    std::copy(layout.scale.begin(), layout.scale.end(), affine.scale);
+    std::copy(layout.bias.begin(), layout.bias.end(), affine.bias);
+#else
+    const auto on_gpu = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device);
+    const auto c = static_cast<std::int64_t>(layout.channels);
+    scale_t = torch::tensor(layout.scale).view({1, c, 1}).to(on_gpu);
+    bias_t = torch::tensor(layout.bias).view({1, c, 1}).to(on_gpu);
+#endif
+#endif
+  }
+
+  ~Impl() {
+#ifdef TANDEM_TORCH_CUDA
+    // Kernels already enqueued may still read the split copy and this epoch's order.
+    if (last_stream != nullptr && cudaStreamSynchronize(last_stream) != cudaSuccess)
+      log::error("DeviceFeed: waiting for the consumer's stream failed: {}", cudaGetErrorString(cudaGetLastError()));
+#endif
+  }
+
+  std::vector<std::int64_t> rows_of(std::uint64_t e) const {
+    const auto order = sampler.epoch_order(e);
+    std::vector<std::int64_t> rows(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) rows[i] = static_cast<std::int64_t>(order[i] - layout.begin);
+    return rows;
+  }
+
+  std::vector<std::int64_t> shape_of(std::int64_t n) const {
+    std::vector<std::int64_t> shape{n};
+    shape.insert(shape.end(), layout.sample_shape.begin(), layout.sample_shape.end());
+    return shape;
+  }
+
+#ifdef TANDEM_TORCH_CUDA
+  // Uploads this epoch's order from pinned memory without waiting (the caching host allocator keeps
+  // the pinned block until the copy is done) and starts computing the next epoch's.
+  void upload_order() {
+    std::vector<std::int64_t> rows = next_rows.valid() ? next_rows.get() : rows_of(epoch);
+    auto host = torch::from_blob(rows.data(), {static_cast<std::int64_t>(rows.size())}, torch::kLong).pin_memory();
+    order = host.to(torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA, device), /*non_blocking=*/true);
+    next_rows = std::async(std::launch::async, [this, e = epoch + 1] { return rows_of(e); });
+    order_current = true;
+  }
+#endif
+
+  Step next() {
+#ifdef TANDEM_TORCH_CUDA
+    c10::cuda::CUDAGuard guard(device);
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    last_stream = stream;
+    if (!order_current) upload_order();
+
+    const std::uint64_t n = sampler.batch_samples(index);
+    const std::uint64_t offset = index * step_samples;
+    const auto as_float = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device);
+    const auto as_long = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA, device);
+    Step step{epoch, index, {}};
+    step.batches.reserve(options.consumers);
+    for (std::uint32_t c = 0; c < options.consumers; ++c) {
+      const std::uint64_t begin = consumer_begin(n, c, options.consumers);
+      const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
+      Batch b{torch::empty(shape_of(m), as_float), torch::empty({m}, as_long)};
+      if (m > 0) {
+#ifdef TANDEM_FEED_KERNEL
+        GatherArgs args;
+        args.x = copy->x.data_ptr<std::uint8_t>();
+        args.sample_bytes = static_cast<std::int64_t>(layout.x_stride);
+        args.y = copy->y.data_ptr<std::int64_t>();
+        args.index = order.data_ptr<std::int64_t>() + offset + begin;
+        args.n = m;
+        args.x_out = b.x.data_ptr<float>();
+        args.y_out = b.y.data_ptr<std::int64_t>();
+        launch_gather_normalize(args, affine, stream);
+#else
+        const auto rows = order.narrow(0, static_cast<std::int64_t>(offset + begin), m);
+        b.x.copy_(copy->x.index_select(0, rows));
+        b.x.view({m, static_cast<std::int64_t>(layout.channels), static_cast<std::int64_t>(layout.plane)})
+            .mul_(scale_t)
+            .add_(bias_t);
+        torch::index_select_out(b.y, copy->y, 0, rows);
+#endif
+      }
+      step.batches.push_back(std::move(b));
+    }
+    if (++index == sampler.length()) {
+      index = 0;
+      ++epoch;
+      order_current = false;
+    }
+    return step;
+#else
+    fail("DeviceFeed needs a CUDA GPU");
+#endif
+  }
+};
+
+DeviceFeed::DeviceFeed(const shm::DatasetCache& cache, const FeedOptions& options, std::uint64_t first_epoch)
+    : impl_(std::make_unique<Impl>(cache, options, first_epoch)) {}
+DeviceFeed::~DeviceFeed() = default;
+DeviceFeed::DeviceFeed(DeviceFeed&&) noexcept = default;
+DeviceFeed& DeviceFeed::operator=(DeviceFeed&&) noexcept = default;
+
+std::uint64_t DeviceFeed::length() const { return impl_->sampler.length(); }
+const EpochSampler& DeviceFeed::sampler() const { return impl_->sampler; }
+Step DeviceFeed::next() { return impl_->next(); }
+
+}  // namespace tandem::feed

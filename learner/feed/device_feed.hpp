@@ -1,0 +1,42 @@
+// DeviceFeed: batches gathered on the GPU from a copy of the split that lives in GPU memory.
+//
+// The split's uint8 samples and int64 labels are copied to GPU `device_index` once per process and
+// GPU (feeds over the same cache, split and GPU share the copy). Each epoch's order comes from the
+// same EpochSampler as HostFeed's (so both feeds visit the same samples in the same order) and is
+// uploaded once per epoch, without a host sync; the next epoch's order is computed on a helper
+// thread meanwhile. Each next() gathers batch_size * consumers samples by index, converts them to
+// float and normalises them in one kernel per consumer (index_select + to + sub/div where the
+// kernel is not built), into allocations that share no storage. next() only enqueues work on the
+// caller's current CUDA stream and never waits for the GPU.
+//
+// Threads: one thread calls next(), always with the same current stream (the allocator reuses the
+// epoch's index memory in that stream's order). Destruction waits for that stream. Without a GPU,
+// or in a build whose LibTorch has no CUDA, construction fails with a UserError saying so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "learner/feed/batch.hpp"
+#include "learner/feed/feed_options.hpp"
+
+namespace tandem::feed {
+
+class DeviceFeed {
+ public:
+  DeviceFeed(const shm::DatasetCache& cache, const FeedOptions& options, std::uint64_t first_epoch = 0);
+  ~DeviceFeed();
+  DeviceFeed(DeviceFeed&&) noexcept;
+  DeviceFeed& operator=(DeviceFeed&&) noexcept;
+
+  std::uint64_t length() const;  // steps per epoch
+  const EpochSampler& sampler() const;
+
+  Step next();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::feed

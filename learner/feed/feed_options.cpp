@@ -1,0 +1,79 @@
+#include "learner/feed/feed_options.hpp"
+
+#include <cstring>
+
+#include "common/error.hpp"
+#include "shm/dataset_cache.hpp"
+
+namespace tandem::feed {
+
+SamplerOptions FeedLayout::sampler(const FeedOptions& options) const {
+  return SamplerOptions{.begin = begin,
+                        .end = end,
+                        .rank = options.rank,
+                        .world_size = options.world_size,
+                        .batch_size = options.batch_size * options.consumers,
+                        .seed = options.seed,
+                        .device_index = options.device_index,
+                        .drop_last = options.drop_last};
+}
+
+FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& options) {
+  const auto& d = cache.descriptor();
+  FeedLayout layout;
+  layout.dataset.assign(d.name, strnlen(d.name, sizeof d.name));
+  const std::string& name = layout.dataset;
+
+  if (options.batch_size == 0) fail("feed batch_size is 0: it must be at least 1");
+  if (options.consumers == 0) fail("feed consumers is 0: it must be at least 1");
+
+  auto x = cache.field("x");
+  if (x.dtype != shm::DType::u8)
+    fail("dataset cache '{}' field 'x' is {}: the feeds read uint8 samples (preload it as uint8)", name,
+         shm::dtype_name(x.dtype));
+  auto y = cache.field("y");
+  if (y.dtype != shm::DType::i64 || !y.sample_shape.empty())
+    fail("dataset cache '{}' field 'y' is {} with {} dimensions: the feeds read one int64 label per sample", name,
+         shm::dtype_name(y.dtype), y.sample_shape.size());
+  if (x.stride == 0) fail("dataset cache '{}' field 'x' has empty samples", name);
+
+  layout.x = x.data;
+  layout.x_stride = x.stride;
+  for (auto dim : x.sample_shape) layout.sample_shape.push_back(static_cast<std::int64_t>(dim));
+  layout.y = y.data;
+  auto split = cache.split(options.split);
+  layout.begin = split.begin;
+  layout.end = split.end;
+
+  const std::uint64_t image_channels = x.sample_shape.size() >= 2 ? x.sample_shape[0] : 1;
+  if (options.mean.size() != options.stddev.size())
+    fail("feed mean has {} values and stddev {}: give both one value, or one per channel", options.mean.size(),
+         options.stddev.size());
+  if (options.mean.size() != 1 && options.mean.size() != image_channels)
+    fail("feed mean/stddev have {} values but dataset '{}' samples have {} channels: give 1 or {}",
+         options.mean.size(), name, image_channels, image_channels);
+  layout.channels = static_cast<std::uint32_t>(options.mean.size());
+  layout.plane = layout.x_stride / layout.channels;
+  for (std::size_t c = 0; c < options.mean.size(); ++c) {
+    if (!(options.stddev[c] > 0.0f)) fail("feed stddev[{}] is {}: it must be positive", c, options.stddev[c]);
+    layout.scale.push_back(1.0f / (255.0f * options.stddev[c]));
+    layout.bias.push_back(-options.mean[c] / options.stddev[c]);
+  }
+  return layout;
+}
+
+EpochSampler make_feed_sampler(const FeedLayout& layout, const FeedOptions& options) {
+  EpochSampler sampler(layout.sampler(options));
+  if (sampler.length() == 0) {
+    if (sampler.shard_size() == 0)
+      fail("split '{}' of dataset '{}' has {} samples, fewer than world size {}: every rank needs at least one",
+           options.split, layout.dataset, layout.end - layout.begin, options.world_size);
+    fail("split '{}' of dataset '{}' gives rank {} of {} only {} samples, fewer than one step of {} ({} x {} "
+         "consumers) with drop_last: lower batch_size or turn drop_last off",
+         options.split, layout.dataset, options.rank, options.world_size, sampler.shard_size(),
+         options.batch_size * options.consumers, options.batch_size, options.consumers);
+  }
+  return sampler;
+}
+
+}  // namespace tandem::feed

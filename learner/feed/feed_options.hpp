@@ -1,0 +1,66 @@
+// What HostFeed and DeviceFeed are asked for, and what they find in the cache. Torch-free.
+//
+// A feed reads a split of a dataset cache (shm/dataset_cache.hpp) whose field "x" is uint8 samples
+// (C,H,W or any shape; the first dimension is the channel when there are two or more) and whose
+// field "y" is one int64 label per sample. It hands out steps; a step is one batch for each of
+// `consumers` consumers (batch_size samples each, drawn together as one sampler batch of
+// batch_size * consumers), every batch in its own allocation. x arrives as float:
+//   x_out = (x / 255 - mean[c]) / stddev[c]      (one mean/stddev for all channels, or one per channel)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "learner/feed/epoch_sampler.hpp"
+
+namespace tandem::shm {
+class DatasetCache;
+}
+
+namespace tandem::feed {
+
+enum class Placement { automatic, cpu, cuda };  // automatic: the GPU `device_index` if one is visible
+
+struct FeedOptions {
+  std::string split = "train";
+  std::uint64_t batch_size = 256;     // samples per consumer per step
+  std::uint32_t consumers = 1;        // batches per step, each in its own allocation
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  std::uint64_t seed = 0;
+  std::uint32_t device_index = 0;     // the GPU used, and the per-device seed (seed + PRIME * index)
+  bool drop_last = false;             // drop the epoch's last, short step
+  std::vector<float> mean{0.0f};
+  std::vector<float> stddev{1.0f};
+  // HostFeed only
+  Placement placement = Placement::automatic;
+  unsigned workers = 0;               // gather threads; 0: min(8, hardware threads)
+  unsigned ring_slots = 4;            // staging slots (each holds one step)
+  unsigned copy_delay_us = 0;         // testing: stall the copy stream this long before each H2D copy
+};
+
+// The cache, checked against the options: where the bytes are and how to convert them.
+struct FeedLayout {
+  std::string dataset;
+  const std::byte* x = nullptr;       // sample i at x + i * x_stride (uint8)
+  std::uint64_t x_stride = 0;
+  std::vector<std::int64_t> sample_shape;
+  const std::byte* y = nullptr;       // label i at y + i * 8 (int64)
+  std::uint64_t begin = 0, end = 0;   // the split
+  std::uint32_t channels = 1;         // of the normalisation: 1 (shared mean/stddev) or shape[0]
+  std::uint64_t plane = 0;            // elements per channel = x_stride / channels
+  std::vector<float> scale, bias;     // per normalisation channel: x_out = x * scale + bias
+
+  SamplerOptions sampler(const FeedOptions& options) const;
+  std::uint64_t sample_bytes() const { return x_stride + sizeof(std::int64_t); }  // read per sample
+};
+
+// Validates (UserError naming the bad option or field and the fix) and describes the feed's input.
+FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& options);
+
+// The sampler of a feed, refusing an epoch with no step: a rank must get at least one.
+EpochSampler make_feed_sampler(const FeedLayout& layout, const FeedOptions& options);
+
+}  // namespace tandem::feed

@@ -1,0 +1,37 @@
+// A dataset cache of generated samples, for the feeds' tests and `tandem bench feed`. Torch-free.
+// Field "x" is uint8 with the given sample shape, filled with a pseudo-random pattern that is a pure
+// function of (sample, byte) (fill_sample), so a test can recompute what any sample must hold; field
+// "y" is int64 and holds the sample's own index, so a batch's labels say which samples it carries.
+// Splits: "train" = [0, train), "test" = [train, train + test).
+//
+// The handle owns the segment: it is created committed (ready) and unlinked when the handle is
+// destroyed (a program that may be interrupted adds shm::UnlinkOnSignal for the name).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tandem::feed {
+
+class SyntheticDataset {
+ public:
+  // Fails (UserError) if a cache of that name exists.
+  SyntheticDataset(std::string name, std::uint64_t train, std::uint64_t test, std::vector<std::uint64_t> sample_shape);
+  ~SyntheticDataset();
+  SyntheticDataset(SyntheticDataset&&) noexcept;
+  SyntheticDataset& operator=(SyntheticDataset&&) noexcept;
+
+  const std::string& name() const { return name_; }
+
+  static void fill_sample(std::uint64_t sample, std::span<std::uint8_t> out);
+
+ private:
+  struct Guard;
+  std::string name_;
+  std::unique_ptr<Guard> guard_;
+};
+
+}  // namespace tandem::feed

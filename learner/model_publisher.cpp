@@ -1,0 +1,92 @@
+#include "learner/model_publisher.hpp"
+
+#include <torch/torch.h>
+
+#include "common/error.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace tandem::learner {
+namespace {
+
+shm::DType slab_dtype(c10::ScalarType t, const std::string& name) {
+  switch (t) {
+    case c10::ScalarType::Float: return shm::DType::f32;
+    case c10::ScalarType::Double: return shm::DType::f64;
+    case c10::ScalarType::Half: return shm::DType::f16;
+    case c10::ScalarType::BFloat16: return shm::DType::bf16;
+    case c10::ScalarType::Long: return shm::DType::i64;
+    case c10::ScalarType::Int: return shm::DType::i32;
+    case c10::ScalarType::Short: return shm::DType::i16;
+    case c10::ScalarType::Char: return shm::DType::i8;
+    case c10::ScalarType::Byte: return shm::DType::u8;
+    default:
+      fail("tensor '{}' has dtype {}, which the weight slab cannot publish: convert it (e.g. to float32) or "
+           "make it a non-persistent buffer", name, c10::toString(t));
+  }
+}
+
+cuda::StreamHandle current_stream(const at::Tensor& on) {
+#ifdef TANDEM_TORCH_CUDA
+  return reinterpret_cast<cuda::StreamHandle>(c10::cuda::getCurrentCUDAStream(on.device().index()).stream());
+#else
+  fail("the model is on {}, but this LibTorch has no CUDA: rebuild Tandem against a CUDA LibTorch", on.device().str());
+#endif
+}
+
+}  // namespace
+
+shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, bool bf16) {
+  const std::uint64_t shrink = bf16 ? params.float32_bytes() / 2 : 0;  // bytes saved by the bf16 run
+  shm::SlabSpec spec;
+  spec.model = model;
+  spec.model_signature = params.signature();
+  spec.publish_dtype = bf16 ? shm::DType::bf16 : shm::DType::f32;
+  spec.slot_bytes = params.bytes() - shrink;
+  for (const FlatTensorInfo& t : params.table()) {
+    shm::TensorSpec s{t.name, slab_dtype(t.dtype, t.name), {}, t.offset, t.bytes};
+    for (auto d : t.shape) s.shape.push_back(static_cast<std::uint64_t>(d));
+    if (bf16 && t.offset < params.float32_bytes()) {
+      s.dtype = shm::DType::bf16;
+      s.offset /= 2;
+      s.bytes /= 2;
+    } else {
+      s.offset -= shrink;
+    }
+    spec.tensors.push_back(std::move(s));
+  }
+  return spec;
+}
+
+ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params, ModelPublisherOptions options) {
+  shm::SlabSpec spec = slab_spec_for(params, options.model, options.bf16);
+  spec.num_slots = options.slots;
+  spec.num_leases = options.leases;
+  slab_ = shm::WeightSlabWriter::create(slab_name, spec, options.force);
+
+  at::Tensor flat = params.buffer();
+  PublishSource source;
+  source.data = static_cast<const std::byte*>(flat.data_ptr());
+  source.bytes = spec.slot_bytes;
+  if (flat.is_cuda()) {
+    source.device = flat.device().index();
+    source.stream = current_stream(flat);
+  }
+  if (options.bf16) {
+    // Conversion during the snapshot: the float32 run becomes bf16 (a torch kernel on the current
+    // stream, which is source.stream), the rest is copied as bytes right after it.
+    const auto f32 = static_cast<std::int64_t>(params.float32_bytes());
+    const auto rest = flat.numel() - f32;
+    source.snapshot = [flat, f32, rest](std::byte* dst, cuda::StreamHandle) {
+      auto opts = flat.options();
+      if (f32 > 0)
+        torch::from_blob(dst, {f32 / 4}, opts.dtype(torch::kBFloat16)).copy_(flat.narrow(0, 0, f32).view(torch::kFloat));
+      if (rest > 0) torch::from_blob(dst + f32 / 2, {rest}, opts).copy_(flat.narrow(0, f32, rest));
+    };
+  }
+  publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when);
+}
+
+}  // namespace tandem::learner

@@ -1,0 +1,256 @@
+#include "learner/publisher.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "common/error.hpp"
+
+#ifdef TANDEM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tandem::learner {
+
+// One device staging buffer and the events that time and fence its two copies.
+struct Publisher::Staging {
+  enum class State { free, pending, transferring };
+  State state = State::free;
+  cuda::Buffer buffer;
+  cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done;
+  std::uint64_t version = 0, step = 0, call_ns = 0;
+  std::optional<shm::WeightSlabWriter::Slot> slot;
+};
+
+Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options)
+    : slab_(slab), source_(std::move(source)), options_(options), next_version_(slab.latest_version() + 1) {
+  if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
+    fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
+         source_.bytes, slab_.descriptor().slot_bytes, slab_.name());
+  if (!on_device()) return;
+
+  // CUDA path: page-lock the slots in place once; every D2H then runs at pinned bandwidth.
+  cuda::set_device(source_.device);
+  registration_ = cuda::HostRegistration(slab_.slots_begin(), slab_.slots_span_bytes());
+  publish_stream_ = cuda::Stream::create(source_.device);
+  for (int i = 0; i < 2; ++i) {
+    auto s = std::make_unique<Staging>();
+    s->buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device, source_.bytes);
+    s->snapshot_start = cuda::Event::create(true);
+    s->snapshot_done = cuda::Event::create(true);
+    s->d2h_start = cuda::Event::create(true);
+    s->d2h_done = cuda::Event::create(true);
+    staging_.push_back(std::move(s));
+  }
+  committer_ = std::thread([this] { committer_loop(); });
+}
+
+Publisher::~Publisher() {
+  if (!committer_.joinable()) return;
+  {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  committer_.join();
+}
+
+Publisher::Result Publisher::maybe_publish(std::uint64_t step) {
+  const std::uint64_t now = shm::monotonic_ns();
+  bool due = !published_once_;
+  if (options_.every_steps > 0 && step >= last_step_ + options_.every_steps) due = true;
+  if (options_.every_ms > 0 && double(now - last_ns_) >= options_.every_ms * 1e6) due = true;
+  if (!due) return {Outcome::not_due, 0};
+  return publish(step);
+}
+
+Publisher::Result Publisher::publish(std::uint64_t step) {
+  const std::uint64_t t0 = shm::monotonic_ns();
+  rethrow_async_error();
+  published_once_ = true;
+  last_step_ = step;
+  last_ns_ = t0;
+  const std::uint64_t version = next_version_++;
+  Result r = on_device() ? publish_device(step, version, t0) : publish_host(step, version, t0);
+  const double call_us = double(shm::monotonic_ns() - t0) / 1e3;
+  std::lock_guard lock(mutex_);
+  stats_.calls++;
+  stats_.total_call_us += call_us;
+  stats_.max_call_us = std::max(stats_.max_call_us, call_us);
+  if (!on_device() && r.outcome == Outcome::skipped) stats_.skipped++;  // the device path counts in start_transfer
+  if (r.outcome == Outcome::committed) stats_.committed++;
+  return r;
+}
+
+// CPU: the whole publish is one copy into the slot, on this thread.
+Publisher::Result Publisher::publish_host(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
+  auto slot = slab_.begin_write();
+  if (!slot) return {Outcome::skipped, version};
+  try {
+    if (source_.snapshot) source_.snapshot(slot->data, nullptr);
+    else std::memcpy(slot->data, source_.data, source_.bytes);
+  } catch (...) {
+    slab_.abort(*slot);
+    throw;
+  }
+  const std::uint64_t copied = shm::monotonic_ns();
+  slab_.commit(*slot, version, step, source_.bytes, t0);
+  PublishTiming t;
+  t.version = version;
+  t.snapshot_ms = double(copied - t0) / 1e6;
+  t.visible_ms = double(shm::monotonic_ns() - t0) / 1e6;
+  record(t);
+  return {Outcome::committed, version};
+}
+
+void Publisher::record(const PublishTiming& t) {
+  if (timings_.size() < (1u << 20)) timings_.push_back(t);
+}
+
+std::vector<PublishTiming> Publisher::take_timings() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(timings_, {});
+}
+
+PublisherStats Publisher::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Publisher::rethrow_async_error() {
+  std::lock_guard lock(mutex_);
+  if (async_error_) std::rethrow_exception(std::exchange(async_error_, nullptr));
+}
+
+#ifdef TANDEM_HAVE_CUDA
+
+Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
+  std::unique_lock lock(mutex_);
+  // The buffer to snapshot into: the one whose snapshot has not started its D2H yet (newest wins),
+  // else a free one. With two buffers and at most one transfer there is always one.
+  Staging* target = nullptr;
+  for (auto& s : staging_)
+    if (s->state == Staging::State::pending) target = s.get();
+  if (target != nullptr) stats_.coalesced++;
+  for (auto& s : staging_)
+    if (target == nullptr && s->state == Staging::State::free) target = s.get();
+  if (target == nullptr) throw std::logic_error("publisher: no staging buffer (both transferring)");
+
+  std::byte* dst = static_cast<std::byte*>(target->buffer.data());
+  target->snapshot_start.record(source_.stream);
+  if (source_.snapshot) source_.snapshot(dst, source_.stream);
+  else TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, source_.data, source_.bytes, cudaMemcpyDeviceToDevice, source_.stream));
+  target->snapshot_done.record(source_.stream);
+  target->state = Staging::State::pending;
+  target->version = version;
+  target->step = step;
+  target->call_ns = t0;
+
+  bool busy = std::any_of(staging_.begin(), staging_.end(),
+                          [](auto& s) { return s->state == Staging::State::transferring; });
+  if (!busy) start_transfer(*target);
+  const bool skipped = target->state == Staging::State::free;  // start_transfer found no free slot
+  lock.unlock();
+  changed_.notify_all();
+  return {skipped ? Outcome::skipped : Outcome::in_flight, version};
+}
+
+// Mutex held. Takes a slot and enqueues the one D2H; no free slot drops this snapshot (counted).
+void Publisher::start_transfer(Staging& s) {
+  s.slot = slab_.begin_write();
+  if (!s.slot) {
+    s.state = Staging::State::free;
+    stats_.skipped++;
+    return;
+  }
+  TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
+  s.d2h_start.record(publish_stream_.get());
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost,
+                                    publish_stream_.get()));
+  s.d2h_done.record(publish_stream_.get());
+  s.state = Staging::State::transferring;
+}
+
+void Publisher::committer_loop() {
+  cuda::set_device(source_.device);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    Staging* active = nullptr;
+    changed_.wait(lock, [&] {
+      for (auto& s : staging_)
+        if (s->state == Staging::State::transferring) active = s.get();
+      return active != nullptr || stopping_;
+    });
+    if (active == nullptr) return;  // stopping and nothing in flight
+    lock.unlock();
+    try {
+      active->d2h_done.synchronize();
+    } catch (...) {
+      lock.lock();
+      async_error_ = std::current_exception();
+      slab_.abort(*active->slot);
+      active->state = Staging::State::free;
+      changed_.notify_all();
+      continue;
+    }
+    lock.lock();
+    try {
+      slab_.commit(*active->slot, active->version, active->step, source_.bytes, active->call_ns);
+      PublishTiming t;
+      t.version = active->version;
+      t.visible_ms = double(shm::monotonic_ns() - active->call_ns) / 1e6;
+      t.snapshot_ms = cuda::Event::elapsed_ms(active->snapshot_start, active->snapshot_done);
+      t.d2h_ms = cuda::Event::elapsed_ms(active->d2h_start, active->d2h_done);
+      record(t);
+      stats_.committed++;
+      active->state = Staging::State::free;
+      for (auto& s : staging_)
+        if (s->state == Staging::State::pending) start_transfer(*s);
+    } catch (...) {
+      async_error_ = std::current_exception();
+      active->state = Staging::State::free;
+    }
+    changed_.notify_all();
+  }
+}
+
+void Publisher::flush() {
+  if (!on_device()) return;
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      return std::none_of(staging_.begin(), staging_.end(),
+                          [](auto& s) { return s->state != Staging::State::free; });
+    });
+  }
+  rethrow_async_error();
+}
+
+void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream) {
+  if (bytes < 16) throw std::invalid_argument("verify pattern needs at least 16 bytes");
+  auto* p = static_cast<unsigned char*>(device_data);
+  TANDEM_CUDA_CHECK(cudaMemsetAsync(p + 8, shm::verify_byte(version), bytes - 16, stream));
+  // One-byte memsets carry the stamps: no host buffer has to outlive the enqueued copy.
+  for (int i = 0; i < 8; ++i) {
+    const int byte = static_cast<int>((version >> (8 * i)) & 0xff);
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(p + i, byte, 1, stream));
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(p + bytes - 8 + i, byte, 1, stream));
+  }
+}
+
+#else  // built without CUDA: a device source cannot be constructed (set_device fails first).
+
+Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version, std::uint64_t) {
+  return {Outcome::skipped, version};
+}
+void Publisher::start_transfer(Staging&) {}
+void Publisher::committer_loop() {}
+void Publisher::flush() {}
+void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
+  fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
+}
+
+#endif
+
+}  // namespace tandem::learner

@@ -1,0 +1,140 @@
+// Publisher: makes the learner's flat parameters visible in the weight slab (shm/weight_slab.hpp)
+// while the training thread waits for no more than a device-to-device snapshot.
+//
+// Contract
+//  * Threads. publish(), maybe_publish(), flush() and stats() are called by the training thread
+//    only. The CUDA path owns one internal "committer" thread; the CPU path has no thread.
+//  * CPU source (device = -1): publish() takes a free slot, runs one memcpy (or `snapshot`) into it
+//    and commits, all on the calling thread. No free slot: the publish is skipped and counted.
+//  * CUDA source: `data` lives on `device` and is updated by work on `stream` (the training stream).
+//    publish() enqueues on `stream` a D2D snapshot (or `snapshot`, e.g. a bf16 conversion) into one
+//    of two device staging buffers and returns: that copy is the only thing training waits for.
+//    The committer thread then, on a dedicated publish stream, waits for the snapshot's event, runs
+//    one cudaMemcpyAsync D2H straight into a slot (the whole slot span is cudaHostRegister'ed once),
+//    waits for that copy's event and commits (seqlock closes, `latest` moves).
+//    Why a host thread rather than cudaLaunchHostFunc: a host function may not call CUDA, so it
+//    could not start the next coalesced copy or read event timings; it also runs on the driver's
+//    one callback thread and stalls the publish stream while it runs. Our thread can block on the
+//    event, commit, and immediately enqueue the next D2H, and its errors surface to the caller.
+//  * Coalescing. At most one D2H is in flight. A publish while one is running snapshots into the
+//    other staging buffer; a further publish before that D2H starts overwrites it (the newest
+//    snapshot wins; the dropped one counts as `coalesced`). Nothing queues, nothing grows.
+//  * Versions are assigned when publish() is called, so they are strictly increasing; a coalesced
+//    or skipped publish leaves a gap. next_version() is the version the next publish() will carry.
+//  * Errors. CUDA failures on the committer thread are rethrown by the next publish()/flush().
+//  * Lifetime: the slab, the source memory and the stream outlive the Publisher; ~Publisher
+//    flushes (waits for the in-flight copy and commits it).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/cuda.hpp"
+#include "shm/weight_slab.hpp"
+
+namespace tandem::learner {
+
+struct PublishSource {
+  const std::byte* data = nullptr;  // flat parameters: host memory, or device memory on `device`
+  std::size_t bytes = 0;            // bytes of the slot image (<= the slab's slot_bytes)
+  int device = -1;                  // -1: host memory (CPU path)
+  cuda::StreamHandle stream = nullptr;  // CUDA path: the stream that updates `data`
+  // Optional: writes the slot image into dst instead of a plain copy of `data` (bf16 conversion).
+  // CPU path: dst is the slot. CUDA path: dst is a device staging buffer, enqueue on `stream`.
+  std::function<void(std::byte* dst, cuda::StreamHandle stream)> snapshot;
+
+  static PublishSource host(const std::byte* data, std::size_t bytes) {
+    PublishSource s;
+    s.data = data;
+    s.bytes = bytes;
+    return s;
+  }
+  static PublishSource on_device(const void* data, std::size_t bytes, int device, cuda::StreamHandle stream) {
+    PublishSource s = host(static_cast<const std::byte*>(data), bytes);
+    s.device = device;
+    s.stream = stream;
+    return s;
+  }
+};
+
+struct PublisherOptions {
+  std::uint64_t every_steps = 1;  // maybe_publish(): publish when this many steps passed (0 = never by steps)
+  double every_ms = 0;            // ... or when this much time passed (0 = never by time)
+};
+
+struct PublishTiming {       // one committed publish
+  std::uint64_t version = 0;
+  double snapshot_ms = 0;    // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the memcpy
+  double d2h_ms = 0;         // CUDA: the D2H copy (GPU time); CPU: 0
+  double visible_ms = 0;     // publish() called -> committed (readers can lease it)
+};
+
+struct PublisherStats {
+  std::uint64_t calls = 0, committed = 0, skipped = 0, coalesced = 0;
+  double max_call_us = 0, total_call_us = 0;  // host time inside publish(): the training thread's blocking
+};
+
+class Publisher {
+ public:
+  Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options = {});
+  ~Publisher();
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  enum class Outcome { committed, in_flight, skipped, not_due };
+  struct Result {
+    Outcome outcome;
+    std::uint64_t version;  // 0 when not due
+  };
+  Result publish(std::uint64_t step);
+  Result maybe_publish(std::uint64_t step);  // publish() when every_steps / every_ms say it is due
+  void flush();                                 // returns once nothing is in flight
+
+  std::uint64_t next_version() const { return next_version_; }
+  PublisherStats stats() const;
+  std::vector<PublishTiming> take_timings();  // drains the per-publish timings collected so far
+  bool on_device() const { return source_.device >= 0; }
+
+ private:
+  struct Staging;
+  Result publish_host(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
+  Result publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
+  void start_transfer(Staging& s);  // mutex held
+  void committer_loop();
+  void record(const PublishTiming& t);
+  void rethrow_async_error();
+
+  shm::WeightSlabWriter& slab_;
+  PublishSource source_;
+  PublisherOptions options_;
+  std::uint64_t next_version_ = 1;
+  std::uint64_t last_step_ = 0, last_ns_ = 0;
+  bool published_once_ = false;
+
+  mutable std::mutex mutex_;  // CUDA path: staging states, slab writes, stats, timings
+  std::condition_variable changed_;
+  PublisherStats stats_;
+  std::vector<PublishTiming> timings_;
+  std::exception_ptr async_error_;
+
+  // CUDA path only.
+  cuda::HostRegistration registration_;
+  cuda::Stream publish_stream_;
+  std::vector<std::unique_ptr<Staging>> staging_;
+  bool stopping_ = false;
+  std::thread committer_;
+};
+
+// The verify pattern (shm::fill_verify_pattern) written into device memory on `stream`: a memset
+// plus the version stamped into the first and last 8 bytes. For benchmarks and GPU tests.
+void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream);
+
+}  // namespace tandem::learner

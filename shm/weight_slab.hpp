@@ -1,0 +1,300 @@
+// The weight slab /tandem.<job>.weights: K full copies ("slots") of a model's flat parameters,
+// written by one learner and read by any number of actors, never torn and never blocking the writer.
+//
+// Layout (docs/FORMAT.md, "Weight slab"; absolute offsets from the start of the segment):
+//   [0, 64)                 SegmentHeader (segment.hpp), kind = weights
+//   [64, ...)               SlabDescriptor: model name and signature, counts, offsets below
+//   [control_offset, +4096) SlabControl (latest, counters) then SlotHeader[num_slots]; 64 B each
+//   [lease_offset, ...)     LeaseEntry[num_leases], 64 B each, page aligned and padded to a page
+//   [table_offset, ...)     TensorEntry[num_tensors]: where each tensor lies inside a slot
+//   [slots_offset + i * slot_stride, + slot_bytes)   slot i, 2 MiB aligned
+//
+// The contract
+//  * Processes and threads. One writer: the process that called WeightSlabWriter::create, from one
+//    thread at a time (begin_write / commit / abort are not thread-safe against each other; the
+//    learner's Publisher serialises them). Any number of readers in any processes; a
+//    WeightSlabReader and its ReadLeases belong to one thread.
+//  * Seqlock per slot (SlotHeader::seq, even = stable, odd = being written). Writer: seq = odd
+//    (relaxed), seq_cst fence, write payload and header fields (relaxed atomics), seq = even
+//    (release), then `latest` = (version << 8 | slot) (release). Reader: latest (acquire), seq
+//    (acquire) must be even, read, acquire fence, seq again (relaxed): equal = the read is one
+//    complete version, else discard it. This alone makes a torn read impossible (a Python reader
+//    relies on nothing else); leases only make a read impossible to *lose*.
+//  * Leases. A reader owns lease entries (owner = pid | start-time << 32, claimed by CAS). To lease,
+//    it stores (pid << 32 | slot + 1) in its entry, issues a seq_cst fence, then checks that the
+//    slot's seq is even and its version is the one `latest` named. The writer marks a slot odd,
+//    issues a seq_cst fence, then re-scans the leases: by this Dekker pairing either the writer
+//    sees the lease (and backs off, restoring seq) or the reader sees the odd seq (and retries).
+//    A held lease therefore pins its slot's bytes until released (store 0, release).
+//  * The writer never waits. It never picks the latest slot or a leased one, prefers the free slot
+//    holding the oldest version, and with no free slot returns nothing from begin_write() and
+//    counts a skip. Before skipping it reclaims leases whose owner process is dead (pid gone or
+//    reused: the start time differs); readers reclaim dead entries when they claim one.
+//  * Readers map the segment read-write (needed to open it for the lease table) and immediately
+//    mprotect everything but the lease pages read-only: one object with one lifetime, yet a stray
+//    write into the payload by a reader faults instead of corrupting the weights everyone runs.
+//    A separate lease segment would give the same protection at the price of a second name that
+//    must be created, attached and unlinked in step with the first.
+//  * Misuse: committing a version not above the latest one, or a slot not begun, throws
+//    std::logic_error; a second writer cannot exist (create is exclusive); a reader that ignores
+//    leases can only see reads fail validation, never a torn one accepted.
+//  * Memory model caveat: payload bytes are copied with plain memcpy while the writer may be
+//    writing them (only without a lease); the seqlock check discards such copies. This is the
+//    classic seqlock data race, benign on every platform we run on, and not TSan-clean.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shm/dataset_cache.hpp"  // DType
+#include "shm/segment.hpp"
+
+namespace tandem::shm {
+
+inline constexpr std::uint32_t kWeightSlabLayoutVersion = 1;
+inline constexpr std::uint32_t kMaxSlots = 32;           // SlabControl + headers fit one page
+inline constexpr std::uint32_t kDefaultSlots = 4;
+inline constexpr std::uint32_t kDefaultLeases = 256;
+inline constexpr std::size_t kTensorNameBytes = 160;
+inline constexpr std::size_t kTensorMaxDims = 8;
+inline constexpr std::size_t kSlotAlignment = kPayloadAlignment;  // 2 MiB
+
+struct SlabDescriptor {
+  char model[64];                 // free text: "resnet18", "bench", a TorchScript path's stem
+  std::uint64_t model_signature;  // FlatParams signature of the writer's model (docs/FORMAT.md)
+  std::uint64_t table_checksum;   // XXH3-64 of the TensorEntry array
+  DType publish_dtype;            // dtype float32 tensors are published in (f32 or bf16)
+  std::uint32_t num_slots;
+  std::uint32_t num_leases;
+  std::uint32_t num_tensors;
+  std::uint64_t slot_bytes;       // bytes of one published copy
+  std::uint64_t slot_stride;      // distance between slots, multiple of 2 MiB
+  std::uint64_t control_offset;   // SlabControl
+  std::uint64_t lease_offset;     // LeaseEntry[num_leases]
+  std::uint64_t lease_bytes;      // multiple of 4096
+  std::uint64_t table_offset;     // TensorEntry[num_tensors]
+  std::uint64_t slots_offset;     // slot 0
+};
+static_assert(std::is_standard_layout_v<SlabDescriptor> && std::is_trivially_copyable_v<SlabDescriptor>);
+static_assert(offsetof(SlabDescriptor, model_signature) == 64);
+static_assert(offsetof(SlabDescriptor, publish_dtype) == 80);
+static_assert(offsetof(SlabDescriptor, slot_bytes) == 96);
+static_assert(offsetof(SlabDescriptor, slots_offset) == 144);
+static_assert(sizeof(SlabDescriptor) == 152 && sizeof(SlabDescriptor) <= kDescriptorBytes);
+
+// Written only by the writer. `latest` = version << 8 | slot; 0 until the first commit.
+struct alignas(64) SlabControl {
+  std::atomic<std::uint64_t> latest;
+  std::atomic<std::uint64_t> published;   // commits
+  std::atomic<std::uint64_t> skipped;     // begin_write found no free slot
+  std::atomic<std::uint64_t> reclaimed;   // leases cleared because their owner died
+  std::atomic<std::uint64_t> writer_pid;
+  std::uint64_t reserved[3];
+};
+
+// One per slot, written only by the writer inside the slot's seqlock.
+struct alignas(64) SlotHeader {
+  std::atomic<std::uint64_t> seq;          // odd while being written
+  std::atomic<std::uint64_t> version;      // 0 = never written
+  std::atomic<std::uint64_t> step;         // the training step the weights come from
+  std::atomic<std::uint64_t> bytes;        // bytes of payload written
+  std::atomic<std::uint64_t> snapshot_ns;  // CLOCK_MONOTONIC when publish was called
+  std::atomic<std::uint64_t> publish_ns;   // CLOCK_MONOTONIC at commit
+  std::uint64_t reserved[2];
+};
+
+// One per reader lease; readers write their own entries, the writer clears dead owners' ones.
+struct alignas(64) LeaseEntry {
+  std::atomic<std::uint64_t> owner;     // 0 = free, else pid | (start time ticks & 0xffffffff) << 32
+  std::atomic<std::uint64_t> lease;     // 0 = none, else pid << 32 | (slot + 1)
+  std::atomic<std::uint64_t> version;   // the version leased (informational)
+  std::uint64_t reserved[5];
+};
+
+struct TensorEntry {
+  char name[kTensorNameBytes];    // NUL-terminated
+  DType dtype;
+  std::uint32_t ndim;
+  std::uint64_t shape[kTensorMaxDims];
+  std::uint64_t offset;           // from the start of a slot
+  std::uint64_t bytes;
+};
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::is_standard_layout_v<SlabControl> && sizeof(SlabControl) == 64);
+static_assert(std::is_standard_layout_v<SlotHeader> && sizeof(SlotHeader) == 64);
+static_assert(offsetof(SlotHeader, version) == 8 && offsetof(SlotHeader, publish_ns) == 40);
+static_assert(std::is_standard_layout_v<LeaseEntry> && sizeof(LeaseEntry) == 64);
+static_assert(offsetof(LeaseEntry, lease) == 8);
+static_assert(std::is_standard_layout_v<TensorEntry> && std::is_trivially_copyable_v<TensorEntry>);
+static_assert(offsetof(TensorEntry, dtype) == 160 && offsetof(TensorEntry, shape) == 168);
+static_assert(offsetof(TensorEntry, offset) == 232 && sizeof(TensorEntry) == 248);
+static_assert(sizeof(SlabControl) + kMaxSlots * sizeof(SlotHeader) <= 4096);
+
+inline constexpr std::uint64_t pack_latest(std::uint64_t version, std::uint32_t slot) { return version << 8 | slot; }
+inline constexpr std::uint64_t latest_version(std::uint64_t latest) { return latest >> 8; }
+inline constexpr std::uint32_t latest_slot(std::uint64_t latest) { return static_cast<std::uint32_t>(latest & 0xff); }
+
+// What the writer declares.
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t offset;
+  std::uint64_t bytes;
+};
+struct SlabSpec {
+  std::string model;
+  std::uint64_t model_signature = 0;
+  DType publish_dtype = DType::f32;
+  std::vector<TensorSpec> tensors;
+  std::uint64_t slot_bytes = 0;      // >= every tensor's offset + bytes
+  std::uint32_t num_slots = kDefaultSlots;
+  std::uint32_t num_leases = kDefaultLeases;
+};
+
+std::uint64_t monotonic_ns();  // CLOCK_MONOTONIC, the clock every *_ns field uses
+
+// ---- writer -------------------------------------------------------------------------------------
+
+class WeightSlabWriter {
+ public:
+  struct Slot {
+    std::uint32_t index;
+    std::byte* data;          // slot_bytes writable bytes
+    std::uint64_t seq;        // the odd value this write holds
+  };
+  struct Stats {
+    std::uint64_t published, skipped, reclaimed, latest_version;
+  };
+
+  // Creates the segment (exclusively; `force` first removes a stale one whose writer is dead).
+  static WeightSlabWriter create(const std::string& name, const SlabSpec& spec, bool force = false);
+
+  WeightSlabWriter() = default;
+  WeightSlabWriter(WeightSlabWriter&&) noexcept = default;
+  WeightSlabWriter& operator=(WeightSlabWriter&&) noexcept = default;
+
+  // Picks a free slot and opens its seqlock; nullopt (and `skipped` + 1) when every slot but the
+  // latest is leased by a live reader. Never waits. Not reentrant: one open write at a time.
+  [[nodiscard]] std::optional<Slot> begin_write();
+  // Closes the seqlock and makes the slot the latest. `version` must exceed the latest version.
+  void commit(const Slot& slot, std::uint64_t version, std::uint64_t step, std::uint64_t bytes,
+              std::uint64_t snapshot_ns);
+  void abort(const Slot& slot);  // gives the slot back unchanged (seq restored)
+
+  // Clears leases whose owner is dead and frees their entries; returns how many leases it cleared.
+  std::uint32_t reclaim_dead();
+
+  Stats stats() const;
+  const SlabDescriptor& descriptor() const { return segment_.descriptor_as<SlabDescriptor>(); }
+  std::byte* slot_data(std::uint32_t index) const;
+  std::byte* slots_begin() const { return slot_data(0); }
+  std::size_t slots_span_bytes() const;  // num_slots * slot_stride: everything a D2H may target
+  const std::string& name() const { return segment_.name(); }
+  std::uint64_t latest_version() const { return latest_version_; }
+
+ private:
+  std::uint32_t leased_mask() const;
+  Segment segment_;
+  std::uint64_t latest_version_ = 0;
+  std::uint32_t latest_slot_ = ~0u;
+  bool writing_ = false;
+};
+
+// ---- reader -------------------------------------------------------------------------------------
+
+struct LeaseInfo {  // one row of the lease table, for inspection and tests
+  std::uint32_t owner_pid;
+  bool has_lease;
+  std::uint32_t slot;
+  std::uint64_t version;
+};
+
+class WeightSlabReader;
+
+// A leased slot: its bytes stay exactly `version` until this handle is released or destroyed.
+class ReadLease {
+ public:
+  ReadLease() = default;
+  ReadLease(ReadLease&& o) noexcept;
+  ReadLease& operator=(ReadLease&& o) noexcept;
+  ~ReadLease();
+  void release();
+  explicit operator bool() const { return entry_ != nullptr; }
+
+  std::uint64_t version() const { return version_; }
+  std::uint64_t step() const { return step_; }
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t snapshot_ns() const { return snapshot_ns_; }
+  std::uint64_t publish_ns() const { return publish_ns_; }
+  std::uint32_t slot() const { return slot_; }
+  const std::byte* data() const { return data_; }
+  // The seqlock check: true while the slot still holds this version untouched. Always true for a
+  // live lease; tests and paranoid readers call it after reading.
+  [[nodiscard]] bool still_valid() const;
+
+ private:
+  friend class WeightSlabReader;
+  LeaseEntry* entry_ = nullptr;
+  const SlotHeader* header_ = nullptr;
+  const std::byte* data_ = nullptr;
+  std::uint64_t seq_ = 0, version_ = 0, step_ = 0, bytes_ = 0, snapshot_ns_ = 0, publish_ns_ = 0;
+  std::uint32_t slot_ = 0;
+};
+
+class WeightSlabReader {
+ public:
+  // Attaches (see the contract for the mapping), claims `leases` lease entries for this reader.
+  static WeightSlabReader attach(const std::string& name, std::uint32_t leases = 2);
+
+  WeightSlabReader() = default;
+  WeightSlabReader(WeightSlabReader&&) noexcept;
+  WeightSlabReader& operator=(WeightSlabReader&&) noexcept;
+  ~WeightSlabReader();  // frees the entries; leases still held by ReadLeases must be gone first
+
+  const SlabDescriptor& descriptor() const { return segment_.descriptor_as<SlabDescriptor>(); }
+  std::span<const TensorEntry> tensors() const;
+  const std::string& name() const { return segment_.name(); }
+
+  // One acquire load: the newest committed version (0 = nothing published yet).
+  std::uint64_t latest_version() const;
+  // Leases the latest version; nullopt when nothing is published, every entry of this reader is in
+  // use, or the writer kept overtaking for `attempts` tries.
+  [[nodiscard]] std::optional<ReadLease> lease_latest(int attempts = 64);
+  // Lease-free read of the latest version into dst (>= slot_bytes): the numpy reader's protocol.
+  // Returns the version read, or nullopt when the copy was overwritten meanwhile (try again).
+  struct Copied {
+    std::uint64_t version, step, bytes, snapshot_ns, publish_ns;
+  };
+  [[nodiscard]] std::optional<Copied> copy_latest(std::byte* dst) const;
+
+  const std::byte* slot_data(std::uint32_t index) const;
+  const std::byte* slots_begin() const { return slot_data(0); }
+  std::size_t slots_span_bytes() const;
+  std::vector<LeaseInfo> lease_table() const;
+  WeightSlabWriter::Stats stats() const;
+
+ private:
+  Segment segment_;
+  std::vector<LeaseEntry*> entries_;  // ours; one is free while its lease word is 0
+  std::uint64_t owner_word_ = 0;
+  friend class ReadLease;
+};
+
+// ---- verify pattern (tandem bench publish --verify; docs/FORMAT.md) ------------------------------
+// Bytes [0, 8) and [n - 8, n) hold the version (little-endian u64); every byte between is
+// verify_byte(version). A copy that mixes two versions fails check_verify_pattern.
+inline constexpr std::uint8_t verify_byte(std::uint64_t version) {
+  return static_cast<std::uint8_t>((version * 131 + 7) % 251 + 1);
+}
+void fill_verify_pattern(std::byte* data, std::size_t bytes, std::uint64_t version);
+[[nodiscard]] bool check_verify_pattern(const std::byte* data, std::size_t bytes, std::uint64_t version);
+
+}  // namespace tandem::shm

@@ -1,0 +1,191 @@
+// HostFeed on the CPU (learner/feed/host_feed.hpp), and DeviceFeed's refusal without a GPU.
+#include "tests/torch_doctest.hpp"
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "common/cuda.hpp"
+#include "common/error.hpp"
+#include "learner/feed/device_feed.hpp"
+#include "learner/feed/host_feed.hpp"
+#include "shm/dataset_cache.hpp"
+#include "tests/feed_expect.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using feed::FeedOptions;
+using feed::HostFeed;
+
+namespace {
+
+struct Fixture {
+  // 1000 train + 200 test samples of 3x4x5 bytes (60: a multiple of 4) unless told otherwise.
+  explicit Fixture(std::vector<std::uint64_t> shape = {3, 4, 5})
+      : data(test::unique_name("feedtest"), 1000, 200, std::move(shape)), cache(shm::DatasetCache::attach(data.name())) {}
+  feed::SyntheticDataset data;
+  shm::DatasetCache cache;
+};
+
+FeedOptions cpu_options() {
+  FeedOptions o;
+  o.placement = feed::Placement::cpu;
+  o.batch_size = 32;
+  o.consumers = 2;
+  o.seed = 3;
+  o.device_index = 1;
+  o.mean = {0.1f, 0.2f, 0.3f};
+  o.stddev = {0.5f, 0.25f, 2.0f};
+  o.workers = 3;
+  o.ring_slots = 3;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, for the sampler's indices in order") {
+  Fixture f;
+  auto o = cpu_options();
+  HostFeed feed(f.cache, o, /*first_epoch=*/5);
+  CHECK_FALSE(feed.on_gpu());
+  CHECK(feed.length() == 16);  // 1000 / 64 rounded up: the last step has 40 samples, 20 per consumer
+  test::check_epochs(feed, feed.layout(), o, 5, 3);
+}
+
+TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample sizes, the test split") {
+  Fixture f({1, 3, 3});
+  auto o = cpu_options();
+  o.split = "test";
+  o.mean = {0.5f};
+  o.stddev = {0.5f};
+  o.consumers = 3;
+  o.batch_size = 7;
+  HostFeed feed(f.cache, o);
+  CHECK(feed.layout().begin == 1000);
+  test::check_epochs(feed, feed.layout(), o, 0, 2);
+}
+
+TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler") {
+  Fixture f;
+  auto o = cpu_options();
+  o.world_size = 3;
+  o.rank = 1;  // shard of 333
+  o.batch_size = 50;
+  o.consumers = 2;
+  o.drop_last = true;
+  {
+    HostFeed feed(f.cache, o);
+    CHECK(feed.length() == 3);
+    test::check_epochs(feed, feed.layout(), o, 0, 2);
+  }
+  o.drop_last = false;
+  HostFeed feed(f.cache, o);
+  CHECK(feed.length() == 4);
+  for (int i = 0; i < 3; ++i) feed.next();
+  auto last = feed.next();
+  CHECK(last.batches[0].y.size(0) == 16);  // 33 samples split 16 / 17
+  CHECK(last.batches[1].y.size(0) == 17);
+  CHECK(feed.next().index == 0);
+}
+
+TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor(N / world) samples") {
+  Fixture f;
+  auto o = cpu_options();
+  o.world_size = 3;
+  std::set<std::int64_t> seen;
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    o.rank = rank;
+    o.device_index = rank;
+    HostFeed feed(f.cache, o);
+    std::int64_t mine = 0;
+    for (std::uint64_t i = 0; i < feed.length(); ++i)
+      for (const auto& b : feed.next().batches) {
+        auto y = b.y.contiguous();
+        for (std::int64_t k = 0; k < y.size(0); ++k) CHECK(seen.insert(y.data_ptr<std::int64_t>()[k]).second);
+        mine += y.size(0);
+      }
+    CHECK(mine == 333);
+  }
+  CHECK(seen.size() == 999);
+}
+
+TEST_CASE("HostFeed on the CPU: consumers' batches share no storage") {
+  Fixture f;
+  auto o = cpu_options();
+  o.consumers = 4;
+  o.batch_size = 5;
+  HostFeed feed(f.cache, o);
+  for (int i = 0; i < 20; ++i) {
+    auto step = feed.next();
+    CHECK(step.batches.size() == 4);
+    CHECK(test::storage_disjoint(step));
+    for (const auto& b : step.batches) CHECK(b.x.storage().data() != nullptr);
+  }
+}
+
+TEST_CASE("HostFeed on the CPU: a batch still held is never rewritten while the feed moves on") {
+  Fixture f;
+  auto o = cpu_options();
+  o.ring_slots = 3;
+  o.consumers = 1;
+  HostFeed feed(f.cache, o);
+  const auto order = feed.sampler().epoch_order(0);
+  auto held = feed.next();
+  const auto held_rows = test::rows_of(order, 0, 32, 0, 1);
+  // Two more steps pass through the other slots; the workers would like to refill step 0's slot.
+  for (int i = 0; i < 2; ++i) feed.next();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  test::check_batch(feed.layout(), held.batches[0], held_rows);
+  // A view outliving the step keeps the slot too.
+  auto view = held.batches[0].x.narrow(0, 1, 4);
+  held = {};
+  std::thread later([&] { feed.next(); });  // needs step 0's slot: waits for the view to go
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(torch::allclose(view, test::expected_x(feed.layout(), {held_rows.begin() + 1, held_rows.begin() + 5})));
+  view = torch::Tensor();
+  later.join();
+  for (int i = 0; i < 40; ++i) feed.next();  // released slots keep the ring turning
+}
+
+TEST_CASE("HostFeed: batches outlive the feed that made them") {
+  Fixture f;
+  auto o = cpu_options();
+  feed::Step step;
+  std::vector<std::int64_t> rows;
+  {
+    HostFeed feed(f.cache, o);
+    rows = test::rows_of(feed.sampler().epoch_order(0), 0, 64, 1, 2);
+    step = feed.next();
+  }
+  test::check_batch(feed::describe_feed(f.cache, o), step.batches[1], rows);
+}
+
+TEST_CASE("HostFeed: bad options are one-line errors that name the fix") {
+  Fixture f;
+  auto o = cpu_options();
+  o.mean = {0.0f, 0.0f};
+  o.stddev = {1.0f, 1.0f};
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("have 2 values but dataset"), UserError);
+  o = cpu_options();
+  o.stddev = {1.0f, 0.0f, 1.0f};
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("stddev[1] is 0"), UserError);
+  o = cpu_options();
+  o.batch_size = 600;
+  o.drop_last = true;
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("turn drop_last off"), UserError);
+  o = cpu_options();
+  o.split = "validation";
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("has no split 'validation'"), UserError);
+  o = cpu_options();
+  o.ring_slots = 1;
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("ring_slots is 1"), UserError);
+}
+
+TEST_CASE("DeviceFeed without a GPU fails with one line saying it needs one") {
+  if (cuda::device_count() > 0) {
+    MESSAGE("a GPU is visible: DeviceFeed is tested by feed_gpu_test");
+    return;
+  }
+  Fixture f;
+  CHECK_THROWS_WITH_AS(feed::DeviceFeed(f.cache, cpu_options()), doctest::Contains("DeviceFeed needs a CUDA GPU"), UserError);
+}

@@ -1,0 +1,137 @@
+// Publisher (model side) and Follower on CPU models: copy, zero-copy, bf16, signature errors.
+// LibTorch first: Debian's build pulls glog, whose CHECK macro must be overridden by doctest's.
+#include <torch/torch.h>
+// (keep this order)
+#include <doctest/doctest.h>
+
+#include "actor/follower.hpp"
+#include "common/error.hpp"
+#include "learner/model_publisher.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using actor::Follower;
+using actor::LoadMode;
+using learner::ModelPublisher;
+
+namespace {
+
+struct Net : torch::nn::Module {
+  explicit Net(int hidden = 16) {
+    fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
+    bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::BatchNorm1d bn{nullptr};
+};
+
+void train_step(Net& net) {
+  torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1));
+  net.train();
+  net.forward(torch::randn({8, 8})).pow(2).sum().backward();
+  opt.step();
+}
+
+learner::ModelPublisherOptions options(std::string model, bool bf16 = false) {
+  learner::ModelPublisherOptions o;
+  o.model = std::move(model);
+  o.bf16 = bf16;
+  return o;
+}
+
+bool same_outputs(Net& a, Net& b) {
+  a.eval();
+  b.eval();
+  auto x = torch::randn({4, 8});
+  return torch::equal(a.forward(x), b.forward(x));
+}
+
+}  // namespace
+
+TEST_CASE("follower: a CPU actor copies each new version and reports the version it runs") {
+  torch::manual_seed(0);
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net, actor_net;
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp, options("net"));
+  Follower follower(name, ap, {.mode = LoadMode::copy, .model = "net"});
+  CHECK_FALSE(follower.has_new());
+  CHECK_FALSE(follower.update());
+
+  pub.publish(10);
+  CHECK(follower.has_new());
+  CHECK(follower.update() == std::optional<std::uint64_t>(1));
+  CHECK(follower.version() == 1);
+  CHECK(follower.step() == 10);
+  CHECK(same_outputs(learner_net, actor_net));
+
+  train_step(learner_net);
+  CHECK_FALSE(same_outputs(learner_net, actor_net));
+  pub.publish(11);
+  CHECK(follower.update() == std::optional<std::uint64_t>(2));
+  CHECK(same_outputs(learner_net, actor_net));
+  CHECK(torch::equal(learner_net.bn->num_batches_tracked, actor_net.bn->num_batches_tracked));
+  CHECK(follower.reader().lease_table().front().has_lease == false);  // copy mode holds nothing
+}
+
+TEST_CASE("follower: zero-copy runs the model straight from the leased slot and moves its lease along") {
+  torch::manual_seed(1);
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net, actor_net;
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp);
+  Follower follower(name, ap, {.mode = LoadMode::zero_copy});
+  pub.publish(1);
+  REQUIRE(follower.update());
+  auto* w = static_cast<const std::byte*>(actor_net.fc1->weight.data_ptr());
+  const auto* slots = follower.reader().slots_begin();
+  CHECK((w >= slots && w < slots + follower.reader().slots_span_bytes()));
+  CHECK(same_outputs(learner_net, actor_net));
+  for (int i = 0; i < 6; ++i) {  // more publishes than slots: the held slot is never overwritten
+    train_step(learner_net);
+    pub.publish(2 + i);
+  }
+  REQUIRE(follower.update());
+  CHECK(follower.version() == 7);
+  CHECK(same_outputs(learner_net, actor_net));
+  int held = 0;
+  for (const auto& row : follower.reader().lease_table()) held += row.has_lease;
+  CHECK(held == 1);
+}
+
+TEST_CASE("follower: a bf16 slab is widened back to float32 on load") {
+  torch::manual_seed(2);
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net, actor_net;
+  train_step(learner_net);  // non-trivial BatchNorm statistics and counter
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp, options("net", true));
+  CHECK(pub.slab().descriptor().slot_bytes == lp.bytes() - lp.float32_bytes() / 2);
+  CHECK_THROWS_AS(Follower(name, ap, {.mode = LoadMode::zero_copy}), UserError);
+  Follower follower(name, ap);
+  pub.publish(3);
+  REQUIRE(follower.update());
+  CHECK(torch::allclose(learner_net.fc1->weight, actor_net.fc1->weight, 1e-2, 1e-2));
+  CHECK(torch::equal(learner_net.fc1->weight.to(torch::kBFloat16).to(torch::kFloat), actor_net.fc1->weight));
+  CHECK(torch::equal(learner_net.bn->num_batches_tracked, actor_net.bn->num_batches_tracked));
+}
+
+TEST_CASE("follower: an actor built with another architecture gets one line naming both signatures") {
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net(16), actor_net(32);
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp, options("mlp16"));
+  std::string message;
+  try {
+    Follower follower(name, ap, {.model = "mlp32"});
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  MESSAGE(message);
+  CHECK(message.find(lp.signature_hex()) != std::string::npos);
+  CHECK(message.find(ap.signature_hex()) != std::string::npos);
+  CHECK(message.find("mlp16") != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}

@@ -1,0 +1,163 @@
+#include "tools/run/job_config.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "shm/segment.hpp"
+
+namespace tandem::run {
+namespace {
+
+using T = ConfigType;
+
+const std::vector<ConfigKey> kRunKeys = {
+    {"run.job", T::string, "\"job\"", "job name; the job id adds a random suffix (see run.unique_id), e.g. job-3f9a"},
+    {"run.unique_id", T::boolean, "true", "append a random 4-hex-digit suffix to run.job, so jobs of one name can run side by side"},
+    {"run.learners", T::integer, "1", "learner ranks (WORLD_SIZE); rank r gets RANK=r, LOCAL_RANK=r", 1, 256},
+    {"run.actors", T::integer, "2", "actor processes", 0, 4096},
+    {"run.learner_program", T::string, "\"tandem-learner\"", "learner program: a path, or a name found next to the tandem binary or on PATH"},
+    {"run.learner_args", T::string, "\"\"", "learner arguments, split at spaces; {config}, {run_dir}, {job}, {index} are replaced"},
+    {"run.actor_program", T::string, "\"tandem-actor\"", "actor program: a path, or a name found next to the tandem binary or on PATH"},
+    {"run.actor_args", T::string, "\"\"", "actor arguments, split at spaces; {config}, {run_dir}, {job}, {index} are replaced"},
+    {"run.runs_dir", T::string, "\"runs\"", "parent of the run directories (config, metrics.jsonl, checkpoints)"},
+    {"run.run_dir", T::string, "\"\"", "this job's run directory; empty: <runs_dir>/<job id>. Reuse a previous one to resume it"},
+    {"run.max_restarts", T::integer, "5", "restarts allowed per actor before the job fails (learners are never restarted)", 0, 100000},
+    {"run.restart_backoff_s", T::real, "0.5", "delay before restarting a crashed actor; doubles with each crash in a row", 0.0, 3600.0},
+    {"run.restart_backoff_max_s", T::real, "30", "the longest restart delay", 0.0, 3600.0},
+    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); 0 = off", 0.0, 86400.0},
+    {"run.start_timeout_s", T::real, "300", "time a process has from spawn to reporting itself running; 0 = off", 0.0, 86400.0},
+    {"run.stop_timeout_s", T::real, "60", "after a stop request (end, Ctrl-C), time to exit before SIGTERM (learners checkpoint meanwhile)", 0.0, 86400.0},
+    {"run.kill_timeout_s", T::real, "5", "after SIGTERM, time before SIGKILL; also the grace for the others when a process fails", 0.0, 3600.0},
+    {"run.status", T::string, "\"auto\"", "progress display: live (one line redrawn), plain (a line every status_interval_s), off; auto: live on a terminal", {}, {}, {"auto", "live", "plain", "off"}},
+    {"run.status_interval_s", T::real, "10", "seconds between plain status lines", 0.1, 86400.0},
+    {"run.metrics_interval_s", T::real, "1", "seconds between samples of the control block into <run_dir>/metrics.jsonl", 0.05, 3600.0},
+    {"run.metrics_port", T::integer, "0", "serve Prometheus text on http://127.0.0.1:<port>/metrics; 0 = off", 0, 65535},
+    {"run.master_addr", T::string, "\"127.0.0.1\"", "MASTER_ADDR given to learner ranks"},
+    {"run.master_port", T::integer, "0", "MASTER_PORT given to learner ranks; 0 = a free port chosen at start", 0, 65535},
+};
+
+// The components' tables. Each component adds one line here: its keys become part of every job
+// config, validated before anything starts.
+std::vector<std::span<const ConfigKey>> component_tables() {
+  return {};
+}
+
+std::vector<std::string> split_args(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
+
+bool executable(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path{} : self.parent_path();
+}
+
+// A path is used as given; a bare name is looked for next to the tandem binary, then on PATH.
+std::filesystem::path resolve_program(const std::string& key, const std::string& value) {
+  if (value.empty()) fail("config: {} is empty: set it to the program to run", key);
+  if (value.find('/') != std::string::npos) {
+    std::filesystem::path p = std::filesystem::absolute(value);
+    if (!executable(p)) fail("config: {} = \"{}\" is not an executable file: build it or fix the path", key, value);
+    return p;
+  }
+  const auto here = self_dir();
+  std::vector<std::filesystem::path> candidates;
+  if (!here.empty()) {
+    candidates.push_back(here / value);
+    // In a build tree the programs sit in sibling folders: build/tools/tandem, build/learner/tandem-learner.
+    candidates.push_back(here.parent_path() / "learner" / value);
+    candidates.push_back(here.parent_path() / "actor" / value);
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream dirs(path);
+    for (std::string dir; std::getline(dirs, dir, ':');)
+      if (!dir.empty()) candidates.push_back(std::filesystem::path(dir) / value);
+  }
+  for (const auto& c : candidates)
+    if (executable(c)) return c;
+  fail("config: {} = \"{}\" was found neither next to {} nor on PATH: build it, or set {} to its path", key,
+       value, here.empty() ? std::string("the tandem binary") : here.string(), key);
+}
+
+}  // namespace
+
+std::span<const ConfigKey> run_keys() { return kRunKeys; }
+
+std::vector<ConfigKey> job_schema() {
+  std::vector<ConfigKey> keys(kRunKeys.begin(), kRunKeys.end());
+  for (auto table : component_tables()) keys.insert(keys.end(), table.begin(), table.end());
+  return keys;
+}
+
+JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides) {
+  const auto schema = job_schema();
+  Config config = file.empty() ? Config::parse("", "<default>", overrides, schema)
+                               : Config::load(file, overrides, schema);
+  JobConfig j{.config = std::move(config)};
+  const Config& c = j.config;
+
+  j.job_name = c.string("run.job");
+  j.unique_id = c.boolean("run.unique_id");
+  try {
+    shm::check_name_part("job name", j.job_name);
+    if (j.job_name.size() > 58) fail("is too long");
+    if (j.job_name == "data") fail("is reserved for dataset caches");
+  } catch (const UserError&) {
+    fail("config: run.job = \"{}\" is not a valid job name: use 1-58 letters, digits, '_' or '-' (not \"data\")",
+         j.job_name);
+  }
+  j.learners = static_cast<std::uint32_t>(c.integer("run.learners"));
+  j.actors = static_cast<std::uint32_t>(c.integer("run.actors"));
+  j.learner = {resolve_program("run.learner_program", c.string("run.learner_program")),
+               split_args(c.string("run.learner_args"))};
+  if (j.actors > 0)
+    j.actor = {resolve_program("run.actor_program", c.string("run.actor_program")),
+               split_args(c.string("run.actor_args"))};
+  j.runs_dir = c.string("run.runs_dir");
+  j.run_dir = c.string("run.run_dir");
+  if (j.runs_dir.empty()) fail("config: run.runs_dir is empty: set it to a directory, e.g. \"runs\"");
+  j.max_restarts = static_cast<std::uint32_t>(c.integer("run.max_restarts"));
+  j.restart_backoff_s = c.real("run.restart_backoff_s");
+  j.restart_backoff_max_s = c.real("run.restart_backoff_max_s");
+  if (j.restart_backoff_max_s < j.restart_backoff_s)
+    fail("config: run.restart_backoff_max_s = {} is shorter than run.restart_backoff_s = {}: raise it",
+         j.restart_backoff_max_s, j.restart_backoff_s);
+  j.heartbeat_timeout_s = c.real("run.heartbeat_timeout_s");
+  j.start_timeout_s = c.real("run.start_timeout_s");
+  j.stop_timeout_s = c.real("run.stop_timeout_s");
+  j.kill_timeout_s = c.real("run.kill_timeout_s");
+  const std::string status = c.string("run.status");
+  j.status = status == "live" ? StatusMode::live : status == "plain" ? StatusMode::plain
+           : status == "off"  ? StatusMode::off  : StatusMode::automatic;
+  j.status_interval_s = c.real("run.status_interval_s");
+  j.metrics_interval_s = c.real("run.metrics_interval_s");
+  j.metrics_port = static_cast<std::uint16_t>(c.integer("run.metrics_port"));
+  j.master_addr = c.string("run.master_addr");
+  if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
+  j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
+  return j;
+}
+
+std::string child_toml(const Config& config) {
+  toml::table all = toml::parse(config.to_toml());
+  all.erase("run");
+  std::ostringstream out;
+  out << all;
+  return out.str() + "\n";
+}
+
+}  // namespace tandem::run

@@ -1,0 +1,64 @@
+// The job configuration `tandem run` reads: the launcher's own keys live in [run] (this file); the
+// other sections belong to the programs it starts (learner, actor, model, data) and are declared by
+// their components in job_schema(). The launcher validates the whole document before it creates
+// anything, so a bad value anywhere is one line naming the key, and nothing is left in /dev/shm.
+//
+// What children get: the run directory holds config.toml (everything, resolved, for the record) and
+// job.toml (the same without [run]); TANDEM_CONFIG names job.toml. Program arguments may use the
+// placeholders {config} (job.toml), {run_dir}, {job} and {index} (rank or actor index).
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+
+namespace tandem::run {
+
+// The [run] keys, every one documented (`tandem run --explain` prints them).
+std::span<const ConfigKey> run_keys();
+// Everything a job config may contain: run_keys() plus each component's table.
+std::vector<ConfigKey> job_schema();
+
+struct ProgramSpec {
+  std::filesystem::path path;            // resolved, executable
+  std::vector<std::string> args;         // split at whitespace, placeholders not yet substituted
+};
+
+enum class StatusMode { automatic, live, plain, off };
+
+// The [run] section, typed and checked beyond the schema (programs exist, names are valid).
+struct JobConfig {
+  Config config;
+  std::string job_name{};                  // run.job
+  bool unique_id = true;
+  std::uint32_t learners = 1;
+  std::uint32_t actors = 0;
+  ProgramSpec learner{};
+  ProgramSpec actor{};
+  std::filesystem::path runs_dir{};
+  std::filesystem::path run_dir{};        // empty: runs_dir / job id
+  std::uint32_t max_restarts = 0;
+  double restart_backoff_s = 0;
+  double restart_backoff_max_s = 0;
+  double heartbeat_timeout_s = 0;        // 0 = off
+  double start_timeout_s = 0;            // 0 = off
+  double stop_timeout_s = 0;
+  double kill_timeout_s = 0;
+  StatusMode status = StatusMode::automatic;
+  double status_interval_s = 0;
+  double metrics_interval_s = 0;
+  std::uint16_t metrics_port = 0;        // 0 = no endpoint
+  std::string master_addr{};
+  std::uint16_t master_port = 0;         // 0 = a free port chosen at start
+
+  // file empty: the embedded defaults. Throws UserError naming the key on any bad value.
+  static JobConfig load(const std::filesystem::path& file, std::span<const std::string> overrides);
+};
+
+// The config without its [run] section, as TOML (what the children read).
+std::string child_toml(const Config& config);
+
+}  // namespace tandem::run

@@ -1,0 +1,42 @@
+// What a person or a scraper sees of a running job, computed from its control block: the status
+// line, `tandem status`'s table, metrics.jsonl records and Prometheus text. Pure functions of a
+// block (any process may call them; they only read it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shm/control_block.hpp"
+
+namespace tandem::run {
+
+struct JobSummary {
+  std::uint32_t learners = 0, learners_alive = 0;
+  std::uint32_t actors = 0, actors_alive = 0;
+  std::uint32_t restarts = 0;                  // over all processes
+  bool have_learner = false;                   // rank 0 has reported
+  std::uint64_t step = 0;                      // rank 0
+  std::uint64_t published_version = 0;         // rank 0
+  double samples_per_s = shm::kNaN;            // summed over ranks
+  double loss = shm::kNaN;                     // rank 0
+  bool have_eval = false;                      // some actor has reported an accuracy
+  std::uint64_t eval_version = 0;              // the newest evaluated version
+  double eval_accuracy = shm::kNaN;            // and its accuracy and loss
+  double eval_loss = shm::kNaN;
+};
+JobSummary summarize(const shm::ControlBlock& block);
+
+// "step 1200 | 35.1k samples/s | loss 0.4123 | v12 | eval acc 0.8731 (v11) | actors 2/2 | restarts 0 | 1:02"
+std::string status_text(const JobSummary& summary, double elapsed_s);
+// The table `tandem status` prints.
+std::string status_table(const shm::ControlBlock& block);
+// One metrics.jsonl record of a process (fields that were not measured are left out).
+std::string metrics_json(const shm::ProcessSnapshot& process, double time_s);
+// The Prometheus text exposition (version 0.0.4) of every process.
+std::string prometheus_text(const shm::ControlBlock& block);
+
+std::string json_string(std::string_view text);   // quoted and escaped
+std::string human_rate(double per_s);             // 850, 35.1k, 1.23M
+std::string clock_text(double seconds);           // 0:42, 1:02:03
+
+}  // namespace tandem::run

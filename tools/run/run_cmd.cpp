@@ -1,0 +1,82 @@
+// tandem run [config.toml] [--set key=value ...] | tandem status [JOB]
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "shm/control_block.hpp"
+#include "shm/segment.hpp"
+#include "tools/commands.hpp"
+#include "tools/run/job_config.hpp"
+#include "tools/run/job_view.hpp"
+#include "tools/run/supervisor.hpp"
+
+namespace tandem::tools {
+namespace {
+
+// Job ids of running jobs: every valid control block in /dev/shm.
+std::vector<std::string> running_jobs() {
+  std::vector<std::string> jobs;
+  for (const auto& s : shm::list_segments()) {
+    if (!s.valid || s.kind != shm::Kind::control || !s.name.ends_with(".ctl")) continue;
+    jobs.push_back(s.name.substr(7, s.name.size() - 7 - 4));  // tandem.<job>.ctl
+  }
+  return jobs;
+}
+
+int status(const std::string& job) {
+  if (!job.empty()) {
+    auto block = shm::ControlBlock::attach(job, shm::Segment::Access::read_only);
+    fmt::print("{}", run::status_table(block));
+    return 0;
+  }
+  const auto jobs = running_jobs();
+  if (jobs.empty()) {
+    fmt::print("no running jobs (no /dev/shm/tandem.*.ctl)\n");
+    return 0;
+  }
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (i > 0) fmt::print("\n");
+    try {
+      auto block = shm::ControlBlock::attach(jobs[i], shm::Segment::Access::read_only);
+      fmt::print("{}", run::status_table(block));
+    } catch (const UserError& e) {  // it ended between listing and attaching
+      fmt::print("job {}: {}\n", jobs[i], e.what());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto* run = app.add_subcommand("run", "run a job: spawn and supervise its learner ranks and actors");
+  run->footer(
+      "Exit status: 0 when the job succeeded, 128+N when signal N (Ctrl-C: 130) stopped it and every process\n"
+      "exited cleanly (learners checkpoint on the way), 1 when it failed or a config value is bad.\n"
+      "Without a config file the embedded defaults apply. `tandem run --explain` lists every key.");
+  static std::string config_file;
+  static std::vector<std::string> overrides;
+  static bool explain = false;
+  run->add_option("config", config_file, "job config (TOML); omitted: the embedded defaults");
+  run->add_option("--set", overrides, "override a key, e.g. --set run.actors=4 (repeatable)")->take_all();
+  run->add_flag("--explain", explain, "print every config key with its default and documentation, and exit");
+  on_run(run, [] {
+    if (explain) {
+      fmt::print("{}", describe_schema(run::job_schema()));
+      return 0;
+    }
+    return run::run_job(config_file, overrides);
+  });
+}
+
+void add_status_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("status", "show a running job's processes and metrics (from its control block)");
+  static std::string job;
+  cmd->add_option("job", job, "job id, e.g. fmnist-3f9a; omitted: every running job");
+  on_run(cmd, [] { return status(job); });
+}
+
+}  // namespace tandem::tools
