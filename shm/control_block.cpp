@@ -52,12 +52,6 @@ std::string_view stop_reason_name(StopReason reason) {
   return "unknown";
 }
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 std::string ProcessSnapshot::name() const { return fmt::format("{}.{}", role_name(role), index); }
 
 namespace {

@@ -79,9 +79,6 @@ std::string_view state_name(ProcessState state);
 enum class StopReason : std::uint32_t { none = 0, finished = 1, interrupted = 2, failure = 3 };
 std::string_view stop_reason_name(StopReason reason);
 
-// CLOCK_MONOTONIC in nanoseconds.
-std::uint64_t monotonic_ns();
-
 // One record of a process's metrics. Meaning by role:
 //   learner:  step = optimizer steps done, version = latest weight version published, samples = samples
 //             trained on, epoch, samples_per_s, loss = recent training loss, accuracy = recent training

@@ -150,6 +150,8 @@ class UnlinkOnSignal {
 };
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment);
+// CLOCK_MONOTONIC in nanoseconds: the clock of every *_ns field that compares times across processes.
+std::uint64_t monotonic_ns();
 bool process_alive(std::uint32_t pid);
 
 }  // namespace tandem::shm

@@ -100,12 +100,6 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
 
 }  // namespace
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 // ---- writer -------------------------------------------------------------------------------------
 
 WeightSlabWriter WeightSlabWriter::create(const std::string& name, const SlabSpec& spec, bool force) {

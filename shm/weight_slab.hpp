@@ -159,8 +159,6 @@ struct SlabSpec {
   std::uint32_t num_leases = kDefaultLeases;
 };
 
-std::uint64_t monotonic_ns();  // CLOCK_MONOTONIC, the clock every *_ns field uses
-
 // ---- writer -------------------------------------------------------------------------------------
 
 class WeightSlabWriter {

@@ -260,6 +260,8 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
   CHECK(doc.find(fmt::format("| 1 = learner, 2 = actor |")) != std::string::npos);
   CHECK(static_cast<int>(shm::Role::learner) == 1);
   CHECK(static_cast<int>(shm::Role::actor) == 2);
+}
+
 TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and sizes") {
   using namespace tandem::shm;
   const auto tables = parse_tables(read_doc());
