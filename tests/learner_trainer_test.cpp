@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
 #include "common/torch/safetensors.hpp"
 #include "learner/optim.hpp"
@@ -324,4 +325,30 @@ TEST_CASE("optim: a fused update over parameters that tile one buffer equals ten
     REQUIRE(a.size() == b.size());
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i].second, b[i].second));
   }
+}
+
+TEST_CASE("trainer: a model flattened by FlatParams trains in its flat buffer and restores into it") {
+  torch::set_num_threads(1);
+  TempDir dir;
+  Synthetic data(128, 7);
+  Model model = Model::create({.name = "cnn", .num_classes = 4, .seed = 3});
+  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  const torch::Tensor buffer = flat.buffer();
+  const auto* lo = static_cast<const std::uint8_t*>(buffer.data_ptr());
+  const auto* hi = lo + buffer.numel();
+  Trainer trainer(model, sgd_config());
+  const torch::Tensor before = buffer.clone();
+  for (int i = 0; i < 3; ++i) trainer.train_step(data.batch(i, 32).first, data.batch(i, 32).second);
+  CHECK_FALSE(torch::equal(buffer, before));  // the optimizer's updates and BatchNorm's statistics landed there
+  for (auto& [name, t] : model.named_parameters()) {
+    const auto* p = static_cast<const std::uint8_t*>(t.data_ptr());
+    CHECK((p >= lo && p < hi));
+  }
+  const std::string path = checkpoint_path(dir.path.string(), trainer.step());
+  trainer.save_checkpoint(path);
+  const torch::Tensor saved = buffer.clone();
+  trainer.train_step(data.batch(4, 32).first, data.batch(4, 32).second);
+  CHECK_FALSE(torch::equal(buffer, saved));
+  trainer.load_checkpoint(path);
+  CHECK(torch::equal(buffer, saved));  // weights and buffers restored in place
 }
