@@ -1,0 +1,117 @@
+#include "actor/evaluator.hpp"
+
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <optional>
+
+#include "common/error.hpp"
+
+namespace tandem {
+namespace {
+
+// The cache dtypes the evaluator reads; anything else is refused by the constructor.
+std::optional<torch::ScalarType> torch_type(shm::DType t) {
+  switch (t) {
+    case shm::DType::u8: return torch::kUInt8;
+    case shm::DType::i32: return torch::kInt32;
+    case shm::DType::i64: return torch::kInt64;
+    case shm::DType::f32: return torch::kFloat32;
+    default: return std::nullopt;
+  }
+}
+
+// Puts the model back in the mode it had, also when a forward throws.
+struct RestoreMode {
+  Model& model;
+  bool training;
+  ~RestoreMode() { model.train(training); }
+};
+
+torch::Tensor stats(const std::vector<double>& v, const char* what, std::size_t channels, const torch::Device& device) {
+  if (v.size() != 1 && v.size() != channels)
+    fail("normalisation {} has {} values for {} channels: give one value or one per channel", what, v.size(), channels);
+  torch::Tensor t = torch::tensor(std::vector<float>(v.begin(), v.end()));
+  return (v.size() == 1 ? t : t.view({1, static_cast<std::int64_t>(channels), 1, 1})).to(device);
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const shm::DatasetCache& cache, EvalConfig config) : config_(std::move(config)) {
+  const std::string name(cache.descriptor().name, strnlen(cache.descriptor().name, sizeof cache.descriptor().name));
+  x_ = cache.field("x");
+  y_ = cache.field("y");
+  const shm::SplitSpec split = cache.split(config_.split);
+  begin_ = static_cast<std::int64_t>(split.begin);
+  end_ = static_cast<std::int64_t>(split.end);
+  if (config_.max_samples > 0) end_ = std::min(end_, begin_ + config_.max_samples);
+  if (end_ <= begin_) fail("split '{}' of dataset cache '{}' is empty: preload a dataset with a test split", config_.split, name);
+  if (config_.batch_size < 1) fail("evaluation batch size {} must be at least 1", config_.batch_size);
+
+  const auto xt = torch_type(x_.dtype), yt = torch_type(y_.dtype);
+  x_type_ = xt.value_or(torch::kFloat64);
+  y_type_ = yt.value_or(torch::kFloat64);
+  if (!xt || (x_type_ != torch::kUInt8 && x_type_ != torch::kFloat32))
+    fail("dataset cache '{}' stores x as {}: the evaluator reads uint8 or float32 inputs", name, shm::dtype_name(x_.dtype));
+  if (!yt || y_type_ == torch::kFloat32 || !y_.sample_shape.empty())
+    fail("dataset cache '{}' stores y as {} with {} dimensions: the evaluator reads integer class labels, one per sample",
+         name, shm::dtype_name(y_.dtype), y_.sample_shape.size());
+  for (std::uint64_t d : x_.sample_shape) sample_shape_.push_back(static_cast<std::int64_t>(d));
+  const std::size_t channels = sample_shape_.size() == 3 ? static_cast<std::size_t>(sample_shape_[0]) : 1;
+  mean_ = stats(config_.mean, "mean", channels, config_.device);
+  std_ = stats(config_.std, "std", channels, config_.device);
+}
+
+torch::Tensor Evaluator::inputs_view(std::int64_t begin, std::int64_t end) const {
+  std::vector<std::int64_t> shape{end - begin};
+  shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
+  // const_cast: the mapping is PROT_READ; these views are only ever read (see the header).
+  void* data = const_cast<std::byte*>(x_.data + static_cast<std::uint64_t>(begin_ + begin) * x_.stride);
+  return torch::from_blob(data, shape, torch::TensorOptions().dtype(x_type_));
+}
+
+torch::Tensor Evaluator::labels_view(std::int64_t begin, std::int64_t end) const {
+  void* data = const_cast<std::byte*>(y_.data + static_cast<std::uint64_t>(begin_ + begin) * y_.stride);
+  return torch::from_blob(data, {end - begin}, torch::TensorOptions().dtype(y_type_));
+}
+
+torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const {
+  // Move the compact uint8 batch first, convert on the device.
+  torch::Tensor x = raw.to(config_.device).to(torch::kFloat32);
+  if (x_type_ == torch::kUInt8) x = x.mul_(1.0 / 255.0);
+  return x.sub_(mean_).div_(std_);
+}
+
+EvalResult Evaluator::evaluate(Model& model) const {
+  if (sample_shape_.size() == 3) {
+    const ModelSpec& s = model.spec();
+    if (sample_shape_ != std::vector<std::int64_t>{s.channels, s.height, s.width})
+      fail("model '{}' takes {}x{}x{} inputs, the dataset's samples are {}: build the model for this dataset", s.name,
+           s.channels, s.height, s.width, fmt::join(sample_shape_, "x"));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RestoreMode restore{model, model.is_training()};
+  model.eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(config_.device));
+  torch::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(config_.device));
+  const std::int64_t n = num_samples();
+  for (std::int64_t b = 0; b < n; b += config_.batch_size) {
+    const std::int64_t e = std::min(n, b + config_.batch_size);
+    torch::Tensor x = normalise(inputs_view(b, e));
+    torch::Tensor y = labels_view(b, e).to(config_.device).to(torch::kInt64);
+    torch::Tensor logits = model.forward(x);
+    loss_sum.add_(torch::nn::functional::cross_entropy(
+        logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)));
+    correct.add_(logits.argmax(1).eq(y).sum());
+  }
+  EvalResult r;
+  r.samples = n;
+  r.loss = loss_sum.item<double>() / static_cast<double>(n);
+  r.accuracy = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(n);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace tandem

@@ -1,0 +1,102 @@
+// The supervised training loop's step and its checkpoints.
+//
+//   Trainer trainer(model, config);              // after flat parameters re-homed the model's tensors
+//   StepMetrics m = trainer.train_step(x, y);    // x float [B, C, H, W], y int64 [B], on the model's device
+//   if (m.step % 100 == 0) WindowMetrics w = trainer.take_window();   // one device sync
+//   trainer.save_checkpoint(checkpoint_path(dir, trainer.step()), {{"version", "12"}});
+//
+// train_step: forward, cross-entropy, backward, one optimizer update with the scheduled learning
+// rate, zero the gradients. It never synchronises with the device: loss and correct-count come back
+// as device tensors (reading them is the caller's sync), and the window accumulates on the device.
+//
+// Checkpoints are safetensors files (common/torch/safetensors.hpp) holding
+//   model.<name>                  every parameter and buffer (Python: strip "model." for a state dict)
+//   optim.<name>.<state>          optimizer state (momentum_buffer, or exp_avg and exp_avg_sq)
+//   __metadata__                  format, step, optimizer, optimizer_steps, model, plus the caller's
+//                                 keys (version, config, ...)
+// and are written atomically. load_checkpoint() copies into the existing tensors (copy_, so flat
+// parameters keep their storage) and restores the step: training continues exactly where it was.
+//
+// Threads: one thread drives a Trainer. The model must not be used elsewhere during train_step.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "common/torch/models.hpp"
+#include "learner/optim.hpp"
+
+namespace tandem {
+
+struct TrainerConfig {
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+};
+
+struct StepMetrics {
+  std::int64_t step = 0;        // steps completed, this one included
+  double lr = 0.0;              // the learning rate this step used
+  std::int64_t samples = 0;     // batch size
+  torch::Tensor loss;           // 0-dim, on the device, detached: mean cross-entropy of the batch
+  torch::Tensor correct;        // 0-dim int64, on the device: how many predictions were right
+};
+
+// Averages since the previous take_window() (or construction / checkpoint load).
+struct WindowMetrics {
+  std::int64_t step = 0;
+  std::int64_t steps = 0;
+  std::int64_t samples = 0;
+  double loss = 0.0;            // mean over samples
+  double accuracy = 0.0;
+  double lr = 0.0;              // of the last step
+  double seconds = 0.0;         // wall time of the window
+  double samples_per_s = 0.0;
+};
+
+class Trainer {
+ public:
+  // Builds the optimizer over model.named_parameters() now (see optim.hpp: after re-homing).
+  Trainer(Model& model, TrainerConfig config);
+
+  StepMetrics train_step(const torch::Tensor& x, const torch::Tensor& y);
+  WindowMetrics take_window();
+
+  std::int64_t step() const { return step_; }
+  double current_lr() const;  // for the next step
+  const TrainerConfig& config() const { return config_; }
+  Model& model() { return model_; }
+  const Optimizer& optimizer() const { return optimizer_; }
+
+  // `extra` keys are stored in __metadata__ beside Tandem's own (which they may not replace).
+  void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& extra = {}) const;
+  // Restores weights, buffers, optimizer state and step; returns the file's metadata. A file from
+  // another model or optimizer, or a corrupt one, is a UserError naming the file.
+  std::map<std::string, std::string> load_checkpoint(const std::string& path);
+
+ private:
+  void reset_window();
+
+  Model& model_;
+  TrainerConfig config_;
+  Optimizer optimizer_;
+  std::int64_t step_ = 0;
+
+  torch::Tensor window_loss_;     // sum of loss * batch, on the device
+  torch::Tensor window_correct_;  // on the device
+  std::int64_t window_steps_ = 0;
+  std::int64_t window_samples_ = 0;
+  double window_lr_ = 0.0;
+  std::chrono::steady_clock::time_point window_start_;
+};
+
+// "<dir>/ckpt-000000001200.safetensors": names sort in step order.
+std::string checkpoint_path(const std::string& dir, std::int64_t step);
+// The checkpoint with the highest step in `dir`, if any (ignores temporaries and other files).
+std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+}  // namespace tandem
