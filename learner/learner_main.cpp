@@ -199,7 +199,14 @@ int run(int argc, char** argv) {
   if (client) client->set_state(shm::ProcessState::stopping);
   publisher.publish(static_cast<std::uint64_t>(trainer.step()));
   publisher.publisher().flush();
-  if (client) client->saw_version(publisher.slab().latest_version());
+  if (client) {  // the last record carries the final version (the status line shows it)
+    const WindowMetrics w = trainer.take_window();
+    client->saw_version(publisher.slab().latest_version());
+    client->report({.step = static_cast<std::uint64_t>(trainer.step()), .version = publisher.slab().latest_version(),
+                    .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
+                    .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                    .lr = trainer.current_lr()});
+  }
   checkpoint();
   log::info("{} at step {}; final weights version {}", finished ? "finished" : "stopped", trainer.step(),
             publisher.slab().latest_version());
