@@ -1,5 +1,6 @@
 // The real programs under the launcher: tandem run + tandem-learner + tandem-actor on a small
 // generated dataset (8x8 images, mlp), checking the failure and resume behaviour.
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -8,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -32,7 +34,8 @@ namespace fs = std::filesystem;
 
 std::string env_or_fail(const char* name) {
   const char* v = std::getenv(name);
-  REQUIRE_MESSAGE(v != nullptr, name << " is not set (meson sets it)");
+  INFO(name, " is not set (meson sets it)");
+  REQUIRE(v != nullptr);
   return v;
 }
 
