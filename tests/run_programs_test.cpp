@@ -65,11 +65,12 @@ struct Job {
   fs::path dir = fs::temp_directory_path() / id;
   fs::path config = dir / "job-config.toml";
   fs::path out = dir / "out.txt";
+  fs::path program_config = dir / "program.toml";  // the config without [run], as a child reads it
   pid_t pid = -1;
 
   Job(const TinyCache& cache, std::int64_t steps, std::uint32_t actors) {
     fs::create_directories(dir);
-    std::ofstream(config) << fmt::format(R"([run]
+    std::string text = fmt::format(R"([run]
 job = "{}"
 unique_id = false
 actors = {}
@@ -97,6 +98,8 @@ report_every_steps = 10
 min_interval_s = 0.2
 batch_size = 256
 )", id, actors, dir.string(), env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), cache.name, steps);
+    std::ofstream(config) << text;
+    std::ofstream(program_config) << text.substr(text.find("[data]"));
   }
   ~Job() {
     if (pid > 0) {
@@ -178,8 +181,7 @@ TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed r
   const std::string name = ckpts[0].filename().string();  // ckpt-000000001234.safetensors
   const std::int64_t step = std::stoll(name.substr(5, 12));
   CHECK(step >= 50);
-  CHECK(shm::list_segments().end() == std::find_if(shm::list_segments().begin(), shm::list_segments().end(),
-                                                   [&](const auto& s) { return s.name.find(job.id) != std::string::npos; }));
+  for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
 
   // resume: same run dir, a budget a little past the checkpoint
   job.start({fmt::format("--set learner.steps={}", step + 40)});
@@ -246,7 +248,7 @@ TEST_CASE("bad learner and actor config values give a one-line error naming the 
   }
   // The learner checks what the schema cannot: a cuda feed on the CPU, a warmup longer than the run.
   const auto r = test::run_command(fmt::format("'{}' '{}' --set learner.warmup_steps=500 2>&1",
-                                               env_or_fail("TANDEM_LEARNER"), job.config.string()));
+                                               env_or_fail("TANDEM_LEARNER"), job.program_config.string()));
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("learner.warmup_steps") != std::string::npos);
