@@ -112,6 +112,11 @@ std::string source_root() {
   return p ? p : ".";
 }
 
+std::string python_with_numpy() {
+  const char* p = std::getenv("TANDEM_PYTHON");
+  return p ? p : "/usr/bin/python3";
+}
+
 CommandResult run_command(const std::string& command) {
   CommandResult r{-1, {}};
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");

@@ -46,6 +46,8 @@ std::string unique_name(const std::string& stem);
 // Path to the built `tandem` binary and the source tree (set by meson through the environment).
 std::string tandem_binary();
 std::string source_root();
+// A python3 that imports numpy (TANDEM_PYTHON, chosen by tests/meson.build), for the format readers.
+std::string python_with_numpy();
 
 // Runs a shell command, returning its exit code and combined output.
 struct CommandResult {

@@ -214,7 +214,7 @@ TEST_CASE("weight slab: the numpy reader written from docs/FORMAT.md reads the l
   std::string name = test::unique_name("tandem.test-slab");
   WeightSlabWriter w = WeightSlabWriter::create(name, spec_of(1 << 16));
   for (std::uint64_t v = 1; v <= 6; ++v) publish(w, v, 1 << 16);
-  auto r = test::run_command(fmt::format("/usr/bin/python3 {}/tools/tandem_shm.py --weights {} --verify",
+  auto r = test::run_command(fmt::format("{} {}/tools/tandem_shm.py --weights {} --verify", test::python_with_numpy(),
                                          test::source_root(), name));
   INFO(r.output);
   CHECK(r.status == 0);
