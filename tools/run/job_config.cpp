@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/job_keys.hpp"
 #include "shm/segment.hpp"
+#include "tools/run/default_config.hpp"  // generated: examples/fmnist-cnn.toml
 
 namespace tandem::run {
 namespace {
@@ -45,7 +47,7 @@ const std::vector<ConfigKey> kRunKeys = {
 // The components' tables. Each component adds one line here: its keys become part of every job
 // config, validated before anything starts.
 std::vector<std::span<const ConfigKey>> component_tables() {
-  return {};
+  return {data_keys(), model_keys(), learner_keys(), actor_keys()};  // common/job_keys.hpp
 }
 
 std::vector<std::string> split_args(const std::string& text) {
@@ -105,7 +107,7 @@ std::vector<ConfigKey> job_schema() {
 
 JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides) {
   const auto schema = job_schema();
-  Config config = file.empty() ? Config::parse("", "<default>", overrides, schema)
+  Config config = file.empty() ? Config::parse(kDefaultJobConfig, "<default: examples/fmnist-cnn.toml>", overrides, schema)
                                : Config::load(file, overrides, schema);
   JobConfig j{.config = std::move(config)};
   const Config& c = j.config;

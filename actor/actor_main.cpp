@@ -1,0 +1,152 @@
+// tandem-actor [config.toml] [--set key=value ...]: an actor of a job. Role `evaluator` (actor.role):
+// follows the learner's weight slab /tandem.<job>.weights and evaluates each new version on the
+// cache's test split in place, at most every actor.min_interval_s (the newest version wins). Results
+// go into the control block (step = evaluations, version, accuracy, loss, seconds) and as JSON lines
+// into <run_dir>/eval.jsonl (the launcher owns metrics.jsonl). On a stop request it evaluates the
+// newest version if it has not yet, then exits 0: so the job's last line shows the final weights.
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actor/evaluator.hpp"
+#include "actor/follower.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/torch/flat_params.hpp"
+#include "common/torch/job_setup.hpp"
+#include "shm/control_block.hpp"
+#include "shm/segment.hpp"
+
+namespace {
+
+using namespace tandem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Waits for the learner's slab and attaches; a slab that exists but does not fit is an error at once.
+actor::Follower attach_follower(const std::string& slab, FlatParams& flat, const std::string& model, double wait_s,
+                                const std::function<bool()>& stop, shm::HeartbeatThread* heartbeat) {
+  const auto t0 = Clock::now();
+  while (!shm::Segment::exists(slab)) {
+    if (stop()) fail("stopped while waiting for the weight slab /{}", slab);
+    if (seconds_since(t0) > wait_s)
+      fail("the weight slab /{} did not appear within actor.wait_weights_s = {} s: is the learner running?", slab, wait_s);
+    if (heartbeat) heartbeat->tick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (;;) {  // it exists, but may not be ready yet
+    try {
+      return actor::Follower(slab, flat, {.model = model});
+    } catch (const UserError&) {
+      if (seconds_since(t0) > wait_s || stop()) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  std::string file;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
+    else if (a.starts_with("--set=")) overrides.push_back(a.substr(6));
+    else if (file.empty() && !a.starts_with("-")) file = a;
+    else fail("unknown argument '{}': usage: tandem-actor [config.toml] [--set key=value ...]", a);
+  }
+  const Config config = load_program_config(file, overrides);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
+  const std::string job = client ? client->job() : "local";
+  const std::string run_dir = client ? client->run_dir() : std::string(".");
+  log::set_role(client ? client->name() : "actor");
+  std::optional<shm::HeartbeatThread> heartbeat;
+  if (client) heartbeat.emplace(*client, std::chrono::milliseconds(500), std::chrono::seconds(120));
+  auto stop = [&] { return g_signal.load(std::memory_order_relaxed) != 0 || (client && client->should_stop()); };
+
+  const bool cuda = config.string("actor.device") == "cuda";
+  if (cuda && !torch::cuda::is_available())
+    fail("config: actor.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
+  torch::set_num_threads(static_cast<int>(config.integer("actor.threads")));
+
+  shm::DatasetCache cache = shm::DatasetCache::attach(config.string("data.name"));
+  Model model = Model::create(model_spec_for(config, cache));
+  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  model.to(device);
+  model.eval();
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  const Evaluator evaluator(cache, {.split = config.string("data.test_split"),
+                                    .batch_size = config.integer("actor.batch_size"),
+                                    .mean = parse_number_list("data.mean", config.string("data.mean")),
+                                    .std = parse_number_list("data.std", config.string("data.std")),
+                                    .device = device,
+                                    .max_samples = config.integer("actor.max_samples")});
+
+  const std::string slab = shm::job_segment_name(job, "weights");
+  actor::Follower follower = attach_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"),
+                                             stop, heartbeat ? &*heartbeat : nullptr);
+  if (client) client->set_state(shm::ProcessState::running);
+  log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
+            config.string("data.name"), slab);
+
+  const std::string jsonl = run_dir + "/eval.jsonl";
+  const double min_interval = config.real("actor.min_interval_s");
+  const std::uint32_t index = client ? client->index() : 0;
+  std::uint64_t evaluations = 0;
+  Clock::time_point last_eval{};
+  auto evaluate_newest = [&] {
+    const auto version = follower.update();
+    if (!version) return;
+    if (client) client->saw_version(*version);
+    const EvalResult r = evaluator.evaluate(model);
+    ++evaluations;
+    last_eval = Clock::now();
+    if (client)
+      client->report({.step = evaluations, .version = *version, .samples = static_cast<std::uint64_t>(r.samples),
+                      .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
+                      .loss = r.loss, .accuracy = r.accuracy, .seconds = r.seconds});
+    const std::string line = fmt::format(
+        R"({{"actor":{},"version":{},"step":{},"accuracy":{:.5f},"loss":{:.5f},"samples":{},"seconds":{:.3f},"unix_s":{:.3f}}})",
+        index, *version, follower.step(), r.accuracy, r.loss, r.samples, r.seconds,
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    if (std::FILE* f = std::fopen(jsonl.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
+      std::fputs((line + "\n").c_str(), f);
+      std::fclose(f);
+    }
+    log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", *version,
+              follower.step(), r.accuracy, r.loss, r.samples, r.seconds);
+  };
+
+  while (!stop()) {
+    if (heartbeat) heartbeat->tick();
+    if (follower.has_new() && (evaluations == 0 || seconds_since(last_eval) >= min_interval)) evaluate_newest();
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (client) client->set_state(shm::ProcessState::stopping);
+  if (follower.has_new()) evaluate_newest();  // the final weights
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tandem::run_main("tandem-actor", [&] { return run(argc, argv); });
+}

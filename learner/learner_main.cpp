@@ -1,0 +1,220 @@
+// tandem-learner [config.toml] [--set key=value ...]: trains a model from a dataset cache and
+// publishes its weights into /tandem.<job>.weights. Started by `tandem run` (config from
+// $TANDEM_CONFIG, job/role/index from TANDEM_*), or by hand (job "local", run dir ".").
+// Checkpoints go to the run directory every learner.checkpoint_every_steps, at a stop request
+// (launcher stop flag, SIGINT, SIGTERM) and at the end; a start resumes from the newest one.
+// Exit 0: the step budget was reached, or a stop was requested and the checkpoint written.
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/torch/flat_params.hpp"
+#include "common/torch/job_setup.hpp"
+#include "learner/feed/device_feed.hpp"
+#include "learner/feed/host_feed.hpp"
+#include "learner/model_publisher.hpp"
+#include "learner/trainer.hpp"
+#include "shm/control_block.hpp"
+#include "shm/segment.hpp"
+
+namespace {
+
+using namespace tandem;
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+TrainerConfig trainer_config(const Config& c, std::int64_t total_steps) {
+  TrainerConfig t;
+  t.optimizer.kind = c.string("learner.optimizer");
+  t.optimizer.lr = c.real("learner.lr");
+  t.optimizer.momentum = c.real("learner.momentum");
+  t.optimizer.nesterov = c.boolean("learner.nesterov");
+  t.optimizer.weight_decay = c.real("learner.weight_decay");
+  t.schedule.kind = c.string("learner.schedule");
+  t.schedule.warmup_steps = c.integer("learner.warmup_steps");
+  t.schedule.total_steps = total_steps;
+  t.schedule.step_size = c.integer("learner.step_size");
+  t.schedule.gamma = c.real("learner.gamma");
+  t.schedule.min_lr = c.real("learner.min_lr");
+  if (t.schedule.kind == "cosine" && t.schedule.warmup_steps >= total_steps)
+    fail("config: learner.warmup_steps = {} is not below the run's {} steps: lower it or train longer",
+         t.schedule.warmup_steps, total_steps);
+  return t;
+}
+
+feed::FeedOptions feed_options(const Config& c, bool cuda) {
+  feed::FeedOptions o;
+  o.split = c.string("data.train_split");
+  o.batch_size = static_cast<std::uint64_t>(c.integer("learner.batch_size"));
+  o.seed = static_cast<std::uint64_t>(c.integer("learner.seed"));
+  o.drop_last = true;
+  for (double v : parse_number_list("data.mean", c.string("data.mean"))) o.mean.push_back(static_cast<float>(v));
+  for (double v : parse_number_list("data.std", c.string("data.std"))) o.stddev.push_back(static_cast<float>(v));
+  o.mean.erase(o.mean.begin());      // FeedOptions starts with {0} and {1}
+  o.stddev.erase(o.stddev.begin());
+  o.placement = cuda ? feed::Placement::cuda : feed::Placement::cpu;
+  o.workers = static_cast<unsigned>(c.integer("learner.feed_workers"));
+  return o;
+}
+
+// Either feed, behind one next().
+struct AnyFeed {
+  std::optional<feed::HostFeed> host;
+  std::optional<feed::DeviceFeed> device;
+  std::uint64_t length() const { return host ? host->length() : device->length(); }
+  feed::Step next() { return host ? host->next() : device->next(); }
+};
+
+// Keeps the newest `keep` checkpoints in `dir`.
+void prune_checkpoints(const std::string& dir, std::int64_t keep) {
+  std::vector<std::filesystem::path> all;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("ckpt-") && name.ends_with(".safetensors")) all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
+}
+
+int run(int argc, char** argv) {
+  std::string file;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
+    else if (a.starts_with("--set=")) overrides.push_back(a.substr(6));
+    else if (file.empty() && !a.starts_with("-")) file = a;
+    else fail("unknown argument '{}': usage: tandem-learner [config.toml] [--set key=value ...]", a);
+  }
+  const Config config = load_program_config(file, overrides);
+  install_signal_handlers();
+
+  std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
+  const std::string job = client ? client->job() : "local";
+  const std::string run_dir = client ? client->run_dir() : std::string(".");
+  log::set_role(client ? client->name() : "learner");
+  std::optional<shm::HeartbeatThread> heartbeat;
+  if (client) heartbeat.emplace(*client, std::chrono::milliseconds(500), std::chrono::seconds(120));
+
+  const bool cuda = config.string("learner.device") == "cuda";
+  const bool device_feed = config.string("learner.feed") == "device";
+  if (cuda && !torch::cuda::is_available())
+    fail("config: learner.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
+  if (device_feed && !cuda) fail("config: learner.feed = \"device\" needs learner.device = \"cuda\": use feed \"host\"");
+  torch::set_num_threads(static_cast<int>(config.integer("learner.threads")));
+
+  const std::string dataset = config.string("data.name");
+  shm::DatasetCache cache = shm::DatasetCache::attach(dataset);
+  Model model = Model::create(model_spec_for(config, cache));
+  if (cuda) model.to(torch::Device(torch::kCUDA, 0));
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+
+  const feed::FeedOptions fopts = feed_options(config, cuda);
+  // The feed's epoch length decides the budget; built once at the start epoch (after a resume, below).
+  const std::uint64_t epoch_steps = feed::make_feed_sampler(feed::describe_feed(cache, fopts), fopts).length();
+  std::int64_t total = config.integer("learner.steps");
+  if (total == 0) total = static_cast<std::int64_t>(std::llround(config.real("learner.epochs") * static_cast<double>(epoch_steps)));
+  if (total <= 0) fail("config: learner.epochs = {} gives no step: set learner.epochs or learner.steps", config.real("learner.epochs"));
+
+  Trainer trainer(model, trainer_config(config, total));
+  if (auto latest = latest_checkpoint(run_dir)) {
+    trainer.load_checkpoint(*latest);
+    log::info("resumed from {} at step {}", *latest, trainer.step());
+  }
+
+  learner::ModelPublisherOptions popts;
+  popts.model = config.string("model.name");
+  popts.bf16 = config.boolean("learner.publish_bf16");
+  popts.when.every_steps = static_cast<std::uint64_t>(config.integer("learner.publish_every_steps"));
+  popts.when.every_ms = config.real("learner.publish_every_ms");
+  popts.force = true;  // a slab of this job whose writer is dead is stale
+  learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);
+
+  const std::uint64_t start = static_cast<std::uint64_t>(trainer.step());
+  AnyFeed feed;
+  if (device_feed) feed.device.emplace(cache, fopts, start / epoch_steps);
+  else feed.host.emplace(cache, fopts, start / epoch_steps);
+  for (std::uint64_t i = 0; i < start % epoch_steps; ++i) feed.next();  // the resumed epoch's done steps
+
+  const std::int64_t report_every = config.integer("learner.report_every_steps");
+  const std::int64_t ckpt_every = config.integer("learner.checkpoint_every_steps");
+  const std::int64_t keep = config.integer("learner.keep_checkpoints");
+  auto checkpoint = [&] {
+    const std::string path = checkpoint_path(run_dir, trainer.step());
+    trainer.save_checkpoint(path, {{"version", std::to_string(publisher.slab().latest_version())}, {"job", job}});
+    prune_checkpoints(run_dir, keep);
+    log::info("checkpoint {} (step {})", path, trainer.step());
+  };
+  log::info("{}; {} steps ({} per epoch) from step {}; feed {} on {}; publishing to /{}", model.describe(), total,
+            epoch_steps, start, device_feed ? "device" : "host", cuda ? "cuda" : "cpu",
+            shm::job_segment_name(job, "weights"));
+  if (client) client->set_state(shm::ProcessState::running);
+  publisher.publish(static_cast<std::uint64_t>(trainer.step()));  // actors start from these weights
+
+  auto stop_requested = [&] { return g_signal.load(std::memory_order_relaxed) != 0 || (client && client->should_stop()); };
+  std::int64_t samples = 0;
+  while (trainer.step() < total && !stop_requested()) {
+    feed::Step s = feed.next();
+    for (const auto& b : s.batches) {
+      trainer.train_step(b.x, b.y);
+      samples += b.y.size(0);
+    }
+    const auto step = static_cast<std::uint64_t>(trainer.step());
+    publisher.maybe_publish(step);
+    if (heartbeat) heartbeat->tick();
+    if (trainer.step() % report_every == 0 || trainer.step() == total) {
+      const WindowMetrics w = trainer.take_window();
+      if (client)
+        client->report({.step = step, .version = publisher.slab().latest_version(),
+                        .samples = static_cast<std::uint64_t>(samples), .epoch = s.epoch,
+                        .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
+                        .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr});
+      if (trainer.step() % (report_every * 10) == 0)
+        log::info("step {}/{} epoch {} loss {:.4f} acc {:.4f} lr {:.4g} {:.0f} samples/s", step, total, s.epoch, w.loss,
+                  w.accuracy, w.lr, w.samples_per_s);
+    }
+    if (ckpt_every > 0 && trainer.step() % ckpt_every == 0) checkpoint();
+  }
+  const bool finished = trainer.step() >= total;
+  if (client) client->set_state(shm::ProcessState::stopping);
+  publisher.publish(static_cast<std::uint64_t>(trainer.step()));
+  publisher.publisher().flush();
+  if (client) {  // the last record carries the final version (the status line shows it)
+    const WindowMetrics w = trainer.take_window();
+    client->saw_version(publisher.slab().latest_version());
+    client->report({.step = static_cast<std::uint64_t>(trainer.step()), .version = publisher.slab().latest_version(),
+                    .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
+                    .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                    .lr = trainer.current_lr()});
+  }
+  checkpoint();
+  log::info("{} at step {}; final weights version {}", finished ? "finished" : "stopped", trainer.step(),
+            publisher.slab().latest_version());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tandem::run_main("tandem-learner", [&] { return run(argc, argv); });
+}

@@ -1,0 +1,256 @@
+// The real programs under the launcher: tandem run + tandem-learner + tandem-actor on a small
+// generated dataset (8x8 images, mlp), checking the issue's failure and resume behaviour.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shm/control_block.hpp"
+#include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
+#include "tests/harness.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace tandem;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string env_or_fail(const char* name) {
+  const char* v = std::getenv(name);
+  INFO(name, " is not set (meson sets it)");
+  REQUIRE(v != nullptr);
+  return v;
+}
+
+// A tiny learnable cache: x = 1x8x8 uint8, the label is the row holding the brightest pixel band.
+struct TinyCache {
+  std::string name = test::unique_name("tiny");
+  TinyCache() {
+    const std::uint64_t n = 2304;
+    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
+                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
+                          .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
+    auto w = shm::DatasetWriter::create(spec, false);
+    auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
+    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::int64_t label = static_cast<std::int64_t>((i * 7) % 8);
+      for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
+      y[i] = label;
+    }
+    w.commit(0, 1);
+  }
+  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
+};
+
+struct Job {
+  std::string id = test::unique_name("job");
+  fs::path dir = fs::temp_directory_path() / id;
+  fs::path config = dir / "job-config.toml";
+  fs::path out = dir / "out.txt";
+  fs::path program_config = dir / "program.toml";  // the config without [run], as a child reads it
+  pid_t pid = -1;
+
+  Job(const TinyCache& cache, std::int64_t steps, std::uint32_t actors) {
+    fs::create_directories(dir);
+    std::string text = fmt::format(R"([run]
+job = "{}"
+unique_id = false
+actors = {}
+run_dir = "{}"
+learner_program = "{}"
+actor_program = "{}"
+status = "plain"
+restart_backoff_s = 0.1
+[data]
+name = "{}"
+mean = "0.5"
+std = "0.3"
+[model]
+name = "mlp"
+num_classes = 8
+[learner]
+batch_size = 32
+steps = {}
+warmup_steps = 10
+threads = 1
+publish_every_steps = 20
+checkpoint_every_steps = 0
+report_every_steps = 10
+[actor]
+min_interval_s = 0.2
+batch_size = 256
+)", id, actors, dir.string(), env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), cache.name, steps);
+    std::ofstream(config) << text;
+    std::ofstream(program_config) << text.substr(text.find("[data]"));
+  }
+  ~Job() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  void start(const std::vector<std::string>& extra = {}) {
+    std::string cmd = fmt::format("exec '{}' run '{}'", test::tandem_binary(), config.string());
+    for (const auto& e : extra) cmd += " " + e;
+    cmd += fmt::format(" > '{}' 2>&1", out.string());
+    const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+    REQUIRE(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  }
+  int wait(std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;  // still running
+  }
+  std::string output() const {
+    std::ifstream in(out);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  // Polls the control block until `pred(block)` holds.
+  template <class Pred>
+  bool wait_until(Pred pred, std::chrono::seconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (shm::Segment::exists(shm::job_segment_name(id, "ctl"))) {
+        try {
+          auto block = shm::ControlBlock::attach(id, shm::Segment::Access::read_only);
+          if (pred(block)) return true;
+        } catch (const std::exception&) {
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  std::int64_t learner_step(const shm::ControlBlock& b) const {
+    auto m = b.read_metrics(0);
+    return m ? static_cast<std::int64_t>(m->step) : 0;
+  }
+};
+
+std::vector<fs::path> checkpoints(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().starts_with("ckpt-")) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed run continues from that step" *
+          doctest::timeout(90)) {
+  TinyCache cache;
+  Job job(cache, 1000000, 1);
+  job.start();
+  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) { return job.learner_step(b) >= 50; }, 40s));
+  ::kill(job.pid, SIGINT);
+  const int rc = job.wait(30s);
+  INFO(job.output());
+  CHECK(rc == 130);
+  const auto ckpts = checkpoints(job.dir);
+  REQUIRE(ckpts.size() == 1);
+  const std::string name = ckpts[0].filename().string();  // ckpt-000000001234.safetensors
+  const std::int64_t step = std::stoll(name.substr(5, 12));
+  CHECK(step >= 50);
+  for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
+
+  // resume: same run dir, a budget a little past the checkpoint
+  job.start({fmt::format("--set learner.steps={}", step + 40)});
+  const int rc2 = job.wait(40s);
+  const std::string out = job.output();
+  INFO(out);
+  CHECK(rc2 == 0);
+  CHECK(out.find(fmt::format("at step {}", step)) != std::string::npos);      // "resumed from ... at step N"
+  CHECK(out.find(fmt::format("finished at step {}", step + 40)) != std::string::npos);
+}
+
+TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" * doctest::timeout(90)) {
+  TinyCache cache;
+  Job job(cache, 1500, 2);
+  job.start();
+  std::int32_t victim = 0;
+  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+    auto s = b.snapshot(1);  // actor.0
+    victim = s.pid;
+    return s.state == shm::ProcessState::running && s.metrics.has_value() && job.learner_step(b) > 0;
+  }, 40s));
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  bool restarted = job.wait_until([&](const shm::ControlBlock& b) { return b.snapshot(1).restarts >= 1; }, 20s);
+  const int rc = job.wait(60s);
+  INFO(job.output());
+  CHECK(restarted);
+  CHECK(rc == 0);
+}
+
+TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the job's segments removed" *
+          doctest::timeout(90)) {
+  TinyCache cache;
+  Job job(cache, 1000000, 1);
+  job.start();
+  std::int32_t learner = 0;
+  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+    learner = b.snapshot(0).pid;
+    return job.learner_step(b) > 0;
+  }, 40s));
+  ::kill(learner, SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = job.wait(10s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string out = job.output();
+  INFO(out);
+  CHECK(rc == 1);
+  CHECK(took < 10.0);
+  CHECK(out.find("learner.0") != std::string::npos);
+  for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
+}
+
+TEST_CASE("bad learner and actor config values give a one-line error naming the key" * doctest::timeout(60)) {
+  TinyCache cache;
+  Job job(cache, 100, 1);
+  for (const std::string bad : {"learner.batch_size=0", "learner.optimizer='\"sgdd\"'", "actor.min_interval_s=-1",
+                                "learner.feed='\"gpu\"'"}) {
+    const auto r = test::run_command(fmt::format("'{}' run '{}' --set {} 2>&1", test::tandem_binary(),
+                                                 job.config.string(), bad));
+    INFO(bad << " -> " << r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find(bad.substr(0, bad.find('='))) != std::string::npos);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+  // The learner checks what the schema cannot: a cuda feed on the CPU, a warmup longer than the run.
+  const auto r = test::run_command(fmt::format("'{}' '{}' --set learner.warmup_steps=500 2>&1",
+                                               env_or_fail("TANDEM_LEARNER"), job.program_config.string()));
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("learner.warmup_steps") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+}
