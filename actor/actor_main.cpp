@@ -57,17 +57,8 @@ actor::Follower attach_follower(const std::string& slab, FlatParams& flat, const
   }
 }
 
-int run(int argc, char** argv) {
-  std::string file;
-  std::vector<std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
-    else if (a.starts_with("--set=")) overrides.push_back(a.substr(6));
-    else if (file.empty() && !a.starts_with("-")) file = a;
-    else fail("unknown argument '{}': usage: tandem-actor [config.toml] [--set key=value ...]", a);
-  }
-  const Config config = load_program_config(file, overrides);
+int run(const ProgramArgs& args) {
+  const Config config = load_program_config(args.file, args.overrides);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -148,5 +139,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tandem::run_main("tandem-actor", [&] { return run(argc, argv); });
+  CLI::App app{"tandem-actor: the actor program `tandem run` starts (role evaluator)", "tandem-actor"};
+  tandem::ProgramArgs args;
+  tandem::add_program_args(app, args);
+  CLI11_PARSE(app, argc, argv);
+  return tandem::run_main("tandem-actor", [&] { return run(args); });
 }

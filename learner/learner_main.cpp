@@ -96,17 +96,8 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep) {
   for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
 }
 
-int run(int argc, char** argv) {
-  std::string file;
-  std::vector<std::string> overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) overrides.push_back(argv[++i]);
-    else if (a.starts_with("--set=")) overrides.push_back(a.substr(6));
-    else if (file.empty() && !a.starts_with("-")) file = a;
-    else fail("unknown argument '{}': usage: tandem-learner [config.toml] [--set key=value ...]", a);
-  }
-  const Config config = load_program_config(file, overrides);
+int run(const ProgramArgs& args) {
+  const Config config = load_program_config(args.file, args.overrides);
   install_signal_handlers();
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
@@ -216,5 +207,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return tandem::run_main("tandem-learner", [&] { return run(argc, argv); });
+  CLI::App app{"tandem-learner: the learner program `tandem run` starts", "tandem-learner"};
+  tandem::ProgramArgs args;
+  tandem::add_program_args(app, args);
+  CLI11_PARSE(app, argc, argv);
+  return tandem::run_main("tandem-learner", [&] { return run(args); });
 }

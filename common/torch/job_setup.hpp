@@ -4,9 +4,12 @@
 // Header-only (both programs already link shm and LibTorch); used by their mains only.
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -16,7 +19,17 @@
 
 namespace tandem {
 
-// The config file: argv's first non-option argument, else $TANDEM_CONFIG (set by `tandem run`), else
+// The command line both programs take: `PROGRAM [config.toml] [--set key=value ...]`.
+struct ProgramArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+};
+inline void add_program_args(CLI::App& app, ProgramArgs& args) {
+  app.add_option("config", args.file, "job config (TOML); default: $TANDEM_CONFIG, else the built-in defaults");
+  app.add_option("--set", args.overrides, "override one key, e.g. --set learner.steps=100")->type_name("KEY=VALUE");
+}
+
+// The config file: the command line's config argument, else $TANDEM_CONFIG (set by `tandem run`), else
 // the defaults. `overrides` are "key=value" strings (--set).
 inline Config load_program_config(const std::string& file, std::span<const std::string> overrides) {
   std::string path = file;
