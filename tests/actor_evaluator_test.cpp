@@ -14,15 +14,7 @@
 using namespace tandem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
 
 // A committed cache of 300 random 1x28x28 uint8 images with labels 0..9 (train 200, test 100),
 // removed from /dev/shm at scope exit.

@@ -16,15 +16,7 @@ using namespace tandem;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
 
 data::PreloadResult load(const std::string& name, const fs::path& from, std::string format = "") {
   return data::preload({name, from, std::move(format), false, 3, {}});

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,6 +49,24 @@ std::string tandem_binary();
 std::string source_root();
 // A python3 that imports numpy (TANDEM_PYTHON, chosen by tests/meson.build), for the format readers.
 std::string python_with_numpy();
+
+// The message of the UserError that fn throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& fn);
+
+// A fresh directory under the temporary directory (mkdtemp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // Runs a shell command, returning its exit code and combined output.
 struct CommandResult {

@@ -18,21 +18,8 @@ using namespace tandem;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / test::unique_name("tandem-trainer");
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using tandem::test::error_of;
+using tandem::test::TempDir;
 
 // Four classes of 28x28 images: class k lights a 10x10 patch in quadrant k, under noise.
 struct Synthetic {
@@ -167,7 +154,7 @@ TEST_CASE("trainer: a checkpoint restores weights, optimizer state and step; tra
     Model a = Model::create({.name = "cnn", .num_classes = 4, .seed = 5});
     Trainer ta(a, config);
     for (int i = 0; i < 7; ++i) ta.train_step(data.batch(i, 32).first, data.batch(i, 32).second);
-    const std::string path = checkpoint_path(dir.path.string(), ta.step());
+    const std::string path = checkpoint_path(dir.path().string(), ta.step());
     ta.save_checkpoint(path, {{"version", "3"}});
 
     Model b = Model::create({.name = "cnn", .num_classes = 4, .seed = 99});  // other weights until restored
@@ -196,7 +183,7 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
   Model cnn = Model::create({.name = "cnn", .num_classes = 4});
   Trainer t(cnn, sgd_config());
   t.train_step(data.x, data.y);
-  const std::string path = checkpoint_path(dir.path.string(), 1);
+  const std::string path = checkpoint_path(dir.path().string(), 1);
   t.save_checkpoint(path);
 
   Model mlp = Model::create({.name = "mlp", .num_classes = 4});
@@ -205,7 +192,7 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
   CHECK(e.find(path + " holds 'model.fc1.weight' as Float [128x1568], this model has Float [256x784]") !=
         std::string::npos);
 
-  const std::string empty = dir.path.string() + "/empty.safetensors";
+  const std::string empty = dir.path().string() + "/empty.safetensors";
   safetensors::save_file(empty, {}, {{"format", "tandem-checkpoint-1"}, {"optimizer", "sgd"}, {"step", "1"},
                                      {"optimizer_steps", "1"}});
   CHECK(error_of([&] { tm.load_checkpoint(empty); }).find(empty + " has no tensor 'model.fc1.weight'") !=
@@ -226,7 +213,7 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
   CHECK(error_of([&] { ta.load_checkpoint(path); }).find("holds sgd optimizer state, this run uses adam") != std::string::npos);
 
   // Truncated: cut the file in half.
-  const std::string cut = dir.path.string() + "/cut.safetensors";
+  const std::string cut = dir.path().string() + "/cut.safetensors";
   fs::copy_file(path, cut);
   fs::resize_file(cut, fs::file_size(cut) / 2);
   Model c3 = Model::create({.name = "cnn", .num_classes = 4});
@@ -238,7 +225,7 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
 
 TEST_CASE("trainer: latest_checkpoint picks the highest step and ignores temporaries") {
   TempDir dir;
-  const std::string d = dir.path.string();
+  const std::string d = dir.path().string();
   CHECK_FALSE(latest_checkpoint(d).has_value());
   CHECK_FALSE(latest_checkpoint(d + "/missing").has_value());
   for (std::int64_t step : {100, 2000, 30}) std::ofstream(checkpoint_path(d, step)) << "x";
@@ -286,7 +273,7 @@ TEST_CASE("trainer: parameters re-homed into one flat buffer stay there through 
     CHECK(p.grad().data_ptr<float>() >= flat_grad.data_ptr<float>());  // zero_grad kept the views
     CHECK(p.grad().data_ptr<float>() < flat_grad.data_ptr<float>() + total);
   }
-  const std::string path = checkpoint_path(dir.path.string(), trainer.step());
+  const std::string path = checkpoint_path(dir.path().string(), trainer.step());
   trainer.save_checkpoint(path);
   const torch::Tensor saved = flat.clone();
   trainer.train_step(data.batch(5, 32).first, data.batch(5, 32).second);
@@ -344,7 +331,7 @@ TEST_CASE("trainer: a model flattened by FlatParams trains in its flat buffer an
     const auto* p = static_cast<const std::uint8_t*>(t.data_ptr());
     CHECK((p >= lo && p < hi));
   }
-  const std::string path = checkpoint_path(dir.path.string(), trainer.step());
+  const std::string path = checkpoint_path(dir.path().string(), trainer.step());
   trainer.save_checkpoint(path);
   const torch::Tensor saved = buffer.clone();
   trainer.train_step(data.batch(4, 32).first, data.batch(4, 32).second);

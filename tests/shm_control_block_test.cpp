@@ -20,15 +20,7 @@ using shm::ProcessState;
 using shm::Role;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
 
 ControlBlock make(const std::string& job, std::uint32_t learners = 2, std::uint32_t actors = 3) {
   return ControlBlock::create({.job = job, .learners = learners, .actors = actors, .run_dir = "/tmp/run"});

@@ -17,14 +17,7 @@ using shm::Kind;
 using shm::Segment;
 
 namespace {
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
 Segment make(const std::string& name, std::size_t payload = 4096) {
   Segment s = Segment::create(name, Kind::dataset, 7, payload, "use another name");
   s.descriptor()[0] = std::byte{42};

@@ -16,15 +16,7 @@ using tandem::Model;
 using tandem::ModelSpec;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const tandem::UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
 
 // A temporary file path removed at scope exit.
 struct TempPath {

@@ -16,24 +16,10 @@ namespace st = tandem::safetensors;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const tandem::UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using tandem::test::error_of;
+using tandem::test::TempDir;
 
 // A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / tandem::test::unique_name("tandem-st");
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
 // The tensors tests/safetensors_peer.py expects (its expected()).
 st::NamedTensors peer_tensors() {
   return {
@@ -180,7 +166,7 @@ TEST_CASE("safetensors: writes are atomic renames that leave no temporary behind
   CHECK(c.at("a").numel() == 5);
   CHECK(c.meta("step") == "2");
   int files = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++files;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
   CHECK(files == 1);
 
   std::string e = error_of([&] { st::save_file(dir.file("no/such/dir/x.safetensors"), {{"a", torch::ones({1})}}, {}); });
