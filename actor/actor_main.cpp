@@ -6,11 +6,11 @@
 // newest version if it has not yet, then exits 0: so the job's last line shows the final weights.
 #include <torch/torch.h>
 
-#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -22,7 +22,9 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
-#include "common/torch/job_setup.hpp"
+#include "common/job_keys.hpp"
+#include "common/program.hpp"
+#include "common/torch/model_config.hpp"
 #include "shm/control_block.hpp"
 #include "shm/segment.hpp"
 
@@ -31,12 +33,10 @@ namespace {
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
 
-std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
-
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Waits for the learner's slab and attaches; a slab that exists but does not fit is an error at once.
+// Waits for the learner's slab and attaches. A slab that exists is retried until wait_s too, since the
+// learner may still be writing it; the last attach error (e.g. a signature mismatch) is then thrown.
 actor::Follower attach_follower(const std::string& slab, FlatParams& flat, const std::string& model, double wait_s,
                                 const std::function<bool()>& stop, shm::HeartbeatThread* heartbeat) {
   const auto t0 = Clock::now();
@@ -59,11 +59,7 @@ actor::Follower attach_follower(const std::string& slab, FlatParams& flat, const
 
 int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals();
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
   const std::string job = client ? client->job() : "local";
@@ -71,7 +67,7 @@ int run(const ProgramArgs& args) {
   log::set_role(client ? client->name() : "actor");
   std::optional<shm::HeartbeatThread> heartbeat;
   if (client) heartbeat.emplace(*client, std::chrono::milliseconds(500), std::chrono::seconds(120));
-  auto stop = [&] { return g_signal.load(std::memory_order_relaxed) != 0 || (client && client->should_stop()); };
+  auto stop = [&] { return stop_signal() != 0 || (client && client->should_stop()); };
 
   const bool cuda = config.string("actor.device") == "cuda";
   if (cuda && !torch::cuda::is_available())
@@ -79,7 +75,7 @@ int run(const ProgramArgs& args) {
   torch::set_num_threads(static_cast<int>(config.integer("actor.threads")));
 
   shm::DatasetCache cache = shm::DatasetCache::attach(config.string("data.name"));
-  Model model = Model::create(model_spec_for(config, cache));
+  Model model = Model::create(model_spec_for(config, cache.field("x").sample_shape));
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   model.to(device);
   model.eval();
@@ -114,12 +110,12 @@ int run(const ProgramArgs& args) {
       client->report({.step = evaluations, .version = *version, .samples = static_cast<std::uint64_t>(r.samples),
                       .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
                       .loss = r.loss, .accuracy = r.accuracy, .seconds = r.seconds});
-    const std::string line = fmt::format(
-        R"({{"actor":{},"version":{},"step":{},"accuracy":{:.5f},"loss":{:.5f},"samples":{},"seconds":{:.3f},"unix_s":{:.3f}}})",
-        index, *version, follower.step(), r.accuracy, r.loss, r.samples, r.seconds,
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    const nlohmann::json row = {
+        {"actor", index}, {"version", *version}, {"step", follower.step()}, {"accuracy", r.accuracy},
+        {"loss", r.loss}, {"samples", r.samples}, {"seconds", r.seconds},
+        {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
     if (std::FILE* f = std::fopen(jsonl.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
-      std::fputs((line + "\n").c_str(), f);
+      std::fputs((row.dump() + "\n").c_str(), f);
       std::fclose(f);
     }
     log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", *version,

@@ -1,12 +1,6 @@
 #include "common/cuda.hpp"
 
-#include <fmt/format.h>
-#include <unistd.h>
-
-#include <stdexcept>
 #include <utility>
-
-#include "common/error.hpp"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -27,20 +21,24 @@ int device_count() {
   return n;
 }
 
-void set_device(int device) { TANDEM_CUDA_CHECK(cudaSetDevice(device)); }
-
-void throw_cuda_error(int status, std::string_view call, const char* file, int line) {
-  throw std::runtime_error(fmt::format("{} failed at {}:{} (pid {}): {}", call, file, line, getpid(),
-                                       cudaGetErrorString(static_cast<cudaError_t>(status))));
+void throw_cuda_error(int status, std::string_view call, CallSite site) {
+  throw CallError("CUDA", status, cudaGetErrorString(static_cast<cudaError_t>(status)), call, site);
 }
 
 static void require_gpu() {
   if (device_count() == 0) fail("no CUDA GPU is visible to this process: run on a GPU machine or use the CPU path");
 }
 
-Stream Stream::create(int device, bool non_blocking, int priority) {
+void set_device(int device) {
   require_gpu();
+  if (device < 0 || device >= device_count())
+    fail("cuda:{} does not exist: this machine has {} GPU(s) (cuda:0..cuda:{}); choose a device in that range "
+         "or start fewer local ranks", device, device_count(), device_count() - 1);
   TANDEM_CUDA_CHECK(cudaSetDevice(device));
+}
+
+Stream Stream::create(int device, bool non_blocking, int priority) {
+  set_device(device);
   Stream s;
   TANDEM_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
   return s;
@@ -74,10 +72,16 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
   return ms;
 }
 
-HostRegistration::HostRegistration(void* ptr, std::size_t bytes, bool read_only) {
+HostRegistration::HostRegistration(void* ptr, std::size_t bytes, bool read_only, std::string_view what) {
   require_gpu();
   unsigned flags = cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0);
-  TANDEM_CUDA_CHECK(cudaHostRegister(ptr, bytes, flags));
+  const cudaError_t status = cudaHostRegister(ptr, bytes, flags);
+  if (status == cudaErrorMemoryAllocation || status == cudaErrorNotSupported || status == cudaErrorNotPermitted) {
+    cudaGetLastError();  // not sticky, but leave no error behind for the next call to find
+    fail("pinning {} bytes of {} for GPU copies failed ({}): raise the locked-memory limit (`ulimit -l unlimited`; "
+         "in a container, --ulimit memlock=-1) or free host memory", bytes, what, cudaGetErrorString(status));
+  }
+  TANDEM_CUDA_CHECK(status);
   ptr_ = ptr;
 }
 HostRegistration::~HostRegistration() {
@@ -111,8 +115,8 @@ int device_count() { return 0; }
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed (-Dcuda=enabled)");
 }
 void set_device(int) { not_built(); }
-void throw_cuda_error(int status, std::string_view call, const char* file, int line) {
-  throw std::runtime_error(fmt::format("{} failed at {}:{}: CUDA error {}", call, file, line, status));
+void throw_cuda_error(int status, std::string_view call, CallSite site) {
+  throw CallError("CUDA", status, "CUDA runtime not built in", call, site);
 }
 Stream Stream::create(int, bool, int) { not_built(); }
 Stream::~Stream() = default;
@@ -124,7 +128,7 @@ void Event::record(StreamHandle) { not_built(); }
 bool Event::query() const { return true; }
 void Event::synchronize() const {}
 float Event::elapsed_ms(const Event&, const Event&) { not_built(); }
-HostRegistration::HostRegistration(void*, std::size_t, bool) { not_built(); }
+HostRegistration::HostRegistration(void*, std::size_t, bool, std::string_view) { not_built(); }
 HostRegistration::~HostRegistration() = default;
 Buffer Buffer::allocate(Kind, std::size_t) { not_built(); }
 Buffer::~Buffer() = default;

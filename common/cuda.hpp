@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "common/error.hpp"
+
 struct CUstream_st;
 struct CUevent_st;
 
@@ -21,8 +23,8 @@ bool compiled();            // built against the CUDA runtime
 int device_count();         // 0 when not compiled or no usable GPU; never throws
 void set_device(int device);
 
-// Throws std::runtime_error "<call> failed at file:line (pid N): <cudaGetErrorString>".
-[[noreturn]] void throw_cuda_error(int status, std::string_view call, const char* file, int line);
+// Throws CallError("CUDA", status, cudaGetErrorString(status), call, site); TANDEM_CUDA_CHECK calls it.
+[[noreturn]] void throw_cuda_error(int status, std::string_view call, CallSite site);
 
 class Stream {
  public:
@@ -57,10 +59,12 @@ class Event {
 };
 
 // cudaHostRegister over memory we do not own (a shared-memory mapping), unregistered on destruction.
+// A registration the driver refuses (the locked-memory limit, too little host memory) is a UserError
+// that names `what` and the fix.
 class HostRegistration {
  public:
   HostRegistration() = default;
-  HostRegistration(void* ptr, std::size_t bytes, bool read_only = false);
+  HostRegistration(void* ptr, std::size_t bytes, bool read_only = false, std::string_view what = "shared memory");
   HostRegistration(HostRegistration&& o) noexcept;
   HostRegistration& operator=(HostRegistration&& o) noexcept;
   ~HostRegistration();
@@ -93,9 +97,8 @@ void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle stre
 
 }  // namespace tandem::cuda
 
-#define TANDEM_CUDA_CHECK(expr)                                                               \
-  do {                                                                                        \
-    auto tandem_cuda_status_ = (expr);                                                        \
-    if (tandem_cuda_status_ != 0)                                                             \
-      ::tandem::cuda::throw_cuda_error(static_cast<int>(tandem_cuda_status_), #expr, __FILE__, __LINE__); \
+#define TANDEM_CUDA_CHECK(expr)                                                                    \
+  do {                                                                                             \
+    if (const auto tandem_cuda_status_ = (expr); tandem_cuda_status_ != 0)                         \
+      ::tandem::cuda::throw_cuda_error(static_cast<int>(tandem_cuda_status_), #expr, TANDEM_CALL_SITE); \
   } while (0)

@@ -1,15 +1,30 @@
 #include "common/error.hpp"
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <system_error>
 
 namespace tandem {
 
-void throw_system_error(int err, std::string_view call, const char* file, int line) {
-  throw std::system_error(err, std::generic_category(),
-                          fmt::format("{} failed at {}:{} (pid {})", call, file, line, getpid()));
+const std::string& host_name() {
+  static const std::string name = [] {
+    char buf[HOST_NAME_MAX + 1] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return std::string("?");
+    return std::string(buf);
+  }();
+  return name;
+}
+
+CallError::CallError(std::string_view library, int code, std::string_view detail, std::string_view call,
+                     CallSite site)
+    : std::runtime_error(fmt::format("{} failed: {} ({} error {}) at {}:{}, pid {} on {}", call, detail,
+                                     library, code, site.file, site.line, ::getpid(), host_name())),
+      library_(library),
+      code_(code) {}
+
+void throw_errno_error(int err, std::string_view call, CallSite site) {
+  throw CallError("system", err, std::strerror(err), call, site);
 }
 
 int run_main(std::string_view program, const std::function<int()>& body) {
@@ -18,6 +33,9 @@ int run_main(std::string_view program, const std::function<int()>& body) {
   } catch (const UserError& e) {
     fmt::print(stderr, "{}: {}\n", program, e.what());
     return 1;
+  } catch (const CallError& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 70;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: internal error: {}\n", program, e.what());
     return 70;

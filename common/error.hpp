@@ -1,14 +1,25 @@
-// Tandem's error policy, one per layer:
-//  - UserError: something the user can fix (bad input, config, a stale segment). Its message is one
-//    line that names the thing and the fix; main() prints it as `tandem: <message>` and exits 1.
-//  - std::system_error from TANDEM_CHECK_SYS: a system call failed; the message carries the call,
-//    strerror, file:line and pid. Library calls (CUDA, NCCL) have their own macros with the same shape
-//    in cuda.hpp / nccl.hpp.
+// Tandem's error policy: two exception types and one family of checking macros.
+//
+//  - UserError: something the user can fix (bad input, a config value, a stale segment, no GPU). Its
+//    message is one line that names the thing and the fix; run_main prints `<program>: <message>`
+//    and exits 1. Raise it with fail("...").
+//  - CallError: a call into the system, the CUDA runtime or NCCL failed in a way the user cannot fix
+//    from the message alone. It carries the call's text, the library's own error string and code,
+//    file:line, pid and host, so one line from any rank of any node says where and what. run_main
+//    exits 70 (EX_SOFTWARE) for it. Raise it through the macros:
+//      TANDEM_CHECK_SYS(expr)          expr returns -1 and sets errno (open, mmap's callers, dup, ...)
+//      TANDEM_CHECK_RC(expr)           expr returns 0 or an errno value (posix_fallocate, pthread_*)
+//      TANDEM_FAIL_SYS(err, what)      a failure found by hand (MAP_FAILED, a short read): errno `err`
+//      TANDEM_CUDA_CHECK(expr)         in common/cuda.hpp
+//      TANDEM_NCCL_CHECK(expr)         in common/nccl.hpp
+//    A library condition the user can fix (no device, a pinned registration refused) is turned into a
+//    UserError at the place that knows the fix, not here.
 //  - Hot paths return [[nodiscard]] results instead of throwing.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -26,8 +37,30 @@ template <class... Args>
   throw UserError(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// Throws std::system_error(err) whose message reads "<call> failed at <file>:<line> (pid N): <strerror>".
-[[noreturn]] void throw_system_error(int err, std::string_view call, const char* file, int line);
+// Where a failed call was made; the macros fill it in.
+struct CallSite {
+  const char* file;
+  int line;
+};
+
+class CallError : public std::runtime_error {
+ public:
+  // library: "system", "CUDA" or "NCCL"; code: errno, cudaError_t or ncclResult_t; detail: the
+  // library's string for that code. The message reads
+  //   "<call> failed: <detail> (<library> error <code>) at <file>:<line>, pid <pid> on <host>".
+  CallError(std::string_view library, int code, std::string_view detail, std::string_view call, CallSite site);
+  const std::string& library() const { return library_; }
+  int code() const { return code_; }
+
+ private:
+  std::string library_;
+  int code_;
+};
+
+// The host name as the messages show it ("?" if it cannot be read); cached after the first call.
+const std::string& host_name();
+
+[[noreturn]] void throw_errno_error(int err, std::string_view call, CallSite site);
 
 // Runs a program's body and turns every exception into one line on stderr and an exit code:
 // the body's own code on success, 1 for a UserError, 70 (EX_SOFTWARE) for anything else.
@@ -36,8 +69,17 @@ int run_main(std::string_view program, const std::function<int()>& body);
 
 }  // namespace tandem
 
-// For calls that return -1 and set errno.
-#define TANDEM_CHECK_SYS(expr)                                                   \
-  do {                                                                           \
-    if ((expr) == -1) ::tandem::throw_system_error(errno, #expr, __FILE__, __LINE__); \
+#define TANDEM_CALL_SITE (::tandem::CallSite{__FILE__, __LINE__})
+
+#define TANDEM_CHECK_SYS(expr)                                                         \
+  do {                                                                                 \
+    if ((expr) == -1) ::tandem::throw_errno_error(errno, #expr, TANDEM_CALL_SITE);     \
   } while (0)
+
+#define TANDEM_CHECK_RC(expr)                                                          \
+  do {                                                                                 \
+    if (const int tandem_rc_ = (expr); tandem_rc_ != 0)                                \
+      ::tandem::throw_errno_error(tandem_rc_, #expr, TANDEM_CALL_SITE);                \
+  } while (0)
+
+#define TANDEM_FAIL_SYS(err, what) ::tandem::throw_errno_error((err), (what), TANDEM_CALL_SITE)

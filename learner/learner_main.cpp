@@ -6,11 +6,11 @@
 // Exit 0: the step budget was reached, or a stop was requested and the checkpoint written.
 #include <torch/torch.h>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -20,7 +20,9 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
-#include "common/torch/job_setup.hpp"
+#include "common/job_keys.hpp"
+#include "common/program.hpp"
+#include "common/torch/model_config.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "learner/model_publisher.hpp"
@@ -31,17 +33,6 @@
 namespace {
 
 using namespace tandem;
-
-std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal.store(sig, std::memory_order_relaxed); }
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
 
 TrainerConfig trainer_config(const Config& c, std::int64_t total_steps) {
   TrainerConfig t;
@@ -98,7 +89,7 @@ void prune_checkpoints(const std::string& dir, std::int64_t keep) {
 
 int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
-  install_signal_handlers();
+  catch_stop_signals();
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
   const std::string job = client ? client->job() : "local";
@@ -116,7 +107,7 @@ int run(const ProgramArgs& args) {
 
   const std::string dataset = config.string("data.name");
   shm::DatasetCache cache = shm::DatasetCache::attach(dataset);
-  Model model = Model::create(model_spec_for(config, cache));
+  Model model = Model::create(model_spec_for(config, cache.field("x").sample_shape));
   if (cuda) model.to(torch::Device(torch::kCUDA, 0));
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
 
@@ -162,7 +153,7 @@ int run(const ProgramArgs& args) {
   if (client) client->set_state(shm::ProcessState::running);
   publisher.publish(static_cast<std::uint64_t>(trainer.step()));  // actors start from these weights
 
-  auto stop_requested = [&] { return g_signal.load(std::memory_order_relaxed) != 0 || (client && client->should_stop()); };
+  auto stop_requested = [&] { return stop_signal() != 0 || (client && client->should_stop()); };
   std::int64_t samples = 0;
   while (trainer.step() < total && !stop_requested()) {
     feed::Step s = feed.next();

@@ -100,7 +100,7 @@ std::uint64_t now_unix_ns() {
 std::byte* map(int fd, std::size_t size, Segment::Access access, const std::string& name) {
   int prot = PROT_READ | (access == Segment::Access::read_write ? PROT_WRITE : 0);
   void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) throw_system_error(errno, "mmap(/dev/shm/" + name + ")", __FILE__, __LINE__);
+  if (p == MAP_FAILED) TANDEM_FAIL_SYS(errno, "mmap(/dev/shm/" + name + ")");
   return static_cast<std::byte*>(p);
 }
 
@@ -144,7 +144,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   // writer with SIGBUS halfway through.
   if (int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(total)); err != 0) {
     if (err == ENOSPC) too_small(shm_free_bytes());
-    throw_system_error(err, "posix_fallocate(/dev/shm/" + name + ")", __FILE__, __LINE__);
+    TANDEM_FAIL_SYS(err, "posix_fallocate(/dev/shm/" + name + ")");
   }
   seg.size_ = total;
   seg.base_ = map(seg.fd_, total, Access::read_write, name);

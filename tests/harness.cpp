@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <system_error>
 #include <thread>
 
 #include "common/cuda.hpp"
@@ -46,6 +46,8 @@ bool register_child(const std::string& name, ChildMain fn) {
 
 const std::vector<std::string>& child_args() { return g_child_args; }
 
+Child::Child(pid_t pid) : pid_(pid) { watchdog_track_child(pid); }
+
 Child& Child::operator=(Child&& o) noexcept {
   std::swap(pid_, o.pid_);
   return *this;
@@ -55,12 +57,14 @@ Child::~Child() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+    watchdog_forget_child(pid_);
   }
 }
 
 int Child::wait() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
+  watchdog_forget_child(pid_);
   pid_ = -1;
   return decode(status);
 }
@@ -70,6 +74,7 @@ bool Child::wait_for(std::chrono::milliseconds timeout, int& status) {
   while (std::chrono::steady_clock::now() < deadline) {
     int raw = 0;
     if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+      watchdog_forget_child(pid_);
       pid_ = -1;
       status = decode(raw);
       return true;
@@ -89,8 +94,11 @@ Child spawn_child(const std::string& name, const std::vector<std::string>& args)
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) std::_Exit(127);  // the test process died before prctl took effect
     ::execv(argv[0], argv.data());
     std::_Exit(127);
   }
@@ -124,7 +132,7 @@ std::string error_of(const std::function<void()>& fn) {
 
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "tandem-test-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
+  if (::mkdtemp(pattern.data()) == nullptr) TANDEM_FAIL_SYS(errno, "mkdtemp(" + pattern + ")");
   path_ = pattern;
 }
 

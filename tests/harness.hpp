@@ -6,7 +6,11 @@
 //   int status = c.wait();                               // exit status (128+sig when killed)
 //
 // A child gets its arguments in child_args(). Children are killed and reaped by ~Child, so a failed
-// CHECK never leaves one behind.
+// CHECK never leaves one behind; a child whose test process dies is killed too (PR_SET_PDEATHSIG).
+//
+// Watchdog (tests/watchdog.cpp): every test case runs under alarm() for its doctest::timeout + 5 s, or
+// TANDEM_TEST_WATCHDOG_S (default 60 s) without one; past that the test binary names the test case,
+// kills the children it spawned and exits 124, so a deadlock fails in seconds.
 #pragma once
 
 #include <sys/types.h>
@@ -26,7 +30,7 @@ const std::vector<std::string>& child_args();
 class Child {
  public:
   Child() = default;
-  explicit Child(pid_t pid) : pid_(pid) {}
+  explicit Child(pid_t pid);
   Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
   Child& operator=(Child&& o) noexcept;
   ~Child();
@@ -40,6 +44,11 @@ class Child {
 };
 
 Child spawn_child(const std::string& name, const std::vector<std::string>& args = {});
+
+// The pids the watchdog kills when a test case overruns. Child does this itself; a test that forks
+// or spawns processes some other way registers them here.
+void watchdog_track_child(pid_t pid);
+void watchdog_forget_child(pid_t pid);
 
 // A unique name for segments made by this test process, so parallel tests never collide.
 std::string unique_name(const std::string& stem);

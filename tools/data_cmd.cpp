@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tools/commands.hpp"
 #include "tools/data/input_file.hpp"
@@ -22,7 +23,6 @@
 namespace tandem::tools {
 namespace {
 
-using data::human_bytes;
 
 // A NUL-padded name field of the descriptor as a string.
 template <std::size_t N>
@@ -52,8 +52,8 @@ int run_preload(data::PreloadOptions options) {
   shm::DatasetCache cache = shm::DatasetCache::attach(options.name);
   const double secs = r.load_ns / 1e9;
   fmt::print("preloaded '{}' ({}): {} samples ({}), {} in {:.2f} s ({}/s), checksum xxh3:{:016x} -> /dev/shm/{}\n",
-             options.name, r.format, r.num_samples, splits_text(cache.descriptor()), human_bytes(r.payload_bytes),
-             secs, human_bytes(static_cast<std::uint64_t>(r.payload_bytes / std::max(secs, 1e-9))), r.checksum,
+             options.name, r.format, r.num_samples, splits_text(cache.descriptor()), format_bytes(r.payload_bytes),
+             secs, format_bytes(static_cast<std::uint64_t>(r.payload_bytes / std::max(secs, 1e-9))), r.checksum,
              r.segment);
   return 0;
 }
@@ -83,7 +83,7 @@ int info(const std::string& name) {
 
   fmt::print("dataset   {}\n", text(d.name));
   fmt::print("segment   /dev/shm/{}  {} ({} bytes), mode {:04o}, created {} by pid {}\n", cache.segment().name(),
-             human_bytes(cache.segment().size()), cache.segment().size(), st.st_mode & 07777, when, h.creator_pid);
+             format_bytes(cache.segment().size()), cache.segment().size(), st.st_mode & 07777, when, h.creator_pid);
   fmt::print("source    {} ({}), loaded in {:.2f} s\n", text(d.source), text(d.format), d.load_ns / 1e9);
   fmt::print("checksum  xxh3:{:016x}\n", d.payload_checksum);
   fmt::print("samples   {}\n", d.num_samples);
@@ -96,7 +96,7 @@ int info(const std::string& name) {
       extra = fmt::format("  labels {}-{}", lo, hi);
     }
     fmt::print("  {:<6} {:<8} {:<12} {:>10}{}\n", text(f.name), shm::dtype_name(f.dtype), shape_text(f),
-               human_bytes(f.bytes), extra);
+               format_bytes(f.bytes), extra);
   }
   fmt::print("splits\n");
   for (std::uint32_t i = 0; i < d.num_splits; ++i) {
@@ -115,10 +115,10 @@ int list() {
     try {
       shm::DatasetCache cache = shm::DatasetCache::attach(name);
       const auto& d = cache.descriptor();
-      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", name, d.num_samples, human_bytes(s.bytes),
+      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", name, d.num_samples, format_bytes(s.bytes),
                  text(d.format), "ready", text(d.source));
     } catch (const UserError&) {
-      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10}\n", name, "-", human_bytes(s.bytes), "-",
+      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10}\n", name, "-", format_bytes(s.bytes), "-",
                  s.valid ? "unreadable" : s.problem);
     }
   }
@@ -137,7 +137,7 @@ int verify(const std::string& name, unsigned threads) {
     fail("dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
          "`tandem data preload {} --from {} --force`", name, sum, d.payload_checksum, name, text(d.source));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, human_bytes(bytes), sum, secs);
+  fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, format_bytes(bytes), sum, secs);
   return 0;
 }
 

@@ -88,11 +88,4 @@ void GzReader::read(void* dst, std::size_t bytes) {
   }
 }
 
-std::string human_bytes(std::uint64_t b) {
-  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
-  if (b >= (1ull << 10)) return fmt::format("{:.1f} KiB", b / double(1ull << 10));
-  return fmt::format("{} B", b);
-}
-
 }  // namespace tandem::data

@@ -50,6 +50,4 @@ class GzReader {
   gzFile gz_ = nullptr;
 };
 
-std::string human_bytes(std::uint64_t bytes);
-
 }  // namespace tandem::data

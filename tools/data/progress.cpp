@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "tools/data/input_file.hpp"
+#include "common/units.hpp"
 
 namespace tandem::data {
 
@@ -30,8 +30,8 @@ void ProgressBar::update(std::uint64_t done, std::uint64_t total) {
   const int filled = static_cast<int>(frac * kWidth);
   const double secs = std::chrono::duration<double>(now - start_).count();
   fmt::print(stderr, "\r\033[K{} [{}{}] {:3.0f}%  {} / {}  {}/s", label_, std::string(filled, '#'),
-             std::string(kWidth - filled, '.'), frac * 100, human_bytes(done), human_bytes(total),
-             human_bytes(secs > 0 ? static_cast<std::uint64_t>(done / secs) : 0));
+             std::string(kWidth - filled, '.'), frac * 100, format_bytes(done), format_bytes(total),
+             format_bytes(secs > 0 ? static_cast<std::uint64_t>(done / secs) : 0));
   std::fflush(stderr);
 }
 

@@ -115,7 +115,7 @@ ChildProcess ChildProcess::spawn(const Spec& spec) {
   Pipe out, err, status;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw_system_error(errno, "fork", __FILE__, __LINE__);
+  if (pid < 0) TANDEM_FAIL_SYS(errno, "fork");
   if (pid == 0) child_after_fork(program.c_str(), argv.data(), envp.data(), out.write, err.write, status.write, parent);
 
   ChildProcess child;
@@ -178,7 +178,7 @@ std::optional<ExitStatus> ChildProcess::try_wait() {
   do r = ::waitpid(pid_, &status, WNOHANG);
   while (r < 0 && errno == EINTR);
   if (r == 0) return std::nullopt;
-  if (r < 0) throw_system_error(errno, "waitpid", __FILE__, __LINE__);
+  if (r < 0) TANDEM_FAIL_SYS(errno, "waitpid");
   pid_ = -1;
   return ExitStatus::from_wait_status(status);
 }

@@ -553,7 +553,7 @@ std::uint16_t free_port() {
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     int err = errno;
     ::close(fd);
-    throw_system_error(err, "bind(127.0.0.1:0)", __FILE__, __LINE__);
+    TANDEM_FAIL_SYS(err, "bind(127.0.0.1:0)");
   }
   ::close(fd);
   return ntohs(addr.sin_port);

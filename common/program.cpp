@@ -1,0 +1,43 @@
+#include "common/program.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+
+#include "common/error.hpp"
+#include "common/job_keys.hpp"
+
+namespace tandem {
+
+void add_program_args(CLI::App& app, ProgramArgs& args) {
+  app.add_option("config", args.file, "job config (TOML); default: $TANDEM_CONFIG, else the built-in defaults");
+  app.add_option("--set", args.overrides, "override one key, e.g. --set learner.steps=100")->type_name("KEY=VALUE");
+}
+
+Config load_program_config(const std::string& file, std::span<const std::string> overrides) {
+  std::string path = file;
+  if (path.empty())
+    if (const char* env = std::getenv("TANDEM_CONFIG")) path = env;
+  const auto schema = program_schema();
+  return path.empty() ? Config::parse("", "<default>", overrides, schema) : Config::load(path, overrides, schema);
+}
+
+namespace {
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "read from a signal handler");
+extern "C" void record_stop_signal(int sig) { g_stop_signal.store(sig, std::memory_order_relaxed); }
+}  // namespace
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = record_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  TANDEM_CHECK_SYS(::sigaction(SIGINT, &sa, nullptr));
+  TANDEM_CHECK_SYS(::sigaction(SIGTERM, &sa, nullptr));
+}
+
+int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+// What tandem-learner and tandem-actor do the same way at start: the command line
+// `PROGRAM [config.toml] [--set key=value ...]`, loading the job config (common/job_keys.hpp), and
+// turning SIGINT/SIGTERM into a stop request instead of a death.
+//
+// Threads: call everything from main's thread before starting others. stop_signal() may be read from
+// any thread; it is a relaxed atomic load, set by the signal handler (only the value matters, it
+// publishes nothing else).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace tandem {
+
+struct ProgramArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+};
+void add_program_args(CLI::App& app, ProgramArgs& args);
+
+// The config file: the command line's config argument, else $TANDEM_CONFIG (set by `tandem run`), else
+// the defaults. `overrides` are "key=value" strings (--set).
+Config load_program_config(const std::string& file, std::span<const std::string> overrides);
+
+// From now on SIGINT and SIGTERM set stop_signal() instead of ending the process; the program polls
+// it between units of work (a step, a batch) and stops cleanly.
+void catch_stop_signals();
+// The last stop signal received, or 0.
+int stop_signal();
+
+}  // namespace tandem
