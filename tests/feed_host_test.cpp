@@ -2,6 +2,7 @@
 #include "tests/torch_doctest.hpp"
 
 #include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -43,7 +44,7 @@ FeedOptions cpu_options() {
 
 }  // namespace
 
-TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, for the sampler's indices in order") {
+TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, for the sampler's indices in order" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   HostFeed feed(f.cache, o, /*first_epoch=*/5);
@@ -52,7 +53,7 @@ TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, fo
   test::check_epochs(feed, feed.layout(), o, 5, 3);
 }
 
-TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample sizes, the test split") {
+TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample sizes, the test split" * doctest::timeout(60)) {
   Fixture f({1, 3, 3});
   auto o = cpu_options();
   o.split = "test";
@@ -65,7 +66,7 @@ TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample siz
   test::check_epochs(feed, feed.layout(), o, 0, 2);
 }
 
-TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler") {
+TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.world_size = 3;
@@ -88,7 +89,7 @@ TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths
   CHECK(feed.next().index == 0);
 }
 
-TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor(N / world) samples") {
+TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor(N / world) samples" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.world_size = 3;
@@ -109,7 +110,7 @@ TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor
   CHECK(seen.size() == 999);
 }
 
-TEST_CASE("HostFeed on the CPU: consumers' batches share no storage") {
+TEST_CASE("HostFeed on the CPU: consumers' batches share no storage" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.consumers = 4;
@@ -123,7 +124,7 @@ TEST_CASE("HostFeed on the CPU: consumers' batches share no storage") {
   }
 }
 
-TEST_CASE("HostFeed on the CPU: a batch still held is never rewritten while the feed moves on") {
+TEST_CASE("HostFeed on the CPU: a batch still held is never rewritten while the feed moves on" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.ring_slots = 3;
@@ -134,20 +135,27 @@ TEST_CASE("HostFeed on the CPU: a batch still held is never rewritten while the 
   const auto held_rows = test::rows_of(order, 0, 32, 0, 1);
   // Two more steps pass through the other slots; the workers would like to refill step 0's slot.
   for (int i = 0; i < 2; ++i) feed.next();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   test::check_batch(feed.layout(), held.batches[0], held_rows);
-  // A view outliving the step keeps the slot too.
+  // A view outliving the step keeps the slot too: the next step, which needs that slot, waits for it.
   auto view = held.batches[0].x.narrow(0, 1, 4);
   held = {};
-  std::thread later([&] { feed.next(); });  // needs step 0's slot: waits for the view to go
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::promise<void> entered, taken;
+  std::thread later([&] {
+    entered.set_value();
+    feed.next();
+    taken.set_value();
+  });
+  auto taken_future = taken.get_future();
+  REQUIRE(entered.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
   CHECK(torch::allclose(view, test::expected_x(feed.layout(), {held_rows.begin() + 1, held_rows.begin() + 5})));
+  CHECK(taken_future.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
   view = torch::Tensor();
+  CHECK(taken_future.wait_for(std::chrono::seconds(30)) == std::future_status::ready);  // the release frees it
   later.join();
   for (int i = 0; i < 40; ++i) feed.next();  // released slots keep the ring turning
 }
 
-TEST_CASE("HostFeed: batches outlive the feed that made them") {
+TEST_CASE("HostFeed: batches outlive the feed that made them" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   feed::Step step;
@@ -160,7 +168,7 @@ TEST_CASE("HostFeed: batches outlive the feed that made them") {
   test::check_batch(feed::describe_feed(f.cache, o), step.batches[1], rows);
 }
 
-TEST_CASE("HostFeed: bad options are one-line errors that name the fix") {
+TEST_CASE("HostFeed: bad options are one-line errors that name the fix" * doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.mean = {0.0f, 0.0f};

@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
-#endif
-#ifdef TANDEM_FEED_KERNEL
-#include "learner/feed/gather_kernel.hpp"
+
+#include "learner/feed/gpu_normalizer.hpp"
 #endif
 
 namespace tandem::feed {
@@ -86,11 +86,7 @@ struct DeviceFeed::Impl {
   torch::Tensor order;             // this epoch's rows, relative to the split: int64 on the GPU
   bool order_current = false;
   cudaStream_t last_stream = nullptr;
-#ifdef TANDEM_FEED_KERNEL
-  ChannelAffine affine;
-#else
-  torch::Tensor scale_t, bias_t;   // [1, channels, 1] on the GPU
-#endif
+  std::optional<GpuNormalizer> normalizer;
 #endif
   std::future<std::vector<std::int64_t>> next_rows;  // last member: destroyed (waited for) first
 
@@ -104,20 +100,7 @@ struct DeviceFeed::Impl {
     device = static_cast<c10::DeviceIndex>(o.device_index);
     c10::cuda::CUDAGuard guard(device);
     copy = device_copy(cache, o, layout);
-#ifdef TANDEM_FEED_KERNEL
-    if (layout.channels > kMaxAffineChannels)
-      fail("DeviceFeed normalises at most {} channels separately, got {}: give one mean/stddev", kMaxAffineChannels,
-           layout.channels);
-    affine.channels = static_cast<std::int32_t>(layout.channels);
-    affine.plane = static_cast<std::int64_t>(layout.plane);
-    std::copy(layout.scale.begin(), layout.scale.end(), affine.scale);
-    std::copy(layout.bias.begin(), layout.bias.end(), affine.bias);
-#else
-    const auto on_gpu = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device);
-    const auto c = static_cast<std::int64_t>(layout.channels);
-    scale_t = torch::tensor(layout.scale).view({1, c, 1}).to(on_gpu);
-    bias_t = torch::tensor(layout.bias).view({1, c, 1}).to(on_gpu);
-#endif
+    normalizer.emplace("DeviceFeed", layout, device);
 #endif
   }
 
@@ -134,12 +117,6 @@ struct DeviceFeed::Impl {
     std::vector<std::int64_t> rows(order.size());
     for (std::size_t i = 0; i < order.size(); ++i) rows[i] = static_cast<std::int64_t>(order[i] - layout.begin);
     return rows;
-  }
-
-  std::vector<std::int64_t> shape_of(std::int64_t n) const {
-    std::vector<std::int64_t> shape{n};
-    shape.insert(shape.end(), layout.sample_shape.begin(), layout.sample_shape.end());
-    return shape;
   }
 
 #ifdef TANDEM_TORCH_CUDA
@@ -170,27 +147,9 @@ struct DeviceFeed::Impl {
     for (std::uint32_t c = 0; c < options.consumers; ++c) {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
-      Batch b{torch::empty(shape_of(m), as_float), torch::empty({m}, as_long)};
-      if (m > 0) {
-#ifdef TANDEM_FEED_KERNEL
-        GatherArgs args;
-        args.x = copy->x.data_ptr<std::uint8_t>();
-        args.sample_bytes = static_cast<std::int64_t>(layout.x_stride);
-        args.y = copy->y.data_ptr<std::int64_t>();
-        args.index = order.data_ptr<std::int64_t>() + offset + begin;
-        args.n = m;
-        args.x_out = b.x.data_ptr<float>();
-        args.y_out = b.y.data_ptr<std::int64_t>();
-        launch_gather_normalize(args, affine, stream);
-#else
-        const auto rows = order.narrow(0, static_cast<std::int64_t>(offset + begin), m);
-        b.x.copy_(copy->x.index_select(0, rows));
-        b.x.view({m, static_cast<std::int64_t>(layout.channels), static_cast<std::int64_t>(layout.plane)})
-            .mul_(scale_t)
-            .add_(bias_t);
-        torch::index_select_out(b.y, copy->y, 0, rows);
-#endif
-      }
+      Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float), torch::empty({m}, as_long)};
+      if (m > 0)
+        normalizer->apply(copy->x, copy->y, order.narrow(0, static_cast<std::int64_t>(offset + begin), m), b, stream);
       step.batches.push_back(std::move(b));
     }
     if (++index == sampler.length()) {

@@ -18,6 +18,12 @@ SamplerOptions FeedLayout::sampler(const FeedOptions& options) const {
                         .drop_last = options.drop_last};
 }
 
+std::vector<std::int64_t> FeedLayout::batch_shape(std::uint64_t samples) const {
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(samples)};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  return shape;
+}
+
 FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& options) {
   const auto& d = cache.descriptor();
   FeedLayout layout;

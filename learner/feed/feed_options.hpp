@@ -55,6 +55,7 @@ struct FeedLayout {
 
   SamplerOptions sampler(const FeedOptions& options) const;
   std::uint64_t sample_bytes() const { return x_stride + sizeof(std::int64_t); }  // read per sample
+  std::vector<std::int64_t> batch_shape(std::uint64_t samples) const;  // {samples, sample_shape...}
 };
 
 // Validates (UserError naming the bad option or field and the fix) and describes the feed's input.

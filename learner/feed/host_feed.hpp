@@ -1,8 +1,9 @@
 // HostFeed: batches from a dataset cache in shared memory, gathered by CPU worker threads.
 //
-// Pipeline. Worker threads claim steps in order and gather their samples (per-sample memcpy straight
-// from the cache mapping) into a ring of `ring_slots` staging slots; a step is split into chunks of
-// kChunkSamples so that every worker helps with every step.
+// Pipeline. Worker threads (ring_workers.hpp) claim steps in order and gather their samples
+// (per-sample memcpy straight from the cache mapping) into a ring of `ring_slots` staging slots
+// (slot_ring.hpp); a step is split into chunks of kChunkSamples so that every worker helps with every
+// step. What a slot holds and how it becomes batches is the staging's (host_staging.hpp):
 //  - On a GPU the slots are pinned (cudaHostAlloc). The worker that finishes a slot enqueues its
 //    H2D copy on the feed's copy stream and records the slot's `copied` event. next() makes the
 //    caller's current stream wait for that event, then converts uint8 -> float and normalises on the

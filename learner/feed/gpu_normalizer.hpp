@@ -1,0 +1,43 @@
+// GpuNormalizer: turns a feed's uint8 samples and int64 labels, already in GPU memory, into its
+// batch: x_out = x * scale[c] + bias[c] (feed_options.hpp). One fused gather kernel where it is built
+// (TANDEM_FEED_KERNEL, gather_kernel.hpp), index_select + to + mul/add otherwise. Used by HostFeed
+// (rows staged one after another) and DeviceFeed (rows picked by an index from the split's copy).
+// Only in builds whose LibTorch has CUDA.
+//
+// Threads: construction makes the normalisation's constants on `device`; apply() only enqueues work
+// on `stream` (the caller's current stream on `device`, under a CUDAGuard for it) and never waits.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "common/cuda.hpp"
+#include "learner/feed/batch.hpp"
+#include "learner/feed/feed_options.hpp"
+#ifdef TANDEM_FEED_KERNEL
+#include "learner/feed/gather_kernel.hpp"
+#endif
+
+namespace tandem::feed {
+
+class GpuNormalizer {
+ public:
+  // `feed` names the feed in errors (UserError when the kernel cannot normalise that many channels).
+  GpuNormalizer(std::string_view feed, const FeedLayout& layout, c10::DeviceIndex device);
+
+  // Fills out.x and out.y (allocated, out.y.size(0) > 0 rows): row r is sample rows[r] of x and y,
+  // or sample r when `rows` is undefined. x is uint8 [samples, sample shape...], y int64 [samples].
+  void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& rows, Batch& out,
+             cuda::StreamHandle stream) const;
+
+ private:
+#ifdef TANDEM_FEED_KERNEL
+  std::int64_t sample_bytes_;
+  ChannelAffine affine_;
+#else
+  std::int64_t channels_, plane_;
+  torch::Tensor scale_, bias_;  // [1, channels, 1] on the GPU
+#endif
+};
+
+}  // namespace tandem::feed
