@@ -1,6 +1,7 @@
 // `tandem-bench feed` (see feed_options.hpp). GB/s counts the bytes a feed reads per sample: the uint8
 // sample and its int64 label.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <unistd.h>
 
@@ -153,8 +154,7 @@ int bench_feed(const FeedBenchOptions& o) {
   base.workers = o.workers;
   base.ring_slots = o.ring_slots;
   const auto layout = feed::describe_feed(cache, base);
-  std::string shape;
-  for (auto d : layout.sample_shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  const std::string shape = fmt::format("{}", fmt::join(layout.sample_shape, "x"));
   const bool gpu = cuda::device_count() > static_cast<int>(o.device);
   const double sample_bytes = static_cast<double>(layout.sample_bytes());
 

@@ -56,6 +56,7 @@ Json run_peer(const std::string& command, const std::string& bench_name) {
     line.clear();
   }
   const int status = ::pclose(pipe);
+  std::fflush(stdout);  // the peer's echoed lines before any error about it
   if (status != 0 || result.is_null())
     fail("the peer `{}` failed (status {}{}): see its output above", command, status,
          result.is_null() ? ", no JSON line" : "");
