@@ -232,19 +232,3 @@ TEST_CASE("weight slab: a reader killed between leasing and reading leaves nothi
   CHECK(pub.publish(4).outcome == Outcome::committed);
   CHECK(w.stats().reclaimed == 1);
 }
-
-TEST_CASE("bench publish: readers in separate processes verify every version and the JSON line says so" *
-          doctest::timeout(120)) {
-  const std::string json = fmt::format("/tmp/{}.json", test::unique_name("bench-publish"));
-  auto r = test::run_command(fmt::format("{} bench publish --cpu --bytes 2M --readers 2 --seconds 1 --verify "
-                                         "--interval-ms 2 --json {}", test::tandem_binary(), json));
-  INFO(r.output);
-  CHECK(r.status == 0);
-  std::ifstream in(json);
-  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::remove(json.c_str());
-  CHECK(line.find("\"torn_reads\": 0,") != std::string::npos);
-  CHECK(line.find("\"not_increasing\": 0,") != std::string::npos);
-  CHECK(line.find("\"reads\": 0,") == std::string::npos);
-  CHECK(r.output.find("publish() -> seen by a polling reader") != std::string::npos);
-}

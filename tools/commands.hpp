@@ -1,5 +1,6 @@
 // Command families of `tandem`. Each add_*_commands registers subcommands and the action each runs;
-// run_selected() runs the action of whichever subcommand CLI11 parsed.
+// run_selected() runs the action of whichever subcommand CLI11 parsed (tandem-bench uses these two
+// as well).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,12 +18,7 @@ void add_data_commands(CLI::App& app);
 void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
 void add_status_commands(CLI::App& app);
 
-// `tandem bench <thing>`: add_bench_commands creates the group and calls each add_bench_*_command.
+// `tandem bench ...` runs tandem-bench (tools/bench/) with the same arguments.
 void add_bench_commands(CLI::App& app);
-void add_bench_feed_command(CLI::App& bench);
-
-// `tandem bench <thing>`: add_bench_commands creates the group and calls each bench's add function.
-void add_bench_commands(CLI::App& app);
-void add_bench_publish(CLI::App& bench);
 
 }  // namespace tandem::tools

@@ -1,0 +1,57 @@
+// tandem-bench as a user runs it: through `tandem bench`, which hands everything after `bench` to the
+// tandem-bench next to it.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/harness.hpp"
+
+using namespace tandem;
+
+TEST_CASE("tandem bench --help shows tandem-bench's help with its benches" * doctest::timeout(60)) {
+  auto r = test::run_command(fmt::format("{} bench --help", test::tandem_binary()));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("tandem-bench") != std::string::npos);
+  CHECK(r.output.find("feed") != std::string::npos);
+  CHECK(r.output.find("publish") != std::string::npos);
+}
+
+TEST_CASE("tandem bench passes a bench's own options through to it" * doctest::timeout(60)) {
+  auto r = test::run_command(fmt::format("{} bench publish --help", test::tandem_binary()));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("--interval-ms") != std::string::npos);
+}
+
+TEST_CASE("tandem bench without tandem-bench beside it names the path and how to build it" * doctest::timeout(60)) {
+  test::TempDir dir;
+  const auto lonely = dir / "tandem";
+  std::filesystem::copy_file(test::tandem_binary(), lonely);
+  auto r = test::run_command(fmt::format("{} bench --help", lonely.string()));
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.find((dir / "tandem-bench").string()) != std::string::npos);
+  CHECK(r.output.find("ninja") != std::string::npos);
+}
+
+TEST_CASE("bench publish: readers in separate processes verify every version and the JSON line says so" *
+          doctest::timeout(120)) {
+  test::TempDir dir;
+  const std::string json = dir.file("publish.json");
+  auto r = test::run_command(fmt::format("{} bench publish --cpu --bytes 2M --readers 2 --seconds 1 --verify "
+                                         "--interval-ms 2 --json {}", test::tandem_binary(), json));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  std::ifstream in(json);
+  const auto line = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  REQUIRE(line.is_object());
+  CHECK(line.at("torn_reads") == 0);
+  CHECK(line.at("not_increasing") == 0);
+  CHECK(line.at("reads") > 0);
+  CHECK(r.output.find("publish() -> seen by a polling reader") != std::string::npos);
+}

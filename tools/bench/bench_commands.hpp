@@ -1,0 +1,12 @@
+// The subcommands of tandem-bench, one family per bench; each registers its action with on_run
+// (tools/commands.hpp).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tandem::bench {
+
+void add_feed_command(CLI::App& app);       // feed_cmd.cpp
+void add_publish_commands(CLI::App& app);   // publish_cmd.cpp: publish and the hidden publish-reader
+
+}  // namespace tandem::bench

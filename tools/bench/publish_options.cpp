@@ -1,0 +1,26 @@
+#include "tools/bench/publish_options.hpp"
+
+#include "common/error.hpp"
+#include "tools/bench/interim_common.hpp"
+
+namespace tandem::bench {
+
+ModelSize model_size(const PublishBenchOptions& o) {
+  if (!o.bytes.empty() && !o.model.empty()) fail("pass either --bytes or --model, not both");
+  if (!o.bytes.empty()) {
+    const auto bytes = parse_size(o.bytes);
+    if (!bytes || *bytes < 16)
+      fail("--bytes '{}' is not a size of at least 16 bytes: use a number with an optional K, M, G (or Ki, Mi, Gi) suffix",
+           o.bytes);
+    return {*bytes, 256, "bytes"};
+  }
+  const std::string m = o.model.empty() ? "600mb" : o.model;
+  // torchvision ResNet-50: 25,557,032 float32 parameters, 53,120 float32 BatchNorm statistics,
+  // 53 int64 counters; 161 parameters + 159 buffers.
+  if (m == "resnet50") return {25557032ull * 4 + 53120 * 4 + 53 * 8, 320, "resnet50"};
+  if (m == "600mb") return {605000000ull, 256, "600mb"};
+  if (m == "5gb") return {5000000000ull, 512, "5gb"};
+  fail("--model '{}' is not a built-in size: use resnet50, 600mb or 5gb, or --bytes N", m);
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,46 @@
+// `tandem-bench publish`: how long the learner's publish blocks training, how soon readers see the
+// new weights, and how that compares with `{k: v.cpu()}` + load_state_dict (bench/peers/publish_peer.py).
+//
+// The writer runs in this process (publish_writer.cpp): a source buffer of the chosen size (device
+// memory on a GPU, else host memory) published through learner::Publisher into a fresh slab. Readers
+// are separate processes (publish_reader.cpp: this binary re-run as the hidden `publish-reader`).
+// publish_report.cpp prints the table, the peer's comparison and the JSON line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shm/weight_slab.hpp"
+
+namespace tandem::bench {
+
+// The step of the last publish: readers stop after they read it, and it is not a measurement.
+constexpr std::uint64_t kFinalStep = ~0ull;
+
+struct PublishBenchOptions {
+  std::string bytes;
+  std::string model;
+  int readers = 2;
+  double seconds = 5;
+  bool verify = false;
+  std::string json;
+  bool peer = false;
+  bool cpu = false;
+  int device = 0;
+  double interval_ms = -1;  // -1: auto (1.5 x one copy, at least 5 ms)
+  std::uint32_t slots = shm::kDefaultSlots;
+  std::string python = "python3";
+  std::string peer_script;
+};
+
+// What is published: flat bytes of the model, and a tensor count for the peer's state_dict.
+struct ModelSize {
+  std::uint64_t bytes;
+  int tensors;
+  const char* what;
+};
+
+// --bytes, or one of the built-in --model sizes; fails naming the option when neither parses.
+ModelSize model_size(const PublishBenchOptions& options);
+
+}  // namespace tandem::bench

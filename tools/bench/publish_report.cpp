@@ -1,0 +1,103 @@
+#include "tools/bench/publish_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "common/cuda.hpp"
+#include "tools/bench/bench_json.hpp"
+#include "tools/bench/peer_process.hpp"
+
+namespace tandem::bench {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * double(v.size() - 1) + 0.5))];
+}
+
+double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, double blocked_ms, double bound_ms) {
+  fmt::print("\n{:<44} {:>10} {:>10} {:>10}\n", "", "median", "p99", "max");
+  auto row = [](const char* what, const std::vector<double>& v, double scale = 1) {
+    fmt::print("{:<44} {:>10.3f} {:>10.3f} {:>10.3f}\n", what, percentile(v, 0.5) * scale, percentile(v, 0.99) * scale,
+               max_of(v) * scale);
+  };
+  row("publish() call, training thread (ms)", m.call_us, 1e-3);
+  row(m.gpu ? "snapshot D2D on the training stream (ms)" : "memcpy into the slot (ms)", m.snapshot_ms);
+  if (m.gpu) row("D2H into the slot (ms)", m.d2h_ms);
+  row("publish() -> committed (ms)", m.commit_ms);
+  row("publish() -> seen by a polling reader (ms)", m.readers.visible_ms);
+  row("reader load: lease + copy out (ms)", m.readers.load_ms);
+  fmt::print("training blocked per publish (call + snapshot, median): {:.3f} ms\n", blocked_ms);
+  if (m.gpu)
+    fmt::print("pinned D2H reference: {:.1f} GB/s -> 1.15 x bytes / bandwidth = {:.2f} ms\n", m.pinned_gbps, bound_ms);
+  fmt::print("publishes {}, committed {}, coalesced {}, skipped (no free slot) {}\n", m.calls, m.commit_ms.size(),
+             m.coalesced, m.skipped);
+  fmt::print("reads {}, torn reads {}{}, versions not increasing {}, lease retries {}\n", m.readers.reads, m.readers.torn,
+             o.verify ? "" : " (pattern not checked: pass --verify)", m.readers.not_increasing, m.readers.retries);
+}
+
+Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
+  const std::string device = o.cpu || cuda::device_count() == 0 ? "cpu" : fmt::format("cuda:{}", o.device);
+  const std::string command = fmt::format(
+      "{} {} --bytes {} --tensors {} --seconds {} --device {}", shell_quote(o.python),
+      shell_quote(find_peer_script(o.peer_script, "publish_peer.py")), size.bytes, size.tensors,
+      std::max(2.0, o.seconds), device);
+  return run_peer(command, "publish_peer");
+}
+
+}  // namespace
+
+int report_publish(const PublishBenchOptions& o, const ModelSize& size, const PublishMeasurement& m) {
+  const auto& readers = m.readers;
+  const double bound_ms = m.gpu ? 1.15 * double(size.bytes) / (m.pinned_gbps * 1e6) : 0;
+  const double blocked_ms = percentile(m.call_us, 0.5) / 1e3 + (m.gpu ? percentile(m.snapshot_ms, 0.5) : 0);
+  print_table(o, m, blocked_ms, bound_ms);
+
+  Json line = {{"bench", "publish"},
+               {"model", size.what},
+               {"bytes", size.bytes},
+               {"device", m.gpu ? fmt::format("cuda:{}", o.device) : "cpu"},
+               {"readers", o.readers},
+               {"seconds", o.seconds},
+               {"verify", o.verify},
+               {"interval_ms", rounded(m.interval_ms, 3)},
+               {"publishes", m.calls},
+               {"committed", m.commit_ms.size()},
+               {"coalesced", m.coalesced},
+               {"skipped", m.skipped},
+               {"call_ms_median", rounded(percentile(m.call_us, 0.5) / 1e3, 4)},
+               {"call_ms_max", rounded(max_of(m.call_us) / 1e3, 4)},
+               {"snapshot_ms_median", rounded(percentile(m.snapshot_ms, 0.5), 4)},
+               {"d2h_ms_median", rounded(percentile(m.d2h_ms, 0.5), 4)},
+               {"committed_ms_median", rounded(percentile(m.commit_ms, 0.5), 4)},
+               {"visible_ms_median", rounded(percentile(readers.visible_ms, 0.5), 4)},
+               {"visible_ms_p99", rounded(percentile(readers.visible_ms, 0.99), 4)},
+               {"blocked_ms_median", rounded(blocked_ms, 4)},
+               {"reader_load_ms_median", rounded(percentile(readers.load_ms, 0.5), 4)},
+               {"reads", readers.reads},
+               {"torn_reads", readers.torn},
+               {"not_increasing", readers.not_increasing},
+               {"pinned_gb_per_s", rounded(m.pinned_gbps, 2)},
+               {"visible_bound_ms", rounded(bound_ms, 4)}};
+  if (o.peer) {
+    Json peer = run_publish_peer(o, size);
+    const double state_dict_ms = peer.at("state_dict_ms");
+    const double ours_ms = o.readers > 0 ? percentile(readers.visible_ms, 0.5) : percentile(m.commit_ms, 0.5);
+    const double ratio_blocked = state_dict_ms / std::max(blocked_ms, 1e-6);
+    fmt::print("\nstate_dict publish (peer) {:.2f} ms vs ours {:.2f} ms visible: {:.1f}x faster; training blocked "
+               "{:.2f} ms vs {:.3f} ms: {:.0f}x less\n",
+               state_dict_ms, ours_ms, state_dict_ms / ours_ms, state_dict_ms, blocked_ms, ratio_blocked);
+    line["peer"] = std::move(peer);
+    line["ratio_visible"] = rounded(state_dict_ms / ours_ms, 2);
+    line["ratio_blocked"] = rounded(ratio_blocked, 1);
+  }
+  emit_json_line(line, o.json);
+  return readers.torn == 0 && readers.not_increasing == 0 ? 0 : 1;
+}
+
+}  // namespace tandem::bench
