@@ -40,6 +40,8 @@ class Child {
 };
 
 Child spawn_child(const std::string& name, const std::vector<std::string>& args = {});
+// Runs another program (argv[0] is its path); with output_fd >= 0 its stdout and stderr go there.
+Child spawn_program(const std::vector<std::string>& argv, int output_fd = -1);
 
 // A unique name for segments made by this test process, so parallel tests never collide.
 std::string unique_name(const std::string& stem);
