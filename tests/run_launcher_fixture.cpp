@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -55,18 +57,24 @@ int Launcher::wait(std::chrono::milliseconds timeout) {
   return status;
 }
 
+namespace {
+
+std::string toml_string(const std::string& text) { return fmt::format("\"{}\"", text); }  // a TOML string
+
+}  // namespace
+
 JobFixture::JobFixture() : job(unique_name("runtest")), dir(fs::temp_directory_path() / job) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   keys = {
-      {"job", "\"" + job + "\""},
+      {"job", toml_string(job)},
       {"unique_id", "false"},
       {"learners", "1"},
       {"actors", "2"},
-      {"learner_program", "\"" + self + "\""},
+      {"learner_program", toml_string(self)},
       {"learner_args", "\"--tandem-child=fake-learner steps=150 step_ms=20\""},
-      {"actor_program", "\"" + self + "\""},
+      {"actor_program", toml_string(self)},
       {"actor_args", "\"--tandem-child=fake-actor mode=normal\""},
-      {"runs_dir", "\"" + (dir / "runs").string() + "\""},
+      {"runs_dir", toml_string((dir / "runs").string())},
       {"restart_backoff_s", "0.1"},
       {"heartbeat_timeout_s", "3"},
       {"start_timeout_s", "20"},
@@ -110,7 +118,7 @@ std::map<std::string, std::string> child_options() {
 std::vector<std::string> segments_of(const std::string& job) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator("/dev/shm"))
-    if (e.path().filename().string().starts_with("tandem." + job + ".")) names.push_back(e.path().filename());
+    if (e.path().filename().string().starts_with(fmt::format("tandem.{}.", job))) names.push_back(e.path().filename());
   return names;
 }
 
@@ -130,7 +138,7 @@ std::string http_exchange(int port, const std::string& request) {
   return response;
 }
 
-std::string http_get(int port, const std::string& path) { return http_exchange(port, "GET " + path + " HTTP/1.0\r\n\r\n"); }
+std::string http_get(int port, const std::string& path) { return http_exchange(port, fmt::format("GET {} HTTP/1.0\r\n\r\n", path)); }
 
 int free_loopback_port() {
   int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

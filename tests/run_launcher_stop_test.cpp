@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "tests/run_launcher_fixture.hpp"
 
 using namespace tandem;

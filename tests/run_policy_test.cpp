@@ -19,10 +19,12 @@ namespace {
 const RestartLimits kLimits{.max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10,
                             .start_timeout_s = 30};
 
-Exited exit_code(int code) { return Exited{.status = {.code = code}}; }
-Exited killed_by(int sig) { return Exited{.status = {.signal = sig}}; }
-Exited hung_and_killed(std::string why) { return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why)}; }
-Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .signalled_for_stop = true}; }
+Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false}; }
+Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false}; }
+Exited hung_and_killed(std::string why) {
+  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false};
+}
+Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true}; }
 
 ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
   return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up};

@@ -16,7 +16,12 @@ namespace {
 
 std::chrono::nanoseconds from_seconds(double s) { return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9)); }
 
-Decision make(Action action, std::string reason = {}) { return Decision{.action = action, .reason = std::move(reason)}; }
+Decision make(Action action, std::string reason = {}) {
+  Decision d;
+  d.action = action;
+  d.reason = std::move(reason);
+  return d;
+}
 
 Decision restart_or_fail(const ProcessHistory& p, const std::string& what, const RestartLimits& limits) {
   // A crash after a long enough run starts a new streak: the backoff is for crash loops.
