@@ -88,22 +88,28 @@ void Child::kill(int sig) {
   if (pid_ > 0) ::kill(pid_, sig);
 }
 
-Child spawn_child(const std::string& name, const std::vector<std::string>& args) {
-  std::vector<std::string> argv_s = {g_self, "--tandem-child=" + name};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
+Child spawn_program(const std::vector<std::string>& argv_s, int output_fd) {
+  std::vector<std::string> copy = argv_s;
   std::vector<char*> argv;
-  for (auto& s : argv_s) argv.push_back(s.data());
+  for (auto& s : copy) argv.push_back(s.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) std::_Exit(127);  // the test process died before prctl took effect
+    if (output_fd >= 0 && (::dup2(output_fd, 1) < 0 || ::dup2(output_fd, 2) < 0)) std::_Exit(127);
     ::execv(argv[0], argv.data());
     std::_Exit(127);
   }
   REQUIRE(pid > 0);
   return Child(pid);
+}
+
+Child spawn_child(const std::string& name, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {g_self, "--tandem-child=" + name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn_program(argv);
 }
 
 std::string unique_name(const std::string& stem) {

@@ -44,6 +44,8 @@ class Child {
 };
 
 Child spawn_child(const std::string& name, const std::vector<std::string>& args = {});
+// Runs another program (argv[0] is its path); with output_fd >= 0 its stdout and stderr go there.
+Child spawn_program(const std::vector<std::string>& argv, int output_fd = -1);
 
 // The pids the watchdog kills when a test case overruns. Child does this itself; a test that forks
 // or spawns processes some other way registers them here.

@@ -19,29 +19,7 @@ std::string number(double v, const char* format = "{:.4f}") {
   return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(format), v);
 }
 
-// JSON has no NaN or infinities: such a field is left out.
-void json_field(std::string& out, std::string_view key, double v) {
-  if (std::isfinite(v)) out += fmt::format(",{}:{}", json_string(key), v);
-}
-
 }  // namespace
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string human_rate(double v) {
   if (std::isnan(v)) return "-";
@@ -134,22 +112,6 @@ std::string status_table(const shm::ControlBlock& block) {
                        m ? number(m->seconds, "{:.3f}") : "-");
   }
   out += status_text(summarize(block), (now - d.started_mono_ns) / 1e9) + "\n";
-  return out;
-}
-
-std::string metrics_json(const shm::ProcessSnapshot& p, double time_s) {
-  std::string out = fmt::format("{{\"time_s\":{:.3f},\"process\":{},\"role\":{}", time_s, json_string(p.name()),
-                                json_string(shm::role_name(p.role)));
-  if (p.metrics) {
-    const auto& m = *p.metrics;
-    out += fmt::format(",\"step\":{},\"version\":{},\"samples\":{},\"epoch\":{}", m.step, m.version, m.samples, m.epoch);
-    json_field(out, "samples_per_s", m.samples_per_s);
-    json_field(out, "loss", m.loss);
-    json_field(out, "accuracy", m.accuracy);
-    json_field(out, "seconds", m.seconds);
-    json_field(out, "lr", m.lr);
-  }
-  out += fmt::format(",\"restarts\":{}}}", p.restarts);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // What a person or a scraper sees of a running job, computed from its control block: the status
-// line, `tandem status`'s table, metrics.jsonl records and Prometheus text. Pure functions of a
-// block (any process may call them; they only read it).
+// line, `tandem status`'s table and Prometheus text (metrics.jsonl records: metrics_log.hpp). Pure
+// functions of a block (any process may call them; they only read it).
 #pragma once
 
 #include <cstdint>
@@ -30,12 +30,9 @@ JobSummary summarize(const shm::ControlBlock& block);
 std::string status_text(const JobSummary& summary, double elapsed_s);
 // The table `tandem status` prints.
 std::string status_table(const shm::ControlBlock& block);
-// One metrics.jsonl record of a process (fields that were not measured are left out).
-std::string metrics_json(const shm::ProcessSnapshot& process, double time_s);
 // The Prometheus text exposition (version 0.0.4) of every process.
 std::string prometheus_text(const shm::ControlBlock& block);
 
-std::string json_string(std::string_view text);   // quoted and escaped
 std::string human_rate(double per_s);             // 850, 35.1k, 1.23M
 std::string clock_text(double seconds);           // 0:42, 1:02:03
 

@@ -1,70 +1,86 @@
 #include "tools/run/metrics_endpoint.hpp"
 
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/streambuf.hpp>
-#include <boost/asio/write.hpp>
-#include <fmt/format.h>
+// GCC reports boost::optional inside Beast's parser as maybe-uninitialized when it inlines it (a
+// known false positive of Boost 1.74's optional); the warning says nothing about this file.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#pragma GCC diagnostic pop
 
 #include <chrono>
-#include <istream>
 #include <memory>
 
 #include "common/error.hpp"
 
 namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using asio::ip::tcp;
 
 namespace tandem::run {
 namespace {
 
-// One connection: read the request head (at most 8 KiB, within 2 s), answer, close.
-struct Connection : std::enable_shared_from_this<Connection> {
-  Connection(tcp::socket s, const std::function<std::string()>& body)
-      : socket(std::move(s)), deadline(socket.get_executor()), body(body), request(8192) {}
+constexpr auto kConnectionTimeout = std::chrono::seconds(2);
+constexpr std::uint32_t kMaxRequestHead = 8192;
+constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+// One connection: read one request, answer it, close. The stream's deadline covers both.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, const std::function<std::string()>& body) : stream_(std::move(socket)), body_(body) {
+    parser_.header_limit(kMaxRequestHead);
+    parser_.body_limit(0);  // GET needs no body
+  }
 
   void start() {
-    auto self = shared_from_this();
-    deadline.expires_after(std::chrono::seconds(2));
-    deadline.async_wait([self](boost::system::error_code ec) {
-      if (!ec) self->socket.close();
-    });
-    asio::async_read_until(socket, request, "\r\n\r\n", [self](boost::system::error_code ec, std::size_t) {
-      if (ec) return;
-      self->respond();
+    stream_.expires_after(kConnectionTimeout);
+    http::async_read(stream_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::operation_aborted)
+        return self->close();
+      if (ec) return self->respond(http::status::bad_request, "bad request: try GET /metrics\n");
+      self->route();
     });
   }
 
-  void respond() {
-    std::istream in(&request);
-    std::string method, target;
-    in >> method >> target;
-    const bool ok = method == "GET" && (target == "/metrics" || target == "/");
-    const std::string content = ok ? body() : "not found: try /metrics\n";
-    response = fmt::format(
-        "HTTP/1.0 {}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n"
-        "Connection: close\r\n\r\n{}",
-        ok ? "200 OK" : "404 Not Found", content.size(), content);
-    auto self = shared_from_this();
-    asio::async_write(socket, asio::buffer(response), [self](boost::system::error_code, std::size_t) {
-      boost::system::error_code ignored;
-      self->socket.shutdown(tcp::socket::shutdown_both, ignored);
-      self->socket.close(ignored);
-      self->deadline.cancel();
-    });
+ private:
+  void route() {
+    const auto& request = parser_.get();
+    const auto target = request.target();
+    if (target != "/metrics" && target != "/") return respond(http::status::not_found, "not found: try /metrics\n");
+    if (request.method() != http::verb::get)
+      return respond(http::status::method_not_allowed, "method not allowed: try GET /metrics\n");
+    respond(http::status::ok, body_());
   }
 
-  tcp::socket socket;
-  asio::steady_timer deadline;
-  std::function<std::string()> body;
-  asio::streambuf request;
-  std::string response;
+  void respond(http::status status, std::string content) {
+    response_.result(status);
+    response_.version(parser_.is_header_done() ? parser_.get().version() : 11);
+    response_.set(http::field::content_type, kContentType);
+    if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET");
+    response_.keep_alive(false);
+    response_.body() = std::move(content);
+    response_.prepare_payload();
+    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::request_parser<http::empty_body> parser_;
+  http::response<http::string_body> response_;
+  std::function<std::string()> body_;
 };
 
 }  // namespace
 
 MetricsEndpoint::MetricsEndpoint(asio::io_context& io, std::uint16_t port, std::function<std::string()> body)
-    : io_(io), acceptor_(io), body_(std::move(body)) {
+    : acceptor_(io), body_(std::move(body)) {
   boost::system::error_code ec;
   const tcp::endpoint at(asio::ip::make_address_v4("127.0.0.1"), port);
   acceptor_.open(at.protocol(), ec);

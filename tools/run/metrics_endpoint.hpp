@@ -1,6 +1,10 @@
-// A loopback HTTP endpoint serving Prometheus text: GET /metrics (or /) on 127.0.0.1:<port> answers
-// with body(); anything else is 404. One request per connection (HTTP/1.0 style), 2 s to send it.
-// Runs on the launcher's io_context and thread; body() is called on that thread.
+// A loopback HTTP endpoint serving Prometheus text, on Boost.Beast: GET /metrics (or /) on
+// 127.0.0.1:<port> answers 200 with body() as text/plain; version=0.0.4. Another path is 404, another
+// method 405, a request that is not HTTP (or whose head exceeds 8 KiB) 400. One request per
+// connection (the response says Connection: close). A connection has 2 s for its request and the
+// response; a slow or silent client is closed then and never holds up anything else, since every
+// read and write is asynchronous on the launcher's io_context.
+// Threads: the launcher's one thread (the io_context's); body() is called on it.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -14,7 +18,7 @@ namespace tandem::run {
 
 class MetricsEndpoint {
  public:
-  // Throws UserError naming run.metrics_port when the port cannot be bound.
+  // Throws UserError naming run.metrics_port when the port cannot be bound. Port 0 binds a free one.
   MetricsEndpoint(boost::asio::io_context& io, std::uint16_t port, std::function<std::string()> body);
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
@@ -23,7 +27,6 @@ class MetricsEndpoint {
 
  private:
   void accept();
-  boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::function<std::string()> body_;
   std::uint16_t port_ = 0;

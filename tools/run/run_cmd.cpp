@@ -11,7 +11,7 @@
 #include "tools/commands.hpp"
 #include "tools/run/job_config.hpp"
 #include "tools/run/job_view.hpp"
-#include "tools/run/supervisor.hpp"
+#include "tools/run/run_job.hpp"
 
 namespace tandem::tools {
 namespace {

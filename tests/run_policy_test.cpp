@@ -1,0 +1,139 @@
+// The supervisor's restart/stop/hang policy as a table: what happened to a process, its history,
+// the job's phase and the limits in; the decision out. No process is started.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/run/policy.hpp"
+
+using namespace tandem;
+using namespace tandem::run;
+using namespace std::chrono_literals;
+using Action = Decision::Action;
+using shm::Role;
+
+namespace {
+
+const RestartLimits kLimits{.max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10,
+                            .start_timeout_s = 30};
+
+Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false}; }
+Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false}; }
+Exited hung_and_killed(std::string why) {
+  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false};
+}
+Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true}; }
+
+ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
+  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up};
+}
+ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .up = up}; }
+
+Watched beating(std::chrono::nanoseconds since_heartbeat) {
+  return {.reported_running = true, .since_heartbeat = since_heartbeat};
+}
+Watched starting() { return {.reported_running = false}; }
+
+struct Row {
+  const char* what;
+  ProcessEvent event;
+  ProcessHistory process;
+  JobPhase phase;
+  Action action;
+  std::string reason = {};                   // exactly, when given
+  std::chrono::nanoseconds delay = 0ns;      // restart
+  std::uint32_t crashes_in_row = 0;          // restart
+  std::string note = {};
+};
+
+}  // namespace
+
+TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's contract promises") {
+  const std::vector<Row> rows = {
+      // Actors while the job runs: restarted with a backoff that doubles per crash in a row.
+      {"an actor's first crash is restarted after the base backoff", exit_code(3), actor(), JobPhase::running,
+       Action::restart, "exited with status 3", 500ms, 1},
+      {"a crash within the backoff window doubles the delay", killed_by(SIGKILL), actor(2, 2, 3s), JobPhase::running,
+       Action::restart, "was killed by SIGKILL", 2s, 3},
+      {"the delay is capped at restart_backoff_max_s", exit_code(1), actor(2, 6), JobPhase::running, Action::restart,
+       "exited with status 1", 4s, 7},
+      {"a crash after a long run (past the backoff window) starts a new streak", exit_code(1), actor(2, 6, 61s),
+       JobPhase::running, Action::restart, "exited with status 1", 500ms, 1},
+      {"the window is never shorter than 60 s", exit_code(1), actor(2, 2, 59s), JobPhase::running, Action::restart,
+       "exited with status 1", 2s, 3},
+      {"a crash past max_restarts fails the job", exit_code(3), actor(3, 1), JobPhase::running, Action::fail_job,
+       "exited with status 3, and it has been restarted 3 times already (run.max_restarts = 3)"},
+      {"a hung actor, once killed, is restarted", hung_and_killed("hung: no heartbeat for 10.2 s"), actor(),
+       JobPhase::running, Action::restart, "hung: no heartbeat for 10.2 s", 500ms, 1},
+      {"an actor that exits 0 on its own is done, not restarted", exit_code(0), actor(), JobPhase::running,
+       Action::done, "", 0ns, 0, "exited with status 0; it is done and not restarted"},
+      // Actors while the job stops.
+      {"an actor that exits 0 after the stop request is done", exit_code(0), actor(), JobPhase::stopping, Action::done},
+      {"an actor crashing while the job stops fails it", exit_code(2), actor(), JobPhase::stopping, Action::fail_job,
+       "exited with status 2 while stopping"},
+      {"an actor that needed SIGTERM to stop fails the job", signalled_for_stop(SIGTERM), actor(), JobPhase::stopping,
+       Action::fail_job, "did not exit after the stop request and was killed by SIGTERM"},
+      {"after a failure, another actor's crash is not reported again", exit_code(2), actor(), JobPhase::failed,
+       Action::done},
+      {"after a failure, a crash is not restarted", killed_by(SIGKILL), actor(), JobPhase::failed, Action::done},
+      // Learners.
+      {"a learner that exits 0 has finished", exit_code(0), learner(), JobPhase::running, Action::finished, "", 0ns, 0,
+       "finished"},
+      {"a learner that exits 0 after the stop request is done", exit_code(0), learner(), JobPhase::stopping,
+       Action::done},
+      {"a learner's non-zero exit fails the job", exit_code(1), learner(), JobPhase::running, Action::fail_job,
+       "exited with status 1"},
+      {"a learner killed by a signal fails the job", killed_by(SIGSEGV), learner(), JobPhase::running, Action::fail_job,
+       "was killed by SIGSEGV"},
+      {"a hung learner, once killed, fails the job", hung_and_killed("hung: no heartbeat for 12.0 s"), learner(),
+       JobPhase::running, Action::fail_job, "hung: no heartbeat for 12.0 s"},
+      {"a learner crashing while the job stops fails it", exit_code(1), learner(), JobPhase::stopping,
+       Action::fail_job, "exited with status 1"},
+      {"a learner crashing after another failure still counts as a failure", killed_by(SIGKILL), learner(),
+       JobPhase::failed, Action::fail_job, "was killed by SIGKILL"},
+      // Hang checks.
+      {"an actor whose heartbeat is older than the timeout is killed as hung", beating(10500ms), actor(),
+       JobPhase::running, Action::kill_hung, "hung: no heartbeat for 10.5 s (run.heartbeat_timeout_s = 10)"},
+      {"a learner whose heartbeat is older than the timeout is killed as hung", beating(11s), learner(),
+       JobPhase::running, Action::kill_hung, "hung: no heartbeat for 11.0 s (run.heartbeat_timeout_s = 10)"},
+      {"a hang is detected while the job stops, too", beating(11s), learner(), JobPhase::stopping, Action::kill_hung,
+       "hung: no heartbeat for 11.0 s (run.heartbeat_timeout_s = 10)"},
+      {"a recent heartbeat is fine", beating(9s), actor(), JobPhase::running, Action::ignore},
+      {"a process already killed is left to exit", Watched{.reported_running = true, .since_heartbeat = 60s,
+                                                           .already_killed = true},
+       actor(), JobPhase::running, Action::ignore},
+      {"a process that never reports running is killed at the start timeout", starting(), learner(31s),
+       JobPhase::running, Action::kill_hung, "did not report itself running within 30 s of its start (run.start_timeout_s)"},
+      {"a process still starting within the start timeout is fine", starting(), actor(0, 0, 29s), JobPhase::running,
+       Action::ignore},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.what);
+    const Decision d = decide(row.event, row.process, row.phase, kLimits);
+    CHECK(d.action == row.action);
+    CHECK(d.reason == row.reason);
+    CHECK(d.note == row.note);
+    if (row.action == Action::restart) {
+      CHECK(d.delay == row.delay);
+      CHECK(d.crashes_in_row == row.crashes_in_row);
+    }
+  }
+}
+
+TEST_CASE("restart policy: a timeout of 0 turns its check off") {
+  RestartLimits off = kLimits;
+  off.heartbeat_timeout_s = 0;
+  off.start_timeout_s = 0;
+  CHECK(decide(beating(1h), actor(), JobPhase::running, off).action == Action::ignore);
+  CHECK(decide(starting(), learner(1h), JobPhase::running, off).action == Action::ignore);
+}
+
+TEST_CASE("restart policy: max_restarts = 0 fails the job at an actor's first crash") {
+  RestartLimits none = kLimits;
+  none.max_restarts = 0;
+  const Decision d = decide(exit_code(3), actor(), JobPhase::running, none);
+  CHECK(d.action == Action::fail_job);
+  CHECK(d.reason == "exited with status 3, and it has been restarted 0 times already (run.max_restarts = 0)");
+}

@@ -1,0 +1,28 @@
+// How the launcher starts a learner rank or an actor: the program and arguments from [run] with
+// their placeholders filled in, and an environment that is the launcher's own minus the variables it
+// sets, plus those: TANDEM_JOB, TANDEM_ROLE, TANDEM_INDEX, TANDEM_RUN_DIR, TANDEM_CONFIG,
+// TANDEM_LEARNERS, TANDEM_ACTORS, and for learners torchrun's RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT (one node).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "shm/control_block.hpp"
+#include "tools/run/child_process.hpp"
+#include "tools/run/job_config.hpp"
+
+namespace tandem::run {
+
+// One job as its processes see it.
+struct Job {
+  std::string id;                       // e.g. fmnist-3f9a
+  std::filesystem::path run_dir;        // absolute, exists
+  std::filesystem::path child_config;   // run_dir/job.toml
+  std::uint16_t master_port = 0;
+};
+
+ChildProcess::Spec child_spec(const JobConfig& config, const Job& job, shm::Role role, std::uint32_t index);
+
+}  // namespace tandem::run

@@ -1,0 +1,71 @@
+#include "tools/run/metrics_log.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+
+namespace tandem::run {
+namespace {
+
+double to_millisecond(double s) { return std::round(s * 1000) / 1000; }
+
+// JSON has no NaN or infinities: such a field is left out.
+void put_finite(nlohmann::ordered_json& record, const char* key, double v) {
+  if (std::isfinite(v)) record[key] = v;
+}
+
+}  // namespace
+
+nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time_s) {
+  nlohmann::ordered_json record;
+  record["time_s"] = to_millisecond(time_s);
+  record["process"] = p.name();
+  record["role"] = std::string(shm::role_name(p.role));
+  if (p.metrics) {
+    const auto& m = *p.metrics;
+    record["step"] = m.step;
+    record["version"] = m.version;
+    record["samples"] = m.samples;
+    record["epoch"] = m.epoch;
+    put_finite(record, "samples_per_s", m.samples_per_s);
+    put_finite(record, "loss", m.loss);
+    put_finite(record, "accuracy", m.accuracy);
+    put_finite(record, "seconds", m.seconds);
+    put_finite(record, "lr", m.lr);
+  }
+  record["restarts"] = p.restarts;
+  return record;
+}
+
+MetricsLog::MetricsLog(const std::filesystem::path& file, std::uint64_t started_ns, std::uint32_t rows)
+    : file_(file, std::ios::app), started_ns_(started_ns), last_metrics_ns_(rows, 0) {
+  if (!file_) fail("cannot write {}: check the permissions of run.runs_dir", file.string());
+}
+
+double MetricsLog::time_s() const {
+  const std::uint64_t now = shm::monotonic_ns();
+  return now > started_ns_ ? (now - started_ns_) / 1e9 : 0.0;
+}
+
+void MetricsLog::event(const nlohmann::ordered_json& fields) {
+  nlohmann::ordered_json record = {{"time_s", to_millisecond(time_s())}};
+  record.update(fields);
+  write(record);
+}
+
+void MetricsLog::sample(const shm::ControlBlock& control) {
+  const double t = time_s();
+  for (std::uint32_t row = 0; row < control.row_count(); ++row) {
+    const auto p = control.snapshot(row);
+    if (!p.metrics || p.metrics->updated_ns == last_metrics_ns_[row]) continue;
+    last_metrics_ns_[row] = p.metrics->updated_ns;
+    write(metrics_record(p, t));
+  }
+}
+
+void MetricsLog::write(const nlohmann::ordered_json& record) {
+  file_ << record.dump() << '\n';
+  file_.flush();
+}
+
+}  // namespace tandem::run

@@ -1,0 +1,110 @@
+#include "tools/run/run_job.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "common/error.hpp"
+#include "tools/run/job_segments.hpp"
+#include "tools/run/supervisor.hpp"
+
+namespace tandem::run {
+namespace {
+
+std::string random_suffix() {
+  std::random_device rd;
+  return fmt::format("{:04x}", rd() & 0xffff);
+}
+
+// A free TCP port on the loopback for MASTER_PORT (torchrun does the same: bind 0, read, close).
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TANDEM_CHECK_SYS(fd);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    TANDEM_FAIL_SYS(err, "bind(127.0.0.1:0)");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) fail("cannot write {}: check the permissions of run.runs_dir", path.string());
+}
+
+bool use_live_status(StatusMode mode) {
+  if (mode == StatusMode::live) return true;
+  if (mode != StatusMode::automatic) return false;
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDOUT_FILENO) && term != nullptr && std::string_view(term) != "dumb";
+}
+
+}  // namespace
+
+int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides) {
+  const JobConfig cfg = JobConfig::load(config_file, overrides);
+  // A closed stdout (`tandem run | head`) must not kill the launcher before it has cleaned up; the
+  // children get the default disposition back (child_process.cpp).
+  ::signal(SIGPIPE, SIG_IGN);
+
+  Job job;
+  job.id = cfg.unique_id ? fmt::format("{}-{}", cfg.job_name, random_suffix()) : cfg.job_name;
+  job.run_dir = std::filesystem::absolute(cfg.run_dir.empty() ? cfg.runs_dir / job.id : cfg.run_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(job.run_dir, ec);
+  if (ec) fail("cannot create the run directory {}: {}: set run.runs_dir or run.run_dir", job.run_dir.string(), ec.message());
+  write_file(job.run_dir / "config.toml", cfg.config.to_toml());
+  job.child_config = job.run_dir / "job.toml";
+  write_file(job.child_config, child_toml(cfg.config));
+  job.master_port = cfg.master_port != 0 ? cfg.master_port : free_port();
+
+  Console console(use_live_status(cfg.status));
+  JobResult result;
+  {
+    Supervisor supervisor(cfg, job, console);
+    result = supervisor.run();
+  }  // every child reaped, every segment of the job removed
+
+  console.clear_status();
+  if (auto left = job_segments_in_shm(job.id); !left.empty()) {
+    console.warning(fmt::format("job {} failed: /{} could not be removed from /dev/shm (remove it with "
+                                "`tandem shm rm`)", job.id, left.front()));
+    return 1;
+  }
+  const std::string last = status_text(result.summary, result.elapsed_s);
+  switch (result.outcome) {
+    case JobResult::Outcome::succeeded:
+      console.message(fmt::format("{}", last));
+      console.message(fmt::format("job {} succeeded in {}; run dir {}", job.id, clock_text(result.elapsed_s),
+                                  job.run_dir.string()));
+      return 0;
+    case JobResult::Outcome::interrupted:
+      console.message(fmt::format("{}", last));
+      console.message(fmt::format("job {} stopped by {} after {}; every process exited cleanly; run dir {}",
+                                  job.id, signal_name(result.signal), clock_text(result.elapsed_s),
+                                  job.run_dir.string()));
+      return 128 + result.signal;
+    case JobResult::Outcome::failed:
+      console.warning(fmt::format("job {} failed after {}: {}", job.id, clock_text(result.elapsed_s), result.failure));
+      return 1;
+  }
+  return 1;
+}
+
+}  // namespace tandem::run

@@ -1,0 +1,57 @@
+// Stopping the job: the control block's stop request, then SIGTERM and SIGKILL for processes that
+// do not exit in time, hurried by further signals to the launcher.
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include "tools/run/supervisor_impl.hpp"
+
+namespace tandem::run {
+
+void Supervisor::Impl::begin_stop(shm::StopReason reason, double grace_s) {
+  if (!stop.begin(shm::monotonic_ns(), grace_s)) return;  // already stopping: only sooner
+  control.request_stop(reason);
+  for (auto& s : slots) {
+    s->restart_timer.cancel();
+    if (!s->child.running()) s->done = true;  // a restart that was pending will not happen
+  }
+  metrics.event({{"event", "stop"}, {"reason", std::string(shm::stop_reason_name(reason))}});
+}
+
+void Supervisor::Impl::escalate() {
+  auto send = [&](int sig) {
+    for (auto& s : slots) {
+      if (!s->child.running()) continue;
+      if (!s->signalled_for_stop)
+        console.warning(fmt::format("{} (pid {}) has not exited: sending {}", s->name, s->last_pid, signal_name(sig)));
+      s->signalled_for_stop = true;
+      s->child.signal(sig);
+    }
+  };
+  const auto due = stop.due(shm::monotonic_ns());
+  if (due.term) send(SIGTERM);
+  if (due.kill) {
+    for (auto& s : slots) s->signalled_for_stop = false;  // say it again, with SIGKILL
+    send(SIGKILL);
+  }
+}
+
+void Supervisor::Impl::on_signal(int sig) {
+  ++signals_received;
+  if (signals_received == 1) {
+    // A signal while the job already ends (finished, failed) only hurries it; it decides nothing.
+    if (phase() == JobPhase::running) interrupt_signal = sig;
+    console.message(fmt::format("{}: asking the job to stop (learners checkpoint); {} s until SIGTERM, "
+                                "or interrupt again to terminate now",
+                                signal_name(sig), format_seconds(cfg.stop_timeout_s)));
+    begin_stop(shm::StopReason::interrupted, cfg.stop_timeout_s);
+  } else if (signals_received == 2) {
+    console.message(fmt::format("{} again: terminating every process now", signal_name(sig)));
+    stop.terminate_now(shm::monotonic_ns());
+  } else {
+    stop.kill_now(shm::monotonic_ns());
+  }
+  escalate();
+}
+
+}  // namespace tandem::run
