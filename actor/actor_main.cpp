@@ -23,7 +23,8 @@
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/job_setup.hpp"
-#include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "shm/segment.hpp"
 
 namespace {
@@ -66,6 +67,9 @@ int run(const ProgramArgs& args) {
   ::sigaction(SIGTERM, &sa, nullptr);
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
+  // Under `tandem run` the launcher reads our stdout through a pipe: line buffering shows each line
+  // as it is written.
+  if (client) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string job = client ? client->job() : "local";
   const std::string run_dir = client ? client->run_dir() : std::string(".");
   log::set_role(client ? client->name() : "actor");

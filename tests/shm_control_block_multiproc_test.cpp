@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;

@@ -9,6 +9,8 @@
 
 #include "common/error.hpp"
 #include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;

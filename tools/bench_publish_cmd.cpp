@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "common/cuda.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "learner/publisher.hpp"
+#include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tools/commands.hpp"
 
@@ -113,7 +115,7 @@ int run_reader(const ReaderOptions& o) {
   std::vector<std::byte> buf(reader.descriptor().slot_bytes);
   std::vector<double> visible_ms, load_ms;
   std::uint64_t reads = 0, torn = 0, not_increasing = 0, retries = 0, last = 0;
-  const std::uint64_t deadline = shm::monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
 
   // Visibility is what an actor polling `latest` observes, so a watcher thread does only that and
   // stamps each version when it first appears; the loading loop below is busy copying 100s of MB
@@ -128,7 +130,7 @@ int run_reader(const ReaderOptions& o) {
         std::this_thread::yield();
         continue;
       }
-      const std::uint64_t now = shm::monotonic_ns();
+      const std::uint64_t now = monotonic_ns();
       std::lock_guard lock(seen_mutex);
       first_seen_ns.emplace(v, now);
       watched = v;
@@ -140,19 +142,19 @@ int run_reader(const ReaderOptions& o) {
     return it == first_seen_ns.end() ? fallback : it->second;
   };
 
-  for (bool done = false; !done && shm::monotonic_ns() < deadline;) {
+  for (bool done = false; !done && monotonic_ns() < deadline;) {
     if (reader.latest_version() == last) {  // the cheap check: one atomic load
       std::this_thread::yield();
       continue;
     }
-    const std::uint64_t noticed = shm::monotonic_ns();
+    const std::uint64_t noticed = monotonic_ns();
     auto lease = reader.lease_latest();
     if (!lease) {
       retries++;
       continue;
     }
     std::memcpy(buf.data(), lease->data(), lease->bytes());
-    const std::uint64_t loaded = shm::monotonic_ns();
+    const std::uint64_t loaded = monotonic_ns();
     if (!lease->still_valid()) torn++;  // cannot happen under a lease; counted if it ever does
     if (lease->version() <= last) not_increasing++;
     if (o.verify && !shm::check_verify_pattern(buf.data(), lease->bytes(), lease->version())) torn++;

@@ -20,6 +20,7 @@
 #include <optional>
 #include <random>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "tools/run/child_process.hpp"
 #include "tools/run/job_segments.hpp"
@@ -42,7 +43,7 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr double kLiveRedrawS = 0.5;
 
 double seconds_since(std::uint64_t mono_ns) {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   return now > mono_ns ? (now - mono_ns) / 1e9 : 0.0;
 }
 
@@ -143,7 +144,7 @@ struct Supervisor::Impl {
   std::optional<MetricsEndpoint> endpoint;
 
   Phase phase = Phase::running;
-  std::uint64_t started_ns = shm::monotonic_ns();
+  std::uint64_t started_ns = monotonic_ns();
   std::uint64_t term_at_ns = 0, kill_at_ns = 0;
   bool term_sent = false, kill_sent = false;
   int signals_received = 0;
@@ -186,7 +187,7 @@ struct Supervisor::Impl {
     s.child = ChildProcess::spawn(spec_for(s));
     s.last_pid = s.child.pid();
     control.set_pid(s.row, s.child.pid());
-    s.spawned_ns = shm::monotonic_ns();
+    s.spawned_ns = monotonic_ns();
     s.hung.clear();
     s.signalled_for_stop = false;
     ++s.generation;
@@ -241,7 +242,7 @@ struct Supervisor::Impl {
     for (auto& s : slots) {
       if (auto status = s->child.try_wait()) {
         s->pending_exit = status;
-        s->exit_deadline_ns = shm::monotonic_ns() + kExitDrainNs;
+        s->exit_deadline_ns = monotonic_ns() + kExitDrainNs;
         complete_exit_if_drained(*s);
       }
     }
@@ -255,7 +256,7 @@ struct Supervisor::Impl {
   }
 
   void drain_deadlines() {
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     for (auto& s : slots) {
       if (!s->pending_exit || now < s->exit_deadline_ns) continue;
       close_output(*s, false);
@@ -335,7 +336,7 @@ struct Supervisor::Impl {
   // ---- stopping ----
 
   void begin_stop(StopReason reason, double grace_s) {
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     if (phase == Phase::running) {
       phase = Phase::stopping;
       control.request_stop(reason);
@@ -353,7 +354,7 @@ struct Supervisor::Impl {
   }
 
   void escalate() {
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     auto send = [&](int sig) {
       for (auto& s : slots) {
         if (!s->child.running()) continue;
@@ -376,7 +377,7 @@ struct Supervisor::Impl {
 
   void on_signal(int sig) {
     ++signals_received;
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     if (signals_received == 1) {
       // A signal while the job already ends (finished, failed) only hurries it; it decides nothing.
       if (!failure && phase == Phase::running) interrupt_signal = sig;
@@ -397,7 +398,7 @@ struct Supervisor::Impl {
   // ---- hangs ----
 
   void check_heartbeats() {
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     for (auto& s : slots) {
       if (!s->child.running() || !s->hung.empty() || s->signalled_for_stop) continue;
       const auto& row = control.row(s->row);
@@ -447,7 +448,7 @@ struct Supervisor::Impl {
   void tick() {
     reap_all();
     drain_deadlines();
-    const std::uint64_t now = shm::monotonic_ns();
+    const std::uint64_t now = monotonic_ns();
     control.job_control().launcher_heartbeat_ns.store(now, std::memory_order_relaxed);
     check_heartbeats();
     if (phase == Phase::stopping) escalate();
@@ -498,7 +499,7 @@ struct Supervisor::Impl {
     if (endpoint) console.message(fmt::format("metrics on http://127.0.0.1:{}/metrics", endpoint->port()));
     wait_for_signal();
     wait_for_child_exit();
-    if (!console.live()) next_status_ns = shm::monotonic_ns() + ns_from_s(cfg.status_interval_s);
+    if (!console.live()) next_status_ns = monotonic_ns() + ns_from_s(cfg.status_interval_s);
     for (auto& s : slots) spawn(*s);
     tick();
     io.run();
