@@ -20,7 +20,7 @@ struct ModelPublisherOptions {
   std::uint32_t slots = shm::kDefaultSlots;
   std::uint32_t leases = shm::kDefaultLeases;
   PublisherOptions when;            // every N steps / T ms
-  bool force = false;               // replace a stale slab of the same name
+  bool force = false;               // replace an existing slab of the same name, live writer or not
 };
 
 // The slab layout for `params` (published dtype applied). Fails on dtypes the slab cannot describe.

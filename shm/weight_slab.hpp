@@ -173,8 +173,8 @@ class WeightSlabWriter {
   };
 
   // Creates the segment exclusively. With `force`, an existing segment of that name is unlinked
-  // first, whoever made it and whether or not its writer still runs (its mappings stay valid for the
-  // processes holding them, but nobody can attach to it any more).
+  // first without checking whether its writer still runs (processes that mapped it keep their
+  // mappings, but nobody can attach to it any more).
   static WeightSlabWriter create(const std::string& name, const SlabSpec& spec, bool force = false);
 
   WeightSlabWriter() = default;
