@@ -25,7 +25,8 @@
 #include "common/job_keys.hpp"
 #include "common/program.hpp"
 #include "common/torch/model_config.hpp"
-#include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "shm/segment.hpp"
 
 namespace {
@@ -62,6 +63,9 @@ int run(const ProgramArgs& args) {
   catch_stop_signals();
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
+  // Under `tandem run` the launcher reads our stdout through a pipe: line buffering shows each line
+  // as it is written.
+  if (client) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string job = client ? client->job() : "local";
   const std::string run_dir = client ? client->run_dir() : std::string(".");
   log::set_role(client ? client->name() : "actor");

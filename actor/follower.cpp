@@ -4,7 +4,9 @@
 
 #include <cstring>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/torch/bf16_slot.hpp"
 
 namespace tandem::actor {
 
@@ -36,7 +38,7 @@ std::optional<std::uint64_t> Follower::update() {
   if (!has_new()) return std::nullopt;
   auto lease = reader_.lease_latest();
   if (!lease || lease->version() <= version_) return std::nullopt;
-  const std::uint64_t t0 = shm::monotonic_ns();
+  const std::uint64_t t0 = monotonic_ns();
   const at::Tensor& flat = params_.buffer();
   if (options_.mode == LoadMode::zero_copy) {
     params_.rebind(torch::from_blob(const_cast<std::byte*>(lease->data()), {static_cast<std::int64_t>(lease->bytes())},
@@ -50,7 +52,7 @@ std::optional<std::uint64_t> Follower::update() {
   const shm::ReadLease& now = options_.mode == LoadMode::zero_copy ? held_ : *lease;
   version_ = now.version();
   step_ = now.step();
-  last_load_ms_ = double(shm::monotonic_ns() - t0) / 1e6;
+  last_load_ms_ = double(monotonic_ns() - t0) / 1e6;
   return version_;
 }
 
@@ -61,12 +63,7 @@ void Follower::load_copy(const shm::ReadLease& lease) {
     std::memcpy(flat.data_ptr(), lease.data(), lease.bytes());
     return;
   }
-  const auto f32 = static_cast<std::int64_t>(params_.float32_bytes());
-  const auto rest = flat.numel() - f32;
-  auto* src = const_cast<std::byte*>(lease.data());
-  if (f32 > 0)
-    flat.narrow(0, 0, f32).view(torch::kFloat).copy_(torch::from_blob(src, {f32 / 4}, torch::kBFloat16));
-  if (rest > 0) std::memcpy(static_cast<std::byte*>(flat.data_ptr()) + f32, src + f32 / 2, static_cast<std::size_t>(rest));
+  unpack_bf16_slot(lease.data(), Bf16SlotLayout::of(params_), flat);
 }
 
 // H2D from the pinned slot on our stream; the lease is held until the copy has finished.
@@ -82,10 +79,7 @@ void Follower::load_device(const shm::ReadLease& lease) {
   auto staging = torch::empty({static_cast<std::int64_t>(lease.bytes())}, flat.options());
   cuda::copy_async(staging.data_ptr(), lease.data(), lease.bytes(), stream_.get());
   stream_.synchronize();
-  const auto f32 = static_cast<std::int64_t>(params_.float32_bytes());
-  const auto rest = flat.numel() - f32;
-  if (f32 > 0) flat.narrow(0, 0, f32).view(torch::kFloat).copy_(staging.narrow(0, 0, f32 / 2).view(torch::kBFloat16));
-  if (rest > 0) flat.narrow(0, f32, rest).copy_(staging.narrow(0, f32 / 2, rest));
+  unpack_bf16_slot(static_cast<const std::byte*>(staging.data_ptr()), Bf16SlotLayout::of(params_), flat);
 }
 
 }  // namespace tandem::actor

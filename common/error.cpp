@@ -1,20 +1,12 @@
 #include "common/error.hpp"
 
-#include <limits.h>
 #include <unistd.h>
 
 #include <cstring>
 
-namespace tandem {
+#include "common/process.hpp"
 
-const std::string& host_name() {
-  static const std::string name = [] {
-    char buf[HOST_NAME_MAX + 1] = {};
-    if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return std::string("?");
-    return std::string(buf);
-  }();
-  return name;
-}
+namespace tandem {
 
 CallError::CallError(std::string_view library, int code, std::string_view detail, std::string_view call,
                      CallSite site)

@@ -57,9 +57,6 @@ class CallError : public std::runtime_error {
   int code_;
 };
 
-// The host name as the messages show it ("?" if it cannot be read); cached after the first call.
-const std::string& host_name();
-
 [[noreturn]] void throw_errno_error(int err, std::string_view call, CallSite site);
 
 // Runs a program's body and turns every exception into one line on stderr and an exit code:

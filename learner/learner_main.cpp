@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -27,7 +28,8 @@
 #include "learner/feed/host_feed.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/trainer.hpp"
-#include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "shm/segment.hpp"
 
 namespace {
@@ -92,6 +94,9 @@ int run(const ProgramArgs& args) {
   catch_stop_signals();
 
   std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
+  // Under `tandem run` the launcher reads our stdout through a pipe: line buffering shows each line
+  // as it is written.
+  if (client) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string job = client ? client->job() : "local";
   const std::string run_dir = client ? client->run_dir() : std::string(".");
   log::set_role(client ? client->name() : "learner");

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "common/error.hpp"
+#include "common/torch/bf16_slot.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -39,21 +40,21 @@ cuda::StreamHandle current_stream(const at::Tensor& on) {
 }  // namespace
 
 shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, bool bf16) {
-  const std::uint64_t shrink = bf16 ? params.float32_bytes() / 2 : 0;  // bytes saved by the bf16 run
+  const Bf16SlotLayout packed = Bf16SlotLayout::of(params);
   shm::SlabSpec spec;
   spec.model = model;
   spec.model_signature = params.signature();
   spec.publish_dtype = bf16 ? shm::DType::bf16 : shm::DType::f32;
-  spec.slot_bytes = params.bytes() - shrink;
+  spec.slot_bytes = bf16 ? packed.slot_bytes() : params.bytes();
   for (const FlatTensorInfo& t : params.table()) {
     shm::TensorSpec s{t.name, slab_dtype(t.dtype, t.name), {}, t.offset, t.bytes};
     for (auto d : t.shape) s.shape.push_back(static_cast<std::uint64_t>(d));
-    if (bf16 && t.offset < params.float32_bytes()) {
-      s.dtype = shm::DType::bf16;
-      s.offset /= 2;
-      s.bytes /= 2;
-    } else {
-      s.offset -= shrink;
+    if (bf16) {
+      if (packed.in_bf16_run(t.offset)) {
+        s.dtype = shm::DType::bf16;
+        s.bytes /= 2;
+      }
+      s.offset = packed.slot_offset(t.offset);
     }
     spec.tensors.push_back(std::move(s));
   }
@@ -75,15 +76,9 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
     source.stream = current_stream(flat);
   }
   if (options.bf16) {
-    // Conversion during the snapshot: the float32 run becomes bf16 (a torch kernel on the current
-    // stream, which is source.stream), the rest is copied as bytes right after it.
-    const auto f32 = static_cast<std::int64_t>(params.float32_bytes());
-    const auto rest = flat.numel() - f32;
-    source.snapshot = [flat, f32, rest](std::byte* dst, cuda::StreamHandle) {
-      auto opts = flat.options();
-      if (f32 > 0)
-        torch::from_blob(dst, {f32 / 4}, opts.dtype(torch::kBFloat16)).copy_(flat.narrow(0, 0, f32).view(torch::kFloat));
-      if (rest > 0) torch::from_blob(dst + f32 / 2, {rest}, opts).copy_(flat.narrow(0, f32, rest));
+    // Conversion during the snapshot: on the current stream (source.stream) for a CUDA model.
+    source.snapshot = [flat, packed = Bf16SlotLayout::of(params)](std::byte* dst, cuda::StreamHandle) {
+      pack_bf16_slot(flat, packed, dst);
     };
   }
   publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when);

@@ -1,7 +1,7 @@
 // ModelPublisher: a model's FlatParams published into /tandem.<job>.weights. Owns the slab (as its
 // writer) and a Publisher (publisher.hpp, whose contract applies: call from the training thread).
 // The slab's tensor table is the flat layout, or with bf16 the same layout with the leading float32
-// run converted to bfloat16 (half the bytes; everything after it shifts down).
+// run converted to bfloat16 (half the bytes; everything after it shifts down: common/torch/bf16_slot.hpp).
 // CUDA models publish from torch's current CUDA stream at construction: train on that stream.
 #pragma once
 
@@ -20,7 +20,7 @@ struct ModelPublisherOptions {
   std::uint32_t slots = shm::kDefaultSlots;
   std::uint32_t leases = shm::kDefaultLeases;
   PublisherOptions when;            // every N steps / T ms
-  bool force = false;               // replace a stale slab of the same name
+  bool force = false;               // replace an existing slab of the same name, live writer or not
 };
 
 // The slab layout for `params` (published dtype applied). Fails on dtypes the slab cannot describe.

@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
+#include "shm/verify_pattern.hpp"
 
 #ifdef TANDEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -57,7 +59,7 @@ Publisher::~Publisher() {
 }
 
 Publisher::Result Publisher::maybe_publish(std::uint64_t step) {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   bool due = !published_once_;
   if (options_.every_steps > 0 && step >= last_step_ + options_.every_steps) due = true;
   if (options_.every_ms > 0 && double(now - last_ns_) >= options_.every_ms * 1e6) due = true;
@@ -66,14 +68,14 @@ Publisher::Result Publisher::maybe_publish(std::uint64_t step) {
 }
 
 Publisher::Result Publisher::publish(std::uint64_t step) {
-  const std::uint64_t t0 = shm::monotonic_ns();
+  const std::uint64_t t0 = monotonic_ns();
   rethrow_async_error();
   published_once_ = true;
   last_step_ = step;
   last_ns_ = t0;
   const std::uint64_t version = next_version_++;
   Result r = on_device() ? publish_device(step, version, t0) : publish_host(step, version, t0);
-  const double call_us = double(shm::monotonic_ns() - t0) / 1e3;
+  const double call_us = double(monotonic_ns() - t0) / 1e3;
   std::lock_guard lock(mutex_);
   stats_.calls++;
   stats_.total_call_us += call_us;
@@ -94,12 +96,12 @@ Publisher::Result Publisher::publish_host(std::uint64_t step, std::uint64_t vers
     slab_.abort(*slot);
     throw;
   }
-  const std::uint64_t copied = shm::monotonic_ns();
+  const std::uint64_t copied = monotonic_ns();
   slab_.commit(*slot, version, step, source_.bytes, t0);
   PublishTiming t;
   t.version = version;
   t.snapshot_ms = double(copied - t0) / 1e6;
-  t.visible_ms = double(shm::monotonic_ns() - t0) / 1e6;
+  t.visible_ms = double(monotonic_ns() - t0) / 1e6;
   record(t);
   return {Outcome::committed, version};
 }
@@ -199,7 +201,7 @@ void Publisher::committer_loop() {
       slab_.commit(*active->slot, active->version, active->step, source_.bytes, active->call_ns);
       PublishTiming t;
       t.version = active->version;
-      t.visible_ms = double(shm::monotonic_ns() - active->call_ns) / 1e6;
+      t.visible_ms = double(monotonic_ns() - active->call_ns) / 1e6;
       t.snapshot_ms = cuda::Event::elapsed_ms(active->snapshot_start, active->snapshot_done);
       t.d2h_ms = cuda::Event::elapsed_ms(active->d2h_start, active->d2h_done);
       record(t);

@@ -1,56 +1,19 @@
 #include "shm/control_block.hpp"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstdio>
-#include <cstdlib>
+#include <array>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 
 namespace tandem::shm {
-
-std::string_view role_name(Role role) {
-  switch (role) {
-    case Role::learner: return "learner";
-    case Role::actor: return "actor";
-  }
-  return "unknown";
-}
-
-std::optional<Role> parse_role(std::string_view name) {
-  if (name == "learner") return Role::learner;
-  if (name == "actor") return Role::actor;
-  return std::nullopt;
-}
-
-std::string_view state_name(ProcessState state) {
-  switch (state) {
-    case ProcessState::empty: return "empty";
-    case ProcessState::starting: return "starting";
-    case ProcessState::running: return "running";
-    case ProcessState::stopping: return "stopping";
-    case ProcessState::exited: return "exited";
-    case ProcessState::failed: return "failed";
-    case ProcessState::waiting: return "waiting";
-  }
-  return "unknown";
-}
-
-std::string_view stop_reason_name(StopReason reason) {
-  switch (reason) {
-    case StopReason::none: return "none";
-    case StopReason::finished: return "finished";
-    case StopReason::interrupted: return "interrupted";
-    case StopReason::failure: return "failure";
-  }
-  return "unknown";
-}
 
 std::string ProcessSnapshot::name() const { return fmt::format("{}.{}", role_name(role), index); }
 
@@ -76,8 +39,6 @@ void clear_metrics(ProcessRow& r) {
 }
 
 }  // namespace
-
-// ---- ControlBlock ----
 
 ControlBlock ControlBlock::create(const Spec& spec) {
   if (spec.learners == 0 || spec.learners > kMaxLearners)
@@ -235,138 +196,6 @@ void ControlBlock::write_metrics(std::uint32_t index, const ProcessMetrics& metr
   std::atomic_thread_fence(std::memory_order_release);  // the odd value is visible before any word
   for (std::size_t i = 0; i < kMetricWords; ++i) r.metrics[i].store(words[i], std::memory_order_relaxed);
   r.metrics_seq.store(s + 2, std::memory_order_release);
-}
-
-// ---- ControlClient ----
-
-namespace {
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-}  // namespace
-
-std::optional<ControlClient> ControlClient::from_env() {
-  const std::string job = env_or_empty("TANDEM_JOB");
-  if (job.empty()) return std::nullopt;
-  const std::string role_text = env_or_empty("TANDEM_ROLE");
-  auto role = parse_role(role_text);
-  if (!role) fail("TANDEM_ROLE='{}' is not a role: it must be learner or actor (set by `tandem run`)", role_text);
-  const std::string index_text = env_or_empty("TANDEM_INDEX");
-  std::uint32_t index = 0;
-  auto [end, ec] = std::from_chars(index_text.data(), index_text.data() + index_text.size(), index);
-  if (index_text.empty() || ec != std::errc{} || end != index_text.data() + index_text.size())
-    fail("TANDEM_INDEX='{}' is not a process index: it must be a number (set by `tandem run`)", index_text);
-  // The launcher reads our stdout through a pipe: line buffering shows each line when it is written.
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  return attach(job, *role, index);
-}
-
-ControlClient ControlClient::attach(std::string_view job, Role role, std::uint32_t index) {
-  ControlBlock block = ControlBlock::attach(job, Segment::Access::read_write);
-  const std::uint32_t row = block.row_of(role, index);
-  return ControlClient(std::move(block), role, index, row);
-}
-
-ControlClient::ControlClient(ControlBlock block, Role role, std::uint32_t index, std::uint32_t row)
-    : block_(std::move(block)), role_(role), index_(index), row_(row) {
-  ProcessRow& r = block_.row(row_);
-  r.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
-  heartbeat();
-}
-
-ControlClient::ControlClient(ControlClient&& other) noexcept
-    : block_(std::move(other.block_)),
-      role_(other.role_),
-      index_(other.index_),
-      row_(other.row_),
-      local_stop_(other.local_stop_.load()) {}
-
-std::string ControlClient::name() const { return fmt::format("{}.{}", role_name(role_), index_); }
-
-std::uint32_t ControlClient::restarts() const {
-  return block_.row(row_).restarts.load(std::memory_order_relaxed);
-}
-
-void ControlClient::heartbeat() const {
-  block_.row(row_).heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
-}
-
-void ControlClient::set_state(ProcessState state) const {
-  if (state != ProcessState::running && state != ProcessState::stopping)
-    throw std::logic_error("a process may only set its state to running or stopping");
-  block_.set_state(row_, state);
-}
-
-void ControlClient::saw_version(std::uint64_t version) const {
-  block_.row(row_).version_seen.store(version, std::memory_order_relaxed);
-}
-
-void ControlClient::report(ProcessMetrics metrics) {
-  metrics.updated_ns = monotonic_ns();
-  std::lock_guard lock(report_mutex_);  // the seqlock has one writer
-  block_.write_metrics(row_, metrics);
-}
-
-bool ControlClient::should_stop() const {
-  return local_stop_.load(std::memory_order_relaxed) || block_.stop_requested();
-}
-
-void ControlClient::publish_nccl_id(std::span<const std::byte> id) const {
-  if (id.size() > kNcclIdBytes) throw std::logic_error("an NCCL unique id is at most 128 bytes");
-  JobControl& job = block_.job_control();
-  auto expected = static_cast<std::uint32_t>(NcclIdState::empty);
-  if (!job.nccl_id_state.compare_exchange_strong(expected, static_cast<std::uint32_t>(NcclIdState::writing),
-                                                 std::memory_order_relaxed))
-    throw std::logic_error("the NCCL unique id of this job was already published");
-  std::memset(job.nccl_id, 0, kNcclIdBytes);
-  std::memcpy(job.nccl_id, id.data(), id.size());
-  job.nccl_id_state.store(static_cast<std::uint32_t>(NcclIdState::published), std::memory_order_release);
-}
-
-std::optional<std::array<std::byte, kNcclIdBytes>> ControlClient::wait_nccl_id(
-    std::chrono::milliseconds timeout) const {
-  const JobControl& job = block_.job_control();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    if (job.nccl_id_state.load(std::memory_order_acquire) == static_cast<std::uint32_t>(NcclIdState::published)) {
-      std::array<std::byte, kNcclIdBytes> id;
-      std::memcpy(id.data(), job.nccl_id, kNcclIdBytes);
-      return id;
-    }
-    if (should_stop() || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    heartbeat();  // waiting for rank 0 is not hanging
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
-// ---- HeartbeatThread ----
-
-HeartbeatThread::HeartbeatThread(const ControlClient& client, std::chrono::milliseconds period,
-                                 std::chrono::milliseconds stall_limit)
-    : client_(client), period_(period), stall_limit_(stall_limit), last_tick_ns_(monotonic_ns()) {
-  client_.heartbeat();
-  thread_ = std::thread([this] { loop(); });
-}
-
-HeartbeatThread::~HeartbeatThread() {
-  {
-    std::lock_guard lock(mutex_);
-    quit_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void HeartbeatThread::loop() {
-  std::unique_lock lock(mutex_);
-  while (!quit_) {
-    const auto stall_ns = static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(stall_limit_).count());
-    if (stall_ns == 0 || monotonic_ns() - last_tick_ns_.load(std::memory_order_relaxed) < stall_ns)
-      client_.heartbeat();
-    wake_.wait_for(lock, period_, [this] { return quit_; });
-  }
 }
 
 }  // namespace tandem::shm

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shm/dtype.hpp"
 #include "shm/segment.hpp"
 
 namespace tandem::shm {
@@ -28,10 +29,6 @@ inline constexpr std::uint32_t kDatasetLayoutVersion = 1;
 inline constexpr std::size_t kMaxFields = 8;
 inline constexpr std::size_t kMaxDims = 4;
 inline constexpr std::size_t kMaxSplits = 4;
-
-enum class DType : std::uint32_t { u8 = 1, i8 = 2, i16 = 3, i32 = 4, i64 = 5, f16 = 6, f32 = 7, f64 = 8, u16 = 9, u32 = 10, bf16 = 11 };
-std::size_t dtype_size(DType dtype);
-std::string_view dtype_name(DType dtype);   // numpy's spelling: "uint8", "float32", ...
 
 struct FieldDesc {
   char name[32];                  // NUL-terminated, e.g. "x", "y"

@@ -12,12 +12,13 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 
 namespace bip = boost::interprocess;
 
@@ -54,16 +55,6 @@ std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-bool process_alive(std::uint32_t pid) {
-  return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
-
 std::uint64_t header_checksum(const std::byte* header) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -90,11 +81,6 @@ std::string human_bytes(std::uint64_t b) {
   if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
   if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
   return fmt::format("{} KiB", b >> 10);
-}
-
-std::uint64_t now_unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::byte* map(int fd, std::size_t size, Segment::Access access, const std::string& name) {
@@ -155,7 +141,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   h.layout_version = layout_version;
   h.creator_uid = ::getuid();
   h.creator_pid = static_cast<std::uint32_t>(::getpid());
-  h.created_unix_ns = now_unix_ns();
+  h.created_unix_ns = unix_ns();
   h.total_size = total;
   h.payload_offset = payload_offset;
   h.ready.store(static_cast<std::uint32_t>(Ready::writing), std::memory_order_relaxed);

@@ -47,7 +47,7 @@ struct SegmentHeader {
   std::uint32_t layout_version;
   std::uint32_t creator_uid;
   std::uint32_t creator_pid;
-  std::uint64_t created_unix_ns;
+  std::uint64_t created_unix_ns;  // wall clock (common/clock.hpp: unix_ns)
   std::uint64_t total_size;        // bytes of the whole object, header included
   std::uint64_t payload_offset;    // multiple of kPayloadAlignment
   std::uint64_t header_checksum;   // XXH3-64 of bytes [0, 48) then [64, 4096)
@@ -150,8 +150,5 @@ class UnlinkOnSignal {
 };
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment);
-// CLOCK_MONOTONIC in nanoseconds: the clock of every *_ns field that compares times across processes.
-std::uint64_t monotonic_ns();
-bool process_alive(std::uint32_t pid);
 
 }  // namespace tandem::shm

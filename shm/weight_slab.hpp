@@ -52,7 +52,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shm/dataset_cache.hpp"  // DType
+#include "shm/dtype.hpp"
 #include "shm/segment.hpp"
 
 namespace tandem::shm {
@@ -172,7 +172,9 @@ class WeightSlabWriter {
     std::uint64_t published, skipped, reclaimed, latest_version;
   };
 
-  // Creates the segment (exclusively; `force` first removes a stale one whose writer is dead).
+  // Creates the segment exclusively. With `force`, an existing segment of that name is unlinked
+  // first without checking whether its writer still runs (processes that mapped it keep their
+  // mappings, but nobody can attach to it any more).
   static WeightSlabWriter create(const std::string& name, const SlabSpec& spec, bool force = false);
 
   WeightSlabWriter() = default;
@@ -285,14 +287,5 @@ class WeightSlabReader {
   std::uint64_t owner_word_ = 0;
   friend class ReadLease;
 };
-
-// ---- verify pattern (tandem bench publish --verify; docs/FORMAT.md) ------------------------------
-// Bytes [0, 8) and [n - 8, n) hold the version (little-endian u64); every byte between is
-// verify_byte(version). A copy that mixes two versions fails check_verify_pattern.
-inline constexpr std::uint8_t verify_byte(std::uint64_t version) {
-  return static_cast<std::uint8_t>((version * 131 + 7) % 251 + 1);
-}
-void fill_verify_pattern(std::byte* data, std::size_t bytes, std::uint64_t version);
-[[nodiscard]] bool check_verify_pattern(const std::byte* data, std::size_t bytes, std::uint64_t version);
 
 }  // namespace tandem::shm

@@ -9,6 +9,7 @@
 
 #include "common/cuda.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/units.hpp"
 #ifdef TANDEM_HAVE_NCCL
 #include "common/nccl.hpp"

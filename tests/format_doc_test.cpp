@@ -11,8 +11,9 @@
 #include <map>
 #include <sstream>
 
-#include "shm/control_block.hpp"
+#include "shm/control_block_format.hpp"
 #include "shm/dataset_cache.hpp"
+#include "shm/dtype.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "learner/publisher.hpp"
+#include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 

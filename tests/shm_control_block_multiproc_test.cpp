@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -31,7 +33,7 @@ void set_identity(const std::string& job, const char* role, const char* index) {
 }
 
 template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 5s) {
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 30s) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
@@ -92,7 +94,7 @@ TANDEM_CHILD("rank") {
 }
 
 TEST_CASE("control block: a child attached from its environment beats, reports, and stops on request" *
-          doctest::timeout(30)) {
+          doctest::timeout(120)) {
   const std::string job = test::unique_name("ctlmp");
   ControlBlock block = make(job, 1, 2);
   const std::uint32_t row = block.row_of(Role::actor, 1);
@@ -113,17 +115,18 @@ TEST_CASE("control block: a child attached from its environment beats, reports, 
 
   block.request_stop(shm::StopReason::interrupted);
   int status = -1;
-  REQUIRE(child.wait_for(5s, status));
+  REQUIRE(child.wait_for(30s, status));
   CHECK(status == 0);
   CHECK(block.snapshot(row).state == ProcessState::stopping);
 }
 
-TEST_CASE("control block: rank 1 receives rank 0's NCCL unique id through the block" * doctest::timeout(30)) {
+TEST_CASE("control block: rank 1 receives rank 0's NCCL unique id through the block" * doctest::timeout(120)) {
   const std::string job = test::unique_name("ctlmp");
   ControlBlock block = make(job, 2, 0);
   set_identity(job, "learner", "1");
   test::Child rank1 = test::spawn_child("rank");
-  std::this_thread::sleep_for(50ms);  // rank 1 waits first
+  // Rank 1 waits first: it has attached (stored its pid in its row) before rank 0 starts.
+  REQUIRE(eventually([&] { return block.snapshot(1).pid == rank1.pid(); }));
   set_identity(job, "learner", "0");
   test::Child rank0 = test::spawn_child("rank");
   int s0 = -1, s1 = -1;

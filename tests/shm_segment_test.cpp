@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -125,11 +126,18 @@ TANDEM_CHILD("segment-creator-killed") {
   return 0;
 }
 
-TEST_CASE("segment: list reports a segment abandoned by its dead creator" * doctest::timeout(10)) {
+TEST_CASE("segment: list reports a segment abandoned by its dead creator" * doctest::timeout(60)) {
   std::string name = test::unique_name("tandem.test");
   test::Child child = test::spawn_child("segment-creator-killed", {name});
-  while (!Segment::exists(name)) ::usleep(1000);
-  ::usleep(20000);
+  auto problem_of = [&]() -> std::string {
+    for (const auto& info : shm::list_segments())
+      if (info.name == name) return info.problem;
+    return "missing";
+  };
+  // Its header is written and names a live creator: what a killed creator leaves behind is next.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (problem_of() != "being written" && std::chrono::steady_clock::now() < deadline) ::usleep(1000);
+  REQUIRE(problem_of() == "being written");
   child.kill(SIGKILL);
   child.wait();
   bool seen = false;

@@ -8,8 +8,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "learner/publisher.hpp"
+#include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
@@ -35,7 +37,7 @@ void publish(WeightSlabWriter& w, std::uint64_t version, std::size_t bytes) {
   auto slot = w.begin_write();
   REQUIRE(slot);
   shm::fill_verify_pattern(slot->data, bytes, version);
-  w.commit(*slot, version, version * 10, bytes, shm::monotonic_ns());
+  w.commit(*slot, version, version * 10, bytes, monotonic_ns());
 }
 
 }  // namespace

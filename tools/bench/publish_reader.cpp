@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "shm/weight_slab.hpp"
 #include "tools/bench/bench_json.hpp"
@@ -57,7 +58,7 @@ int run_reader(const ReaderOptions& o) {
   std::vector<std::byte> buf(reader.descriptor().slot_bytes);
   ReaderReport report;
   std::uint64_t last = 0;
-  const std::uint64_t deadline = shm::monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
+  const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
 
   // Visibility is what an actor polling `latest` observes, so a watcher thread does only that and
   // stamps each version when it first appears; the loading loop below is busy copying 100s of MB
@@ -72,7 +73,7 @@ int run_reader(const ReaderOptions& o) {
         std::this_thread::yield();
         continue;
       }
-      const std::uint64_t now = shm::monotonic_ns();
+      const std::uint64_t now = monotonic_ns();
       std::lock_guard lock(seen_mutex);
       first_seen_ns.emplace(v, now);
       watched = v;
@@ -84,19 +85,19 @@ int run_reader(const ReaderOptions& o) {
     return it == first_seen_ns.end() ? fallback : it->second;
   };
 
-  for (bool done = false; !done && shm::monotonic_ns() < deadline;) {
+  for (bool done = false; !done && monotonic_ns() < deadline;) {
     if (reader.latest_version() == last) {  // the cheap check: one atomic load
       std::this_thread::yield();
       continue;
     }
-    const std::uint64_t noticed = shm::monotonic_ns();
+    const std::uint64_t noticed = monotonic_ns();
     auto lease = reader.lease_latest();
     if (!lease) {
       report.retries++;
       continue;
     }
     std::memcpy(buf.data(), lease->data(), lease->bytes());
-    const std::uint64_t loaded = shm::monotonic_ns();
+    const std::uint64_t loaded = monotonic_ns();
     if (!lease->still_valid()) report.torn++;  // cannot happen under a lease; counted if it ever does
     if (lease->version() <= last) report.not_increasing++;
     if (o.verify && !shm::check_verify_pattern(buf.data(), lease->bytes(), lease->version())) report.torn++;

@@ -4,6 +4,9 @@
 
 #include <cmath>
 
+#include "common/clock.hpp"
+#include "common/process.hpp"
+
 namespace tandem::run {
 
 using shm::ProcessState;
@@ -86,10 +89,10 @@ std::string status_text(const JobSummary& j, double elapsed_s) {
 
 std::string status_table(const shm::ControlBlock& block) {
   const auto& d = block.descriptor();
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   const bool stop = block.stop_requested();
   const std::string launcher =
-      shm::process_alive(static_cast<std::uint32_t>(d.launcher_pid))
+      process_alive(static_cast<std::uint32_t>(d.launcher_pid))
           ? fmt::format("launcher pid {}", d.launcher_pid)
           : fmt::format("launcher pid {} is gone (`tandem shm gc` removes the job's segments)", d.launcher_pid);
   std::string out = fmt::format("job {}  {}  up {}  stop {}\nrun dir {}\n", d.job, launcher,
@@ -133,7 +136,7 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       {"tandem_accuracy", "gauge", "learner: training accuracy; actor: test accuracy"},
       {"tandem_learning_rate", "gauge", "learner: current learning rate"},
   };
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   std::vector<shm::ProcessSnapshot> rows;
   for (std::uint32_t i = 0; i < block.row_count(); ++i) rows.push_back(block.snapshot(i));
   const std::string job = block.job();

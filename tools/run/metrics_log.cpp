@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 
 namespace tandem::run {
@@ -43,7 +44,7 @@ MetricsLog::MetricsLog(const std::filesystem::path& file, std::uint64_t started_
 }
 
 double MetricsLog::time_s() const {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   return now > started_ns_ ? (now - started_ns_) / 1e9 : 0.0;
 }
 

@@ -1,7 +1,7 @@
 // The deadlines of a job's stop: once it begins, the processes have a grace period to exit on their
 // own (they see the control block's stop flag), then get SIGTERM, then kill_timeout later SIGKILL.
 // A later reason to stop (a failure, another signal) can only bring the deadlines closer.
-// The supervisor sends the signals; this only says when. Times are shm::monotonic_ns() values.
+// The supervisor sends the signals; this only says when. Times are monotonic_ns() values.
 // Threads: the launcher's one thread.
 #pragma once
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/clock.hpp"
 #include "tools/run/child_spec.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
@@ -20,7 +21,7 @@ constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr double kLiveRedrawS = 0.5;
 
 double seconds_since(std::uint64_t mono_ns) {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   return now > mono_ns ? (now - mono_ns) / 1e9 : 0.0;
 }
 
@@ -64,7 +65,7 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
       limits(limits_of(config)),
       job(std::move(job)),
       console(console),
-      started_ns(shm::monotonic_ns()),
+      started_ns(monotonic_ns()),
       signals(io, SIGINT, SIGTERM, SIGHUP),  // before any segment exists: a Ctrl-C now still cleans up
       child_exits(io, SIGCHLD),
       tick_timer(io),
@@ -85,7 +86,7 @@ JobPhase Supervisor::Impl::phase() const {
 }
 
 ProcessHistory Supervisor::Impl::history(const Slot& s) const {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   return {.role = s.role,
           .restarts = s.restarts,
           .crashes_in_row = s.crashes_in_row,
@@ -97,7 +98,7 @@ void Supervisor::Impl::spawn(Slot& s) {
   s.child = ChildProcess::spawn(child_spec(cfg, job, s.role, s.index));
   s.last_pid = s.child.pid();
   control.set_pid(s.row, s.child.pid());
-  s.spawned_ns = shm::monotonic_ns();
+  s.spawned_ns = monotonic_ns();
   s.hung.clear();
   s.signalled_for_stop = false;
   s.output.attach(s.child.release_stdout(), s.child.release_stderr());
@@ -107,7 +108,7 @@ void Supervisor::Impl::spawn(Slot& s) {
 void Supervisor::Impl::tick() {
   reap_all();
   drain_deadlines();
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   control.job_control().launcher_heartbeat_ns.store(now, std::memory_order_relaxed);
   check_heartbeats();
   if (stop.stopping()) escalate();
@@ -158,7 +159,7 @@ JobResult Supervisor::Impl::run() {
   if (endpoint) console.message(fmt::format("metrics on http://127.0.0.1:{}/metrics", endpoint->port()));
   wait_for_signal();
   wait_for_child_exit();
-  if (!console.live()) next_status_ns = shm::monotonic_ns() + ns_from_s(cfg.status_interval_s);
+  if (!console.live()) next_status_ns = monotonic_ns() + ns_from_s(cfg.status_interval_s);
   for (auto& s : slots) spawn(*s);
   tick();
   io.run();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/clock.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
@@ -24,7 +25,7 @@ void Supervisor::Impl::reap_all() {
   for (auto& s : slots) {
     if (auto status = s->child.try_wait()) {
       s->pending_exit = status;
-      s->exit_deadline_ns = shm::monotonic_ns() + kExitDrainNs;
+      s->exit_deadline_ns = monotonic_ns() + kExitDrainNs;
       complete_exit_if_drained(*s);
     }
   }
@@ -38,7 +39,7 @@ void Supervisor::Impl::complete_exit_if_drained(Slot& s) {
 }
 
 void Supervisor::Impl::drain_deadlines() {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   for (auto& s : slots) {
     if (!s->pending_exit || now < s->exit_deadline_ns) continue;
     s->output.close();

@@ -4,12 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
 
 void Supervisor::Impl::begin_stop(shm::StopReason reason, double grace_s) {
-  if (!stop.begin(shm::monotonic_ns(), grace_s)) return;  // already stopping: only sooner
+  if (!stop.begin(monotonic_ns(), grace_s)) return;  // already stopping: only sooner
   control.request_stop(reason);
   for (auto& s : slots) {
     s->restart_timer.cancel();
@@ -28,7 +29,7 @@ void Supervisor::Impl::escalate() {
       s->child.signal(sig);
     }
   };
-  const auto due = stop.due(shm::monotonic_ns());
+  const auto due = stop.due(monotonic_ns());
   if (due.term) send(SIGTERM);
   if (due.kill) {
     for (auto& s : slots) s->signalled_for_stop = false;  // say it again, with SIGKILL
@@ -47,9 +48,9 @@ void Supervisor::Impl::on_signal(int sig) {
     begin_stop(shm::StopReason::interrupted, cfg.stop_timeout_s);
   } else if (signals_received == 2) {
     console.message(fmt::format("{} again: terminating every process now", signal_name(sig)));
-    stop.terminate_now(shm::monotonic_ns());
+    stop.terminate_now(monotonic_ns());
   } else {
-    stop.kill_now(shm::monotonic_ns());
+    stop.kill_now(monotonic_ns());
   }
   escalate();
 }

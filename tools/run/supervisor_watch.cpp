@@ -3,12 +3,13 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
 
 void Supervisor::Impl::check_heartbeats() {
-  const std::uint64_t now = shm::monotonic_ns();
+  const std::uint64_t now = monotonic_ns();
   for (auto& s : slots) {
     if (!s->child.running()) continue;
     const auto& row = control.row(s->row);

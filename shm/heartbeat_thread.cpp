@@ -1,0 +1,29 @@
+#include "shm/heartbeat_thread.hpp"
+
+namespace tandem::shm {
+
+HeartbeatThread::HeartbeatThread(const ControlClient& client, std::chrono::milliseconds period,
+                                 std::chrono::milliseconds stall_limit)
+    : client_(client),
+      period_(period),
+      stall_limit_ns_(static_cast<std::uint64_t>(std::chrono::nanoseconds(stall_limit).count())),
+      last_tick_ns_(monotonic_ns()),
+      thread_([this](std::stop_token stop) { run(std::move(stop)); }) {
+  client_.heartbeat();
+}
+
+bool HeartbeatThread::beats_at(std::uint64_t now_ns) const {
+  const std::uint64_t last = last_tick_ns_.load(std::memory_order_relaxed);
+  return stall_limit_ns_ == 0 || now_ns <= last || now_ns - last < stall_limit_ns_;
+}
+
+void HeartbeatThread::run(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  while (!stop.stop_requested()) {
+    if (beats_at(monotonic_ns())) client_.heartbeat();
+    // Returns early when the destructor requests the stop: the predicate is only the stop itself.
+    wake_.wait_for(lock, stop, period_, [] { return false; });
+  }
+}
+
+}  // namespace tandem::shm

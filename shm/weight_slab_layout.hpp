@@ -1,0 +1,44 @@
+// Private to the weight slab's .cpp files: where each region of a mapped slab lies (from its
+// descriptor), the lease-owner words, and the checks shared by the writer and reader sides.
+// The layout and the meaning of every atomic are weight_slab.hpp's contract; nothing here adds to it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shm/segment.hpp"
+#include "shm/weight_slab.hpp"
+
+namespace tandem::shm::slab {
+
+inline constexpr std::size_t kControlBytes = 4096;  // SlabControl + SlotHeader[kMaxSlots]
+
+inline SlabControl& control_of(const Segment& seg, const SlabDescriptor& d) {
+  return *reinterpret_cast<SlabControl*>(seg.base() + d.control_offset);
+}
+inline SlotHeader& slot_header_of(const Segment& seg, const SlabDescriptor& d, std::uint32_t i) {
+  return reinterpret_cast<SlotHeader*>(seg.base() + d.control_offset + sizeof(SlabControl))[i];
+}
+inline LeaseEntry* leases_of(const Segment& seg, const SlabDescriptor& d) {
+  return reinterpret_cast<LeaseEntry*>(seg.base() + d.lease_offset);
+}
+inline std::byte* slot_data_of(const Segment& seg, const SlabDescriptor& d, std::uint32_t i) {
+  return seg.base() + d.slots_offset + i * d.slot_stride;
+}
+
+WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d);
+
+// ---- leases (weight_slab_leases.cpp) ----
+
+// This process's owner word: pid | (start ticks & 0xffffffff) << 32 (see LeaseEntry).
+std::uint64_t own_owner_word();
+// Dead = gone, a zombie (killed but not yet reaped), or the pid now names another process.
+bool owner_dead(std::uint64_t owner);
+// Claims up to `wanted` entries whose owner is absent or dead (CAS), clearing their leases.
+std::vector<LeaseEntry*> claim_lease_entries(LeaseEntry* table, std::uint32_t count, std::uint32_t wanted,
+                                             std::uint64_t owner);
+// Bit s set = some entry leases slot s (acquire loads; the writer's half of the Dekker pairing).
+std::uint32_t leased_slots(const LeaseEntry* table, const SlabDescriptor& d);
+
+}  // namespace tandem::shm::slab

@@ -1,0 +1,118 @@
+// The reader's side of the weight slab: leasing the latest version, the lease-free seqlock copy, and
+// inspection. Attaching: weight_slab.cpp; the lease entries themselves: weight_slab_leases.cpp.
+#include <cstring>
+#include <utility>
+
+#include "shm/weight_slab.hpp"
+#include "shm/weight_slab_layout.hpp"
+
+namespace tandem::shm {
+
+WeightSlabReader::WeightSlabReader(WeightSlabReader&& o) noexcept
+    : segment_(std::move(o.segment_)), entries_(std::move(o.entries_)), owner_word_(o.owner_word_) {
+  o.entries_.clear();
+}
+WeightSlabReader& WeightSlabReader::operator=(WeightSlabReader&& o) noexcept {
+  std::swap(segment_, o.segment_);
+  std::swap(entries_, o.entries_);
+  std::swap(owner_word_, o.owner_word_);
+  return *this;
+}
+WeightSlabReader::~WeightSlabReader() {
+  for (LeaseEntry* e : entries_) {
+    e->lease.store(0, std::memory_order_release);
+    e->owner.store(0, std::memory_order_release);
+  }
+}
+
+std::span<const TensorEntry> WeightSlabReader::tensors() const {
+  const SlabDescriptor& d = descriptor();
+  return {reinterpret_cast<const TensorEntry*>(segment_.base() + d.table_offset), d.num_tensors};
+}
+
+const std::byte* WeightSlabReader::slot_data(std::uint32_t index) const {
+  return slab::slot_data_of(segment_, descriptor(), index);
+}
+std::size_t WeightSlabReader::slots_span_bytes() const { return descriptor().num_slots * descriptor().slot_stride; }
+
+std::uint64_t WeightSlabReader::latest_version() const {
+  return shm::latest_version(slab::control_of(segment_, descriptor()).latest.load(std::memory_order_acquire));
+}
+
+std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
+  const SlabDescriptor& d = descriptor();
+  LeaseEntry* entry = nullptr;
+  for (LeaseEntry* e : entries_)
+    if (e->lease.load(std::memory_order_relaxed) == 0) {
+      entry = e;
+      break;
+    }
+  if (entry == nullptr) return std::nullopt;
+  const std::uint64_t pid = owner_word_ & 0xffffffffu;
+  const SlabControl& control = slab::control_of(segment_, d);
+
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    const std::uint64_t latest = control.latest.load(std::memory_order_acquire);
+    if (latest == 0) return std::nullopt;
+    const std::uint32_t slot = latest_slot(latest);
+    const std::uint64_t version = shm::latest_version(latest);
+    entry->version.store(version, std::memory_order_relaxed);
+    entry->lease.store(pid << 32 | (slot + 1), std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writer's fence (Dekker)
+    const SlotHeader& h = slab::slot_header_of(segment_, d, slot);
+    const std::uint64_t seq = h.seq.load(std::memory_order_acquire);
+    if ((seq & 1) == 0 && h.version.load(std::memory_order_relaxed) == version) {
+      ReadLease lease;
+      lease.entry_ = entry;
+      lease.header_ = &h;
+      lease.data_ = slot_data(slot);
+      lease.seq_ = seq;
+      lease.version_ = version;
+      lease.step_ = h.step.load(std::memory_order_relaxed);
+      lease.bytes_ = h.bytes.load(std::memory_order_relaxed);
+      lease.snapshot_ns_ = h.snapshot_ns.load(std::memory_order_relaxed);
+      lease.publish_ns_ = h.publish_ns.load(std::memory_order_relaxed);
+      lease.slot_ = slot;
+      return lease;
+    }
+    entry->lease.store(0, std::memory_order_release);  // the writer overtook us: read `latest` again
+  }
+  return std::nullopt;
+}
+
+std::optional<WeightSlabReader::Copied> WeightSlabReader::copy_latest(std::byte* dst) const {
+  const SlabDescriptor& d = descriptor();
+  const std::uint64_t latest = slab::control_of(segment_, d).latest.load(std::memory_order_acquire);
+  if (latest == 0) return std::nullopt;
+  const std::uint32_t slot = latest_slot(latest);
+  const SlotHeader& h = slab::slot_header_of(segment_, d, slot);
+  const std::uint64_t seq = h.seq.load(std::memory_order_acquire);
+  if (seq & 1) return std::nullopt;
+  Copied c{h.version.load(std::memory_order_relaxed), h.step.load(std::memory_order_relaxed),
+           h.bytes.load(std::memory_order_relaxed), h.snapshot_ns.load(std::memory_order_relaxed),
+           h.publish_ns.load(std::memory_order_relaxed)};
+  if (c.version == 0 || c.bytes > d.slot_bytes) return std::nullopt;
+  std::memcpy(dst, slot_data(slot), c.bytes);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h.seq.load(std::memory_order_relaxed) != seq) return std::nullopt;
+  return c;
+}
+
+std::vector<LeaseInfo> WeightSlabReader::lease_table() const {
+  const SlabDescriptor& d = descriptor();
+  const LeaseEntry* table = slab::leases_of(segment_, d);
+  std::vector<LeaseInfo> rows;
+  for (std::uint32_t i = 0; i < d.num_leases; ++i) {
+    std::uint64_t owner = table[i].owner.load(std::memory_order_acquire);
+    if (owner == 0) continue;
+    std::uint64_t lease = table[i].lease.load(std::memory_order_acquire);
+    rows.push_back({static_cast<std::uint32_t>(owner & 0xffffffffu), lease != 0,
+                    lease != 0 ? static_cast<std::uint32_t>((lease & 0xffffffffu) - 1) : 0,
+                    table[i].version.load(std::memory_order_relaxed)});
+  }
+  return rows;
+}
+
+WeightSlabWriter::Stats WeightSlabReader::stats() const { return slab::stats_of(segment_, descriptor()); }
+
+}  // namespace tandem::shm
