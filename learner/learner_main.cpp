@@ -19,16 +19,17 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "common/log.hpp"
-#include "common/torch/flat_params.hpp"
 #include "common/job_keys.hpp"
+#include "common/log.hpp"
 #include "common/program.hpp"
+#include "common/torch/flat_params.hpp"
 #include "common/torch/model_config.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/trainer.hpp"
 #include "shm/control_client.hpp"
+#include "shm/dataset_cache.hpp"
 #include "shm/heartbeat_thread.hpp"
 #include "shm/segment.hpp"
 

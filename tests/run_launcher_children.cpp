@@ -6,7 +6,9 @@
 #include <fstream>
 #include <thread>
 
-#include "shm/control_block.hpp"
+#include "shm/control_client.hpp"
+#include "shm/heartbeat_thread.hpp"
+#include "shm/segment.hpp"
 #include "tests/run_launcher_fixture.hpp"
 
 using namespace tandem;
@@ -26,6 +28,7 @@ TANDEM_CHILD("fake-learner") {
   const int step_ms = std::stoi(opt["step_ms"]);
   auto client = ControlClient::from_env();
   if (!client) return 3;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher reads lines as they come, as from the real programs
   if (std::getenv("RANK") == nullptr || std::getenv("MASTER_PORT") == nullptr || std::getenv("TANDEM_CONFIG") == nullptr)
     return 4;
   shm::Segment slab = shm::Segment::create(shm::job_segment_name(client->job(), "weights"), shm::Kind::weights, 1,
@@ -61,6 +64,7 @@ TANDEM_CHILD("fake-actor") {
   auto opt = child_options();
   auto client = ControlClient::from_env();
   if (!client) return 3;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher reads lines as they come, as from the real programs
   if (std::getenv("RANK") != nullptr) return 4;  // torchrun's variables are for learners only
   client->set_state(ProcessState::running);
   std::printf("actor %u running (restart %u)\n", client->index(), client->restarts());

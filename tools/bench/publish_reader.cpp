@@ -14,6 +14,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tools/bench/bench_json.hpp"
 #include "tools/bench/publish_options.hpp"

@@ -9,6 +9,7 @@
 
 #include "common/cuda.hpp"
 #include "learner/publisher.hpp"
+#include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tools/bench/interim_common.hpp"
 
