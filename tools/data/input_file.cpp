@@ -62,7 +62,10 @@ std::uint64_t max_gunzip_bytes(std::uint64_t compressed) {
 GzReader::GzReader(const std::filesystem::path& path) : path_(path.string()) {
   gz_ = ::gzopen(path_.c_str(), "rb");
   if (gz_ == nullptr) fail("cannot open {}: {}", path_, std::strerror(errno));
-  ::gzbuffer(gz_, 1u << 20);
+  // 1 MiB reads for real datasets; a small file gets a small buffer (zlib allocates 3x this).
+  std::error_code ec;
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  ::gzbuffer(gz_, static_cast<unsigned>(std::clamp<std::uint64_t>(ec ? 0 : size, 8u << 10, 1u << 20)));
 }
 
 GzReader::GzReader(GzReader&& other) noexcept : path_(std::move(other.path_)), gz_(std::exchange(other.gz_, nullptr)) {}
