@@ -77,7 +77,8 @@ TEST_CASE("data cli: an IDX header of 4 x 0x80000000 x 0x80000000 images is refu
   test::TempDir dir;
   test::write_bytes(dir / "train-images-idx3-ubyte", test::idx_bytes({4, 0x80000000u, 0x80000000u}, ""));
   write_labels(dir.path(), 4);
-  check_refused(dir, "train-images-idx3-ubyte has an IDX header (4x2147483648x2147483648) whose size does not fit in 64 bits");
+  check_refused(dir,
+                "train-images-idx3-ubyte has an IDX header (4x2147483648x2147483648) whose size does not fit in 64 bits");
 }
 
 TEST_CASE("data cli: a gzip IDX claiming more than deflate can hold is refused before shm is reserved") {
@@ -97,7 +98,7 @@ TEST_CASE("data cli: a gzip IDX claiming more than deflate can hold is refused b
   }
 }
 
-TEST_CASE("data cli: a gzip IDX whose claim fits deflate's ratio but whose data is absent is refused before shm is reserved") {
+TEST_CASE("data cli: a gzip IDX within deflate's ratio but without its data is refused before shm is reserved") {
   test::TempDir dir;
   const std::uint32_t count = 5000;  // 3.9 MB claimed, 4 KiB of incompressible data present
   const fs::path images = dir / "train-images-idx3-ubyte.gz";
@@ -125,10 +126,12 @@ TEST_CASE("data: zero, negative, huge and surplus dimensions are refused by name
     return file;
   };
   const std::string two_by_three = test::npy_bytes("|u1", {2, 3}, std::string(6, '\0'));
-  CHECK(npy_error(test::npy_bytes("|u1", {2, 0}, "")).find("has a 0 in its per-sample shape (2, 0)") != std::string::npos);
+  CHECK(npy_error(test::npy_bytes("|u1", {2, 0}, "")).find("has a 0 in its per-sample shape (2, 0)") !=
+        std::string::npos);
   CHECK(npy_error(test::npy_bytes("|u1", {2, 1, 1, 1, 1, 1}, std::string(2, '\0'))).find("5 dimensions per sample") !=
         std::string::npos);
-  CHECK(npy_error(with_shape_text(two_by_three, "(2, 3)", "(2,-3)")).find("unreadable .npy header (shape)") != std::string::npos);
+  CHECK(npy_error(with_shape_text(two_by_three, "(2, 3)", "(2,-3)")).find("unreadable .npy header (shape)") !=
+        std::string::npos);
   CHECK(npy_error(with_shape_text(two_by_three, "(2, 3)", "(2,99999999999999999999)")).find("a dimension above 2^64") !=
         std::string::npos);
 

@@ -63,7 +63,9 @@ IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
   }
   if (f.dims[0] == 0) fail("{} holds no samples (count 0)", path.string());
   for (std::uint32_t i = 1; i < ndim; ++i)
-    if (f.dims[i] == 0) fail("{} has a 0 in its IDX header's dimensions ({}): images need rows and columns", path.string(), fmt::join(f.dims, "x"));
+    if (f.dims[i] == 0)
+      fail("{} has a 0 in its IDX header's dimensions ({}): images need rows and columns", path.string(),
+           fmt::join(f.dims, "x"));
   // Two u32 factors never overflow; a third can, and a wrapped product must not match a small file.
   f.sample_bytes = *checked_product(1, std::span(f.dims).subspan(1));
   const std::optional<std::uint64_t> data_bytes = checked_mul(f.dims[0], f.sample_bytes);

@@ -139,8 +139,8 @@ NpyHeader read_npy_header(const fs::path& path) {
   const auto data_bytes = checked_product(shm::dtype_size(h.dtype), h.shape);
   const auto file_bytes = checked_add(h.data_offset, data_bytes.value_or(~0ull));
   if (!data_bytes || !file_bytes)
-    fail("{} has a .npy header whose shape ({}) does not fit in 64 bits of bytes: the file is corrupt or forged",
-         path.string(), fmt::join(h.shape, ", "));
+    fail("{} has a .npy header whose shape ({}) does not fit in 64 bits of bytes: the file is corrupt or forged "
+         "(save it again with numpy.save)", path.string(), fmt::join(h.shape, ", "));
   h.data_bytes = *data_bytes;
   if (file.size() != *file_bytes)
     fail("{} is {} bytes but its header (shape ({}), {}) needs {}: the file is truncated or padded",
