@@ -50,12 +50,13 @@ write("idx_plain", {
     "zero-rows": pair(idx([3, 0, 4], b""), idx([3], labels3)),
     "wrapping-dims": pair(idx([4, 0x80000000, 0x80000000], b""), idx([4], bytes(4))),
 })
-forged = bytearray(gz(idx([5000, 28, 28], bytes(4096))))
-forged[-4:] = struct.pack("<I", 16 + 5000 * 784)
+# 4 MiB of zeros deflate to ~4 KB; the trailer is forged to agree with a header claiming 1.2 GB.
+forged = bytearray(gz(idx([1530612, 28, 28], bytes(4 << 20))))
+forged[-4:] = struct.pack("<I", (16 + 1530612 * 784) % (1 << 32))
 write("idx_gzip", {
     "valid-3x4x4": pair(gz(idx([3, 4, 4], images(3, 4, 4))), gz(idx([3], labels3))),
     "claims-more-than-it-holds": pair(gz(idx([1530612, 28, 28], bytes(4096))), gz(idx([1530612], b""))),
-    "forged-trailer": pair(bytes(forged), gz(idx([5000], bytes(5000)))),
+    "forged-trailer": pair(bytes(forged), gz(idx([1530612], bytes(1530612)))),
     "truncated": pair(gz(idx([3, 4, 4], images(3, 4, 4)))[:-9], gz(idx([3], labels3))),
 })
 
