@@ -22,13 +22,15 @@ TwoFiles split_input(const std::uint8_t* data, std::size_t size) {
 }
 
 const fs::path& input_dir() {
-  static const fs::path dir = [] {
+  // Never destroyed, so the atexit handler that removes the folder can still read its name.
+  static const fs::path* dir = [] {
     std::string pattern = (fs::temp_directory_path() / "tandem-fuzz-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    auto* path = new fs::path(pattern);
     std::atexit([] { fs::remove_all(input_dir()); });
-    return fs::path(pattern);
+    return path;
   }();
-  return dir;
+  return *dir;
 }
 
 namespace {
