@@ -26,6 +26,14 @@ inline void write_gzip(const std::filesystem::path& path, const std::string& byt
   ::gzclose(gz);
 }
 
+// Overwrites a gzip file's trailer ISIZE (uncompressed size mod 2^32), as a forger would.
+inline void forge_gzip_trailer(const std::filesystem::path& path, std::uint32_t isize) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-4, std::ios::end);
+  const char le[4] = {char(isize), char(isize >> 8), char(isize >> 16), char(isize >> 24)};
+  f.write(le, 4);
+}
+
 inline std::string big_endian32(std::uint32_t v) {
   return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
 }

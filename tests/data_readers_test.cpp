@@ -178,7 +178,7 @@ TEST_CASE("data cli: bad IDX input is one line, exit 1, and leaves no segment") 
     fs::resize_file(dir / "train-images-idx3-ubyte.gz", fs::file_size(dir / "train-images-idx3-ubyte.gz") / 2);
     test::check_one_line_error(args, "train-images-idx3-ubyte.gz is truncated or corrupt", c.segment());
   }
-  SUBCASE("a .gz whose data is corrupt but whose trailer is intact fails while loading") {
+  SUBCASE("a .gz whose data is corrupt but whose trailer is intact fails before anything is created") {
     std::string images;
     for (int i = 0; i < 200 * 784; ++i) images += test::pixel(static_cast<std::uint64_t>(i) * 2654435761u >> 7, 0);
     test::write_gzip(dir / "train-images-idx3-ubyte.gz", test::idx_bytes({200, 28, 28}, images));
@@ -190,7 +190,7 @@ TEST_CASE("data cli: bad IDX input is one line, exit 1, and leaves no segment") 
         f.put('\x55');
       }
     }
-    // zlib's own words (e.g. "invalid distance too far back"): the trailer passed, decoding failed
+    // zlib's own words (e.g. "invalid distance too far back"), from the inflating check of the plan
     test::check_one_line_error(args, "train-images-idx3-ubyte.gz is truncated or corrupt: invalid", c.segment());
   }
   SUBCASE("a wrong magic number") {

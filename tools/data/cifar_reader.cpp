@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -24,7 +25,7 @@ fs::path batches_dir(const fs::path& dir) {
 LoadJob batch_job(const fs::path& path, std::uint64_t count, std::uint64_t first) {
   return {path.filename().string(), count * (kCifarImageBytes + 8), [path, count, first](JobSink& sink) {
             File file(path);
-            std::vector<unsigned char> buf(kRecordsPerRead * kCifarRecordBytes);
+            std::vector<unsigned char> buf(std::min<std::uint64_t>(kRecordsPerRead, count) * kCifarRecordBytes);
             std::byte* x = sink.fields[0] + first * kCifarImageBytes;
             auto* y = reinterpret_cast<std::int64_t*>(sink.fields[1]) + first;
             for (std::uint64_t r = 0; r < count && !sink.stopped();) {

@@ -5,8 +5,10 @@
 
 #include <array>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "tools/data/input_file.hpp"
 
@@ -30,16 +32,20 @@ struct IdxFile {
   fs::path path;
   std::vector<std::uint64_t> dims;   // dims[0] is the count
   std::uint64_t header_bytes = 0;
-  std::uint64_t data_bytes = 0;
+  std::uint64_t sample_bytes = 0;    // product of dims[1:]
+  std::uint64_t data_bytes = 0;      // count * sample_bytes, checked against the file
 };
 
 std::uint32_t big_endian(const unsigned char* b) {
   return (static_cast<std::uint32_t>(b[0]) << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
 }
 
-// Reads the header and checks that the file holds exactly the bytes it promises.
+// Reads the header and proves that the file holds exactly the bytes it promises: a plain file by
+// its size; a gzip file first by deflate's maximum ratio (no inflating for an absurd claim), then
+// by inflating it to the end, so that no header or forged trailer can make a preload reserve shared
+// memory for data that is not there.
 IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
-  IdxFile f{path, {}, 4 + 4 * ndim, 1};
+  IdxFile f{path, {}, 4 + 4 * ndim, 1, 0};
   GzReader reader(path);
   unsigned char magic[4];
   reader.read(magic, 4);
@@ -54,17 +60,27 @@ IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
     unsigned char b[4];
     reader.read(b, 4);
     f.dims.push_back(big_endian(b));
-    f.data_bytes *= f.dims.back();
   }
   if (f.dims[0] == 0) fail("{} holds no samples (count 0)", path.string());
-
-  const std::uint64_t total = f.header_bytes + f.data_bytes;
+  for (std::uint32_t i = 1; i < ndim; ++i)
+    if (f.dims[i] == 0)
+      fail("{} has a 0 in its IDX header's dimensions ({}): images need rows and columns", path.string(),
+           fmt::join(f.dims, "x"));
+  // Two u32 factors never overflow; a third can, and a wrapped product must not match a small file.
+  f.sample_bytes = *checked_product(1, std::span(f.dims).subspan(1));
+  const std::optional<std::uint64_t> data_bytes = checked_mul(f.dims[0], f.sample_bytes);
+  const std::optional<std::uint64_t> file_bytes = checked_add(f.header_bytes, data_bytes.value_or(~0ull));
+  if (!data_bytes || !file_bytes)
+    fail("{} has an IDX header ({}) whose size does not fit in 64 bits: the file is corrupt or forged "
+         "(re-download it)", path.string(), fmt::join(f.dims, "x"));
+  f.data_bytes = *data_bytes;
+  const std::uint64_t total = *file_bytes;
   File file(path);
   if (is_gzip(file)) {
-    std::uint32_t trailer = gzip_trailer_size(file);
-    if (trailer != static_cast<std::uint32_t>(total))
-      fail("{} is truncated or corrupt: its gzip trailer says {} bytes uncompressed, its IDX header "
-           "needs {} (re-download it)", path.string(), trailer, total);
+    if (total > max_gunzip_bytes(file.size()))
+      fail("{} is {} bytes of gzip, which cannot inflate to the {} bytes its IDX header ({}) claims: the file is "
+           "corrupt or forged (re-download it)", path.string(), file.size(), total, fmt::join(f.dims, "x"));
+    reader.skip_to_exact_end(f.data_bytes);
   } else if (file.size() != total) {
     fail("{} is {} bytes but its IDX header ({}) needs {}: the file is truncated or not IDX",
          path.string(), file.size(), fmt::join(f.dims, "x"), total);
@@ -74,7 +90,7 @@ IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
 
 // Decompresses the image bytes straight into field x.
 LoadJob images_job(const IdxFile& f, std::uint64_t first_sample) {
-  const std::uint64_t at = first_sample * f.data_bytes / f.dims[0];
+  const std::uint64_t at = first_sample * f.sample_bytes;  // within the field plan_idx sized
   return {f.path.filename().string(), f.data_bytes, [f, at](JobSink& sink) {
             GzReader reader(f.path);
             std::vector<unsigned char> header(f.header_bytes);

@@ -4,7 +4,9 @@
 // ('.' instead of the '-' before "idx" is accepted too) becomes the fields
 //   x: uint8 [1, H, W]     y: int64 scalar (the label byte)
 // with train samples first. Only unsigned-byte IDX (type 0x08) is read. Counts and sizes are
-// checked against the file sizes (for .gz, the gzip trailer) before anything is created.
+// checked (overflow-checked arithmetic) against the file sizes before anything is created; a .gz
+// must fit deflate's maximum ratio (1032:1) and is inflated once to prove it holds exactly what
+// its header claims, so no header can make a preload reserve shared memory for absent data.
 #pragma once
 
 #include <filesystem>

@@ -11,7 +11,9 @@
 #include <climits>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 
 namespace tandem::data {
@@ -52,17 +54,18 @@ bool is_gzip(const File& file) {
   return magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
-std::uint32_t gzip_trailer_size(const File& file) {
-  if (file.size() < 18) fail("{} is too short to be a gzip file ({} bytes): it is truncated", file.path(), file.size());
-  unsigned char t[4];
-  file.read_at(file.size() - 4, t, 4);
-  return t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::uint32_t>(t[3]) << 24);  // little-endian
+std::uint64_t max_gunzip_bytes(std::uint64_t compressed) {
+  constexpr std::uint64_t kSlack = 64u << 10;
+  return checked_add(checked_mul(compressed, kMaxDeflateRatio).value_or(~0ull), kSlack).value_or(~0ull);
 }
 
 GzReader::GzReader(const std::filesystem::path& path) : path_(path.string()) {
   gz_ = ::gzopen(path_.c_str(), "rb");
   if (gz_ == nullptr) fail("cannot open {}: {}", path_, std::strerror(errno));
-  ::gzbuffer(gz_, 1u << 20);
+  // 1 MiB reads for real datasets; a small file gets a small buffer (zlib allocates 3x this).
+  std::error_code ec;
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  ::gzbuffer(gz_, static_cast<unsigned>(std::clamp<std::uint64_t>(ec ? 0 : size, 8u << 10, 1u << 20)));
 }
 
 GzReader::GzReader(GzReader&& other) noexcept : path_(std::move(other.path_)), gz_(std::exchange(other.gz_, nullptr)) {}
@@ -86,6 +89,22 @@ void GzReader::read(void* dst, std::size_t bytes) {
     out += n;
     bytes -= static_cast<std::size_t>(n);
   }
+}
+
+void GzReader::skip_to_exact_end(std::uint64_t bytes) {
+  std::vector<char> scratch(static_cast<std::size_t>(std::min<std::uint64_t>(bytes, 1u << 20)) + 1);
+  for (std::uint64_t left = bytes; left > 0;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, scratch.size()));
+    read(scratch.data(), n);
+    left -= n;
+  }
+  const int extra = ::gzread(gz_, scratch.data(), 1);
+  int code = Z_OK;
+  ::gzerror(gz_, &code);
+  if (extra < 0 || code != Z_OK) read(scratch.data(), 1);  // throws, in zlib's words where it has some
+  if (extra > 0)
+    fail("{} holds more data than its header says ({} bytes after the header): the file is corrupt or not "
+         "what its name says (re-download it)", path_, bytes);
 }
 
 }  // namespace tandem::data

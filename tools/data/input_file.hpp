@@ -31,8 +31,12 @@ class File {
 };
 
 bool is_gzip(const File& file);
-// The gzip trailer's ISIZE: the uncompressed size modulo 2^32 (of the last member).
-std::uint32_t gzip_trailer_size(const File& file);
+
+// The most bytes `compressed` bytes of gzip can inflate to. Deflate's best ratio is 1032:1 (a
+// 258-byte match per ~2 bits of code); the constant covers a tiny file's headers and a final
+// partial block. A header that claims more than this is refused without inflating anything.
+inline constexpr std::uint64_t kMaxDeflateRatio = 1032;
+std::uint64_t max_gunzip_bytes(std::uint64_t compressed);
 
 // Reads a file through zlib; a file without the gzip magic is read as is (zlib's transparent mode).
 class GzReader {
@@ -44,6 +48,9 @@ class GzReader {
 
   // Reads exactly `bytes` or throws a UserError that says the file is truncated or corrupt.
   void read(void* dst, std::size_t bytes);
+  // Inflates and drops exactly `bytes` (same errors as read), then fails unless the stream ends
+  // there: proves a compressed file holds what its header claims before any memory is reserved.
+  void skip_to_exact_end(std::uint64_t bytes);
 
  private:
   std::string path_;

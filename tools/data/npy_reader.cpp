@@ -4,9 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <optional>
+#include <span>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "tools/data/input_file.hpp"
 
@@ -64,9 +67,12 @@ std::vector<std::uint64_t> parse_shape(const HeaderText& h) {
   for (const char* p = h.text.c_str() + at + 1; p < h.text.c_str() + end;) {
     while (*p == ' ' || *p == ',') ++p;
     if (p >= h.text.c_str() + end) break;
+    // strtoull alone would accept "-1" and saturate on overflow; a dimension is plain digits < 2^64.
+    if (*p < '0' || *p > '9') h.bad("shape");
     char* next = nullptr;
+    errno = 0;
     shape.push_back(std::strtoull(p, &next, 10));
-    if (next == p) h.bad("shape");
+    if (errno == ERANGE) h.bad("a dimension above 2^64");
     p = next;
   }
   return shape;
@@ -93,10 +99,9 @@ LoadJob widen_job(const fs::path& path, const NpyHeader& h, std::uint64_t first,
           }};
 }
 
+// Valid only after read_npy_header checked that the whole array's size fits in 64 bits.
 std::uint64_t sample_bytes(const NpyHeader& h) {
-  std::uint64_t n = shm::dtype_size(h.dtype);
-  for (std::size_t i = 1; i < h.shape.size(); ++i) n *= h.shape[i];
-  return n;
+  return *checked_product(shm::dtype_size(h.dtype), std::span(h.shape).subspan(1));
 }
 
 bool y_is_label(const NpyHeader& y) { return y.shape.size() == 1 && is_integer(y.dtype); }
@@ -128,8 +133,16 @@ NpyHeader read_npy_header(const fs::path& path) {
   if (h.shape.empty() || h.shape[0] == 0) fail("{} holds no samples (shape must be (N, ...) with N > 0)", path.string());
   if (h.shape.size() - 1 > shm::kMaxDims)
     fail("{} has {} dimensions per sample; a cache holds at most {}", path.string(), h.shape.size() - 1, shm::kMaxDims);
-  h.data_bytes = sample_bytes(h) * h.shape[0];
-  if (file.size() != h.data_offset + h.data_bytes)
+  if (std::find(h.shape.begin() + 1, h.shape.end(), 0) != h.shape.end())
+    fail("{} has a 0 in its per-sample shape ({}): a sample must hold at least one value", path.string(),
+         fmt::join(h.shape, ", "));
+  const auto data_bytes = checked_product(shm::dtype_size(h.dtype), h.shape);
+  const auto file_bytes = checked_add(h.data_offset, data_bytes.value_or(~0ull));
+  if (!data_bytes || !file_bytes)
+    fail("{} has a .npy header whose shape ({}) does not fit in 64 bits of bytes: the file is corrupt or forged "
+         "(save it again with numpy.save)", path.string(), fmt::join(h.shape, ", "));
+  h.data_bytes = *data_bytes;
+  if (file.size() != *file_bytes)
     fail("{} is {} bytes but its header (shape ({}), {}) needs {}: the file is truncated or padded",
          path.string(), file.size(), fmt::join(h.shape, ", "), shm::dtype_name(h.dtype), h.data_offset + h.data_bytes);
   return h;

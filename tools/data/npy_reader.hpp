@@ -4,7 +4,8 @@
 // becomes the fields x (dtype and per-sample shape of x_*.npy, i.e. shape[1:]) and y. An integer y
 // of shape (N,) is stored as int64 (the label convention); any other y keeps its dtype and shape.
 // Read: format versions 1-3, C order, little-endian dtypes u1 i1 u2 i2 u4 i4 i8 f2 f4 f8. Everything else, a count mismatch between x and y, or a file whose size disagrees
-// with its header is a UserError raised before anything is created.
+// with its header (sizes computed with overflow-checked arithmetic; a 0 in the per-sample shape and
+// more than shm::kMaxDims dimensions are refused) is a UserError raised before anything is created.
 #pragma once
 
 #include <filesystem>
