@@ -19,6 +19,7 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/units.hpp"
 
 namespace bip = boost::interprocess;
 
@@ -67,22 +68,6 @@ std::uint64_t header_checksum(const std::byte* header) {
 
 namespace {
 
-std::uint64_t parse_bytes(std::string_view text) {
-  char* end = nullptr;
-  std::string s(text);
-  double v = std::strtod(s.c_str(), &end);
-  std::string_view unit(end);
-  double mult = unit.empty() ? 1 : unit[0] == 'k' || unit[0] == 'K' ? 1024.0 : unit[0] == 'M' ? 1048576.0 : unit[0] == 'G' ? 1073741824.0 : -1;
-  if (end == s.c_str() || mult < 0 || v < 0) fail("TANDEM_SHM_LIMIT='{}' is not a size: use bytes with an optional k, M or G suffix", text);
-  return static_cast<std::uint64_t>(v * mult);
-}
-
-std::string human_bytes(std::uint64_t b) {
-  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
-  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
-  return fmt::format("{} KiB", b >> 10);
-}
-
 std::byte* map(int fd, std::size_t size, Segment::Access access, const std::string& name) {
   int prot = PROT_READ | (access == Segment::Access::read_write ? PROT_WRITE : 0);
   void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
@@ -96,7 +81,7 @@ std::uint64_t shm_free_bytes() {
   struct statvfs st {};
   TANDEM_CHECK_SYS(::statvfs("/dev/shm", &st));
   std::uint64_t free = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
-  if (const char* limit = std::getenv("TANDEM_SHM_LIMIT")) free = std::min(free, parse_bytes(limit));
+  if (const char* limit = std::getenv("TANDEM_SHM_LIMIT")) free = std::min(free, parse_size(limit, "TANDEM_SHM_LIMIT"));
   return free;
 }
 
@@ -108,7 +93,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   auto too_small = [&](std::uint64_t available) {
     fail("not enough shared memory for '/{}': it needs {}, /dev/shm has {} free: enlarge /dev/shm "
          "(docker run --shm-size=..., or mount -o remount,size=... /dev/shm) or remove segments with "
-         "`tandem shm gc` / `tandem data rm`", name, human_bytes(total), human_bytes(available));
+         "`tandem shm gc` / `tandem data rm`", name, format_bytes(total), format_bytes(available));
   };
   if (total > free) too_small(free);
 
@@ -116,7 +101,12 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   try {
     bip::permissions owner_only(0600);
     bip::shared_memory_object object(bip::create_only, name.c_str(), bip::read_write, owner_only);
-    seg.fd_ = ::dup(object.get_mapping_handle().handle);
+    seg.fd_ = ::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+    if (seg.fd_ == -1) {  // the name exists now: remove it before reporting, so nothing is left behind
+      const int err = errno;
+      bip::shared_memory_object::remove(name.c_str());
+      TANDEM_FAIL_SYS(err, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
+    }
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::already_exists_error)
       fail("shared-memory segment '/{}' already exists: {}", name, exists_fix);
@@ -155,7 +145,8 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
   try {
     bip::shared_memory_object object(bip::open_only, name.c_str(),
                                      access == Access::read_write ? bip::read_write : bip::read_only);
-    seg.fd_ = ::dup(object.get_mapping_handle().handle);
+    seg.fd_ = ::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+    if (seg.fd_ == -1) TANDEM_FAIL_SYS(errno, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error)
       fail("shared-memory segment '/{}' does not exist: {}", name, fix);

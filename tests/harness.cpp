@@ -18,6 +18,7 @@
 
 #include "common/cuda.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 
 __attribute__((weak)) bool tandem_test_requires_gpu() { return false; }
 
@@ -166,10 +167,7 @@ CommandResult run_command(const std::string& command) {
 }  // namespace tandem::test
 
 int main(int argc, char** argv) {
-  tandem::test::g_self = "/proc/self/exe";
-  char resolved[4096];
-  ssize_t n = ::readlink("/proc/self/exe", resolved, sizeof resolved - 1);
-  if (n > 0) tandem::test::g_self.assign(resolved, static_cast<size_t>(n));
+  tandem::test::g_self = tandem::self_exe().string();
 
   if (argc > 1 && std::strncmp(argv[1], "--tandem-child=", 15) == 0) {
     std::string name = argv[1] + 15;

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "tools/bench/interim_common.hpp"
+#include "common/process.hpp"
 #include "tools/commands.hpp"
 
 namespace tandem::tools {
 namespace {
 
 std::filesystem::path find_tandem_bench() {
-  const std::filesystem::path here = std::filesystem::path(bench::self_exe()).parent_path();
+  const std::filesystem::path here = self_exe().parent_path();
   for (const auto& candidate : {here / "tandem-bench", here / "bench" / "tandem-bench"})
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   fail("tandem bench runs tandem-bench, which is not at {} nor {}: build it with `ninja -C <build dir> "

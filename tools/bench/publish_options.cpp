@@ -1,18 +1,16 @@
 #include "tools/bench/publish_options.hpp"
 
 #include "common/error.hpp"
-#include "tools/bench/interim_common.hpp"
+#include "common/units.hpp"
 
 namespace tandem::bench {
 
 ModelSize model_size(const PublishBenchOptions& o) {
   if (!o.bytes.empty() && !o.model.empty()) fail("pass either --bytes or --model, not both");
   if (!o.bytes.empty()) {
-    const auto bytes = parse_size(o.bytes);
-    if (!bytes || *bytes < 16)
-      fail("--bytes '{}' is not a size of at least 16 bytes: use a number with an optional K, M, G (or Ki, Mi, Gi) suffix",
-           o.bytes);
-    return {*bytes, 256, "bytes"};
+    const std::uint64_t bytes = parse_size(o.bytes, "--bytes");
+    if (bytes < 16) fail("--bytes = {} is too small: publish at least 16 bytes", o.bytes);
+    return {bytes, 256, "bytes"};
   }
   const std::string m = o.model.empty() ? "600mb" : o.model;
   // torchvision ResNet-50: 25,557,032 float32 parameters, 53,120 float32 BatchNorm statistics,

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "common/cuda.hpp"
+#include "common/process.hpp"
 #include "learner/publisher.hpp"
 #include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
-#include "tools/bench/interim_common.hpp"
 
 namespace tandem::bench {
 namespace {
@@ -102,7 +102,7 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
 
   std::vector<ReaderOptions> readers;
   std::vector<pid_t> pids;
-  const std::string exe = self_exe();
+  const std::string exe = self_exe().string();
   for (int i = 0; i < o.readers; ++i) {
     readers.push_back({slab_name, fmt::format("/tmp/{}.reader{}", slab_name, i), o.seconds, o.verify});
     pids.push_back(spawn_reader(exe, readers.back()));
