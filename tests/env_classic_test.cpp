@@ -85,10 +85,11 @@ Golden check_against_reference(const std::string& name, int steps, const Policy&
   REQUIRE_MESSAGE(r.status == 0, r.output);
   const auto want = parse_lines(r.output);
   REQUIRE(want.size() == ours.size());
-  for (std::size_t t = 0; t < want.size(); ++t) {
+  int mismatches = 0;  // the first few say where a trajectory departs; the rest would only repeat it
+  for (std::size_t t = 0; t < want.size() && mismatches < 5; ++t) {
     REQUIRE(want[t].size() == ours[t].size());
     for (std::size_t i = 0; i < want[t].size(); ++i)
-      if (!close(ours[t][i], want[t][i]))
+      if (!close(ours[t][i], want[t][i]) && ++mismatches <= 5)
         FAIL_CHECK(name << " step " << t << " field " << i << ": ours " << ours[t][i] << ", reference " << want[t][i]);
   }
   return seen;
