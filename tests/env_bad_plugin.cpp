@@ -3,6 +3,7 @@
 //   ENV_PLUGIN_NO_STEP       does not export tandem_env_step
 //   ENV_PLUGIN_OTHER_ABI     reports ABI version TANDEM_ENV_ABI_VERSION + 1
 //   ENV_PLUGIN_NO_ACTIONS    reports neither a discrete nor a continuous action space
+//   ENV_PLUGIN_HUGE_OBS      reports an observation of INT32_MAX floats
 //   ENV_PLUGIN_CRASH         dereferences a null pointer in its first step
 #include <cstring>
 
@@ -26,8 +27,10 @@ tandem_env* tandem_env_create(const char*, char*, size_t) { return new tandem_en
 void tandem_env_destroy(tandem_env* env) { delete env; }
 
 void tandem_env_spaces_of(const tandem_env*, tandem_env_spaces* spaces) {
-#ifdef ENV_PLUGIN_NO_ACTIONS
+#if defined(ENV_PLUGIN_NO_ACTIONS)
   *spaces = tandem_env_spaces{3, 0, 0, 0.0f, 0.0f, 0};
+#elif defined(ENV_PLUGIN_HUGE_OBS)
+  *spaces = tandem_env_spaces{INT32_MAX, 2, 0, 0.0f, 0.0f, 0};
 #else
   *spaces = tandem_env_spaces{3, 2, 0, 0.0f, 0.0f, 0};
 #endif

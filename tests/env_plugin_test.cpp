@@ -76,6 +76,14 @@ TEST_CASE("env plugins: spaces that make no sense or do not fit the policy get o
   CHECK(error_of([&] { PluginEnv::create(bad, ""); }).find("env plugin '" + no_actions + "' reports unusable spaces") ==
         0);
 
+  const std::string huge_obs = plugin("TANDEM_PLUGIN_HUGE_OBS");
+  auto huge = PluginLibrary::open(huge_obs);
+  CHECK(error_of([&] { PluginEnv::create(huge, ""); }) ==
+        "env plugin '" + huge_obs +
+            "' reports unusable spaces (obs_dim 2147483647, num_actions 2, action_dim 0, bounds [0, 0], "
+            "max_episode_steps 0): it needs 0 < obs_dim <= 2^20 and exactly one of num_actions or action_dim in "
+            "1..2^16");
+
   auto corridor = PluginLibrary::open(plugin("TANDEM_CORRIDOR_PLUGIN"));
   CHECK(error_of([&] { PluginEnv::create(corridor, "", EnvSpec{"", 4, 2}); }) ==
         "env '" + corridor->path() +

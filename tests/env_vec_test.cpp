@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <set>
 
 #include "actor/envs/vec_env.hpp"
@@ -10,6 +12,16 @@
 
 using namespace tandem::envs;
 using namespace tandem::test;
+
+// Counts this binary's heap allocations, so a test can pin that stepping allocates nothing.
+static thread_local long allocations = 0;
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -170,4 +182,24 @@ TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape g
         "output size to match");
   CHECK(error_of([] { require_spaces(make_env("Pendulum-v1")->spec(), EnvSpec{"", 3, 0, 1}); }).empty());
   CHECK(error_of([] { VecEnv({}, 1, 0); }).find("at least one env") != std::string::npos);
+}
+
+TEST_CASE("envs: stepping a VecEnv allocates nothing, auto-resets included") {
+  for (const std::string name : {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "null"}) {
+    CAPTURE(name);
+    const long at_start = allocations;
+    VecEnv vec = make_vec(name, 8);
+    REQUIRE(allocations > at_start);  // the counter sees this binary's allocations
+    const std::vector<std::int32_t> discrete(vec.size(), 1);
+    const std::vector<float> continuous(vec.size(), 1.0f);
+    int episodes = 0;
+    const long before = allocations;
+    for (int t = 0; t < 1200; ++t) {
+      REQUIRE((vec.spec().discrete() ? vec.step(std::span<const std::int32_t>(discrete))
+                                     : vec.step(std::span<const float>(continuous))));
+      episodes += vec.done(0);
+    }
+    CHECK(allocations == before);
+    CHECK(episodes >= 1);
+  }
 }

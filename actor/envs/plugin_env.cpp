@@ -62,11 +62,14 @@ std::unique_ptr<PluginEnv> PluginEnv::create(std::shared_ptr<PluginLibrary> libr
                spaces.action_low, spaces.action_high, spaces.max_episode_steps};
   // Owned from here, so a failed check below destroys the plugin's env.
   std::unique_ptr<PluginEnv> plugin(new PluginEnv(std::move(library), env, spec));
+  // The caps keep a plugin's garbage from sizing a VecEnv's arrays; real envs are far below them.
+  constexpr int max_obs_dim = 1 << 20, max_actions = 1 << 16;
   const bool one_kind = (spec.num_actions > 0) != (spec.action_dim > 0);
-  if (spec.obs_dim <= 0 || spec.num_actions < 0 || spec.action_dim < 0 || !one_kind ||
+  if (spec.obs_dim <= 0 || spec.obs_dim > max_obs_dim || spec.num_actions < 0 || spec.num_actions > max_actions ||
+      spec.action_dim < 0 || spec.action_dim > max_actions || !one_kind ||
       spec.max_episode_steps < 0 || (spec.action_dim > 0 && !(spec.action_low <= spec.action_high)))
     fail("env plugin '{}' reports unusable spaces (obs_dim {}, num_actions {}, action_dim {}, bounds [{}, {}], "
-         "max_episode_steps {}): it needs obs_dim > 0 and exactly one of num_actions or action_dim > 0",
+         "max_episode_steps {}): it needs 0 < obs_dim <= 2^20 and exactly one of num_actions or action_dim in 1..2^16",
          spec.name, spec.obs_dim, spec.num_actions, spec.action_dim, spec.action_low, spec.action_high,
          spec.max_episode_steps);
   require_spaces(spec, want);
