@@ -226,3 +226,25 @@ TEST_CASE("control block: counts that wrap, rows out of place or unterminated na
     CHECK(error.find("control block '/" + shm::job_segment_name(job, "ctl") + "'") != std::string::npos);
   }
 }
+
+// ---- the shared header and the docs --------------------------------------------------------------
+
+TEST_CASE("segment: a payload offset inside the header page is refused, even when re-signed") {
+  const std::string name = test::unique_name("tandem.hostile");
+  Segment created = Segment::create(name, shm::Kind::dataset, 9, 4096, "");
+  created.mark_ready();
+  for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{4} << 20}) {
+    created.header().payload_offset = offset;
+    created.header().header_checksum = shm::header_checksum(created.base());
+    const std::string error = error_of([&] { Segment::attach(name, shm::Kind::dataset, 9, Segment::Access::read_only, "fix"); });
+    CHECK(error.find("payload offset " + std::to_string(offset)) != std::string::npos);
+  }
+}
+
+TEST_CASE("TANDEM_SHM_LIMIT is documented in `tandem shm --help` and `tandem data preload --help`") {
+  for (const std::string command : {" shm --help", " data preload --help"}) {
+    const auto r = test::run_command(test::tandem_binary() + command);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("TANDEM_SHM_LIMIT=SIZE") != std::string::npos);
+  }
+}
