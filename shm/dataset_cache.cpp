@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <thread>
 
@@ -105,12 +106,20 @@ namespace {
 
 // Everything a reader indexes with, checked against the real mapping before anything uses it: a
 // descriptor's sizes come from shared memory that any process of this uid can write.
+// A name from the descriptor, fit for a one-line message whatever bytes it holds.
+std::string printable(const char* field, std::size_t n) {
+  std::string out(name_of(field, n));
+  for (char& c : out)
+    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+  return out;
+}
+
 std::string check_descriptor(const DatasetDescriptor& d, const Segment& seg) {
   if (d.num_fields < 1 || d.num_fields > kMaxFields) return fmt::format("{} fields (a cache holds 1 to {})", d.num_fields, kMaxFields);
   if (d.num_splits > kMaxSplits) return fmt::format("{} splits (a cache holds at most {})", d.num_splits, kMaxSplits);
   for (std::uint32_t i = 0; i < d.num_fields; ++i) {
     const FieldDesc& f = d.fields[i];
-    const std::string_view name = name_of(f.name, sizeof f.name);
+    const std::string name = printable(f.name, sizeof f.name);
     if (dtype_size(f.dtype) == 0) return fmt::format("field '{}' has an unknown dtype code {}", name, static_cast<std::uint32_t>(f.dtype));
     if (f.ndim > kMaxDims) return fmt::format("field '{}' has {} dimensions (at most {})", name, f.ndim, kMaxDims);
     const std::span<const std::uint64_t> shape(f.shape, f.ndim);
@@ -128,7 +137,7 @@ std::string check_descriptor(const DatasetDescriptor& d, const Segment& seg) {
   for (std::uint32_t i = 0; i < d.num_splits; ++i) {
     const SplitDesc& s = d.splits[i];
     if (s.begin > s.end || s.end > d.num_samples)
-      return fmt::format("split '{}' [{}, {}) is not a range within its {} samples", name_of(s.name, sizeof s.name),
+      return fmt::format("split '{}' [{}, {}) is not a range within its {} samples", printable(s.name, sizeof s.name),
                          s.begin, s.end, d.num_samples);
   }
   return "";
