@@ -61,6 +61,7 @@ inline constexpr std::uint32_t kWeightSlabLayoutVersion = 1;
 inline constexpr std::uint32_t kMaxSlots = 32;           // SlabControl + headers fit one page
 inline constexpr std::uint32_t kDefaultSlots = 4;
 inline constexpr std::uint32_t kDefaultLeases = 256;
+inline constexpr std::uint32_t kMaxLeases = 65536;
 inline constexpr std::size_t kTensorNameBytes = 160;
 inline constexpr std::size_t kTensorMaxDims = 8;
 inline constexpr std::size_t kSlotAlignment = kPayloadAlignment;  // 2 MiB
