@@ -187,7 +187,10 @@ Config Config::parse(std::string_view text, std::string_view origin,
     if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);
     if (k == nullptr) fail("--set: unknown key '{}' (known: {})", key, known_keys_near(schema, key));
-    toml::table parsed = parse_literal(std::string_view(assignment).substr(eq + 1), "--set", key);
+    const std::string_view literal = std::string_view(assignment).substr(eq + 1);
+    toml::table parsed = parse_literal(literal, "--set", key);
+    // A string key takes the text as written: --set data.std=0.5 means "0.5", not the number.
+    if (k->type == ConfigType::string && !parsed.get("v")->is_string()) parsed.insert_or_assign("v", std::string(literal));
     chosen[key] = typed_value(*k, *parsed.get("v"), "--set");
   }
 
