@@ -2,9 +2,14 @@
 // its splits and labels, the normalisation, batch sizes, NaN values and the toml++ inputs that
 // crash its parser. Each is one line naming the key, exit 1, no run directory, nothing in /dev/shm.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -35,6 +40,24 @@ struct SmallCache {
   }
   ~SmallCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
 };
+
+// Rewrites split `index` of the cache's descriptor to [begin, end) and reseals the header checksum,
+// as a hand-made segment would: DatasetWriter refuses such splits.
+void forge_split(const std::string& cache, std::size_t index, std::uint64_t begin, std::uint64_t end) {
+  const std::string path = "/dev/shm/" + shm::dataset_segment_name(cache);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::array<std::byte, shm::kHeaderBytes> header{};
+  REQUIRE(::pread(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
+  const std::size_t at = shm::kDescriptorOffset + offsetof(shm::DatasetDescriptor, splits) +
+                         index * sizeof(shm::SplitDesc) + offsetof(shm::SplitDesc, begin);
+  std::memcpy(header.data() + at, &begin, sizeof begin);
+  std::memcpy(header.data() + at + sizeof begin, &end, sizeof end);
+  const std::uint64_t sum = shm::header_checksum(header.data());
+  std::memcpy(header.data() + offsetof(shm::SegmentHeader, header_checksum), &sum, sizeof sum);
+  REQUIRE(::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
+  ::close(fd);
+}
 
 // A job config whose programs are /bin/true: nothing may start when the check fails.
 struct ValidateJob {
@@ -141,5 +164,27 @@ TEST_CASE("tandem run: config text that crashes toml++ 3.3.0 is one line naming 
   for (const auto& [text, expect] : rows) {
     CAPTURE(text);
     check_refused(run_tandem(job.config(cache.name, text), {}), expect, job);
+  }
+}
+
+TEST_CASE("tandem run: a split outside the cache or reversed is refused before anything starts" * doctest::timeout(60)) {
+  struct Row {
+    std::size_t split;
+    std::uint64_t begin, end;
+    std::string key;
+  };
+  for (const Row& row : {Row{0, 0, 75000, "data.train_split"}, Row{1, 5, 3, "data.test_split"}}) {
+    CAPTURE(row.key);
+    SmallCache cache;
+    forge_split(cache.name, row.split, row.begin, row.end);
+    ValidateJob job;
+    const auto r = run_tandem(job.config(cache.name), {});
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find('\n') == r.output.size() - 1);
+    // The launcher names the split key; an attach that refuses such a cache itself names data.name.
+    CHECK((r.output.find(row.key + " = \"") != std::string::npos ||
+           r.output.find("config: data.name = \"" + cache.name + "\": ") != std::string::npos));
+    CHECK(job.left_nothing());
   }
 }
