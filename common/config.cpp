@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -27,27 +28,50 @@ const ConfigKey* find_key(std::span<const ConfigKey> schema, std::string_view ke
   return it == schema.end() ? nullptr : &*it;
 }
 
+// The keys of `key`'s table; when the table itself is unknown (or there is none), the tables.
 std::string known_keys_near(std::span<const ConfigKey> schema, std::string_view key) {
   auto dot = key.find('.');
   std::string_view section = dot == std::string_view::npos ? std::string_view{} : key.substr(0, dot + 1);
   std::string out;
+  if (!section.empty())
+    for (const auto& k : schema) {
+      if (!k.key.starts_with(section)) continue;
+      if (!out.empty()) out += ", ";
+      out += k.key;
+    }
+  if (!out.empty()) return out;
+  std::vector<std::string_view> tables;
   for (const auto& k : schema) {
-    if (!section.empty() && !k.key.starts_with(section)) continue;
-    if (!out.empty()) out += ", ";
-    out += k.key;
+    auto table = k.key.substr(0, k.key.find('.'));
+    if (std::find(tables.begin(), tables.end(), table) == tables.end()) tables.push_back(table);
   }
+  for (auto t : tables) out += fmt::format("{}[{}]", out.empty() ? "tables " : ", ", t);
   return out;
+}
+
+bool is_foreign(std::span<const std::string_view> foreign, std::string_view key) {
+  const auto table = key.substr(0, key.find('.'));
+  return std::find(foreign.begin(), foreign.end(), table) != foreign.end();
 }
 
 // Parses a TOML value literal ("3", "true", "\"x\"", "[1,2]"); a bare word becomes a string.
 toml::table parse_literal(std::string_view literal, std::string_view origin, std::string_view key) {
+  const std::string text = fmt::format("v = {}", literal);
+  bool value = true;
   try {
-    return toml::parse(fmt::format("v = {}", literal), origin);
-  } catch (const toml::parse_error&) {
-    toml::table t;
-    t.insert("v", std::string(literal));
-    return t;
+    check_toml_text(text, origin);
+  } catch (const UserError&) {  // e.g. a non-ASCII bare word: not a TOML value
+    value = false;
   }
+  if (value) {
+    try {
+      return toml::parse(text, origin);
+    } catch (const toml::parse_error&) {
+    }
+  }
+  toml::table t;
+  t.insert("v", std::string(literal));
+  return t;
 }
 
 void flatten(const toml::table& table, const std::string& prefix,
@@ -78,6 +102,9 @@ toml::table typed_value(const ConfigKey& k, const toml::node& v, std::string_vie
       if (v.is_integer()) number = static_cast<double>(v.as_integer()->get());
       else if (v.is_floating_point()) number = v.as_floating_point()->get();
       else bad();
+      if (!std::isfinite(number))
+        fail("config {}: {} = {} is not a finite number: write a value in [{}, {}]", origin, k.key, number,
+             k.min ? fmt::format("{}", *k.min) : "-inf", k.max ? fmt::format("{}", *k.max) : "inf");
       out.insert("v", number);
       break;
     case ConfigType::boolean:
@@ -121,7 +148,17 @@ void set_dotted(toml::table& root, std::string_view key, const toml::node& value
 }  // namespace
 
 Config Config::parse(std::string_view text, std::string_view origin,
-                     std::span<const std::string> overrides, std::span<const ConfigKey> schema) {
+                     std::span<const std::string> overrides, std::span<const ConfigKey> schema,
+                     std::span<const std::string_view> foreign_tables) {
+  check_toml_text(text, origin);
+  Config config;
+  auto skip = [&](std::string_view key) {
+    if (!is_foreign(foreign_tables, key)) return false;
+    std::string table(key.substr(0, key.find('.')));
+    if (std::find(config.skipped_.begin(), config.skipped_.end(), table) == config.skipped_.end())
+      config.skipped_.push_back(table);
+    return true;
+  };
   toml::table doc;
   try {
     doc = toml::parse(text, origin);
@@ -138,6 +175,7 @@ Config Config::parse(std::string_view text, std::string_view origin,
   std::vector<std::pair<std::string, const toml::node*>> given;
   flatten(doc, "", given);
   for (const auto& [key, node] : given) {
+    if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);
     if (k == nullptr) fail("config {}: unknown key '{}' (known: {})", origin, key, known_keys_near(schema, key));
     chosen[key] = typed_value(*k, *node, origin);
@@ -146,25 +184,28 @@ Config Config::parse(std::string_view text, std::string_view origin,
     auto eq = assignment.find('=');
     if (eq == std::string::npos) fail("--set {}: expected key=value, e.g. --set learner.steps=100", assignment);
     std::string key = assignment.substr(0, eq);
+    if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);
     if (k == nullptr) fail("--set: unknown key '{}' (known: {})", key, known_keys_near(schema, key));
-    toml::table parsed = parse_literal(std::string_view(assignment).substr(eq + 1), "--set", key);
+    const std::string_view literal = std::string_view(assignment).substr(eq + 1);
+    toml::table parsed = parse_literal(literal, "--set", key);
+    // A string key takes the text as written: --set data.std=0.5 means "0.5", not the number.
+    if (k->type == ConfigType::string && !parsed.get("v")->is_string()) parsed.insert_or_assign("v", std::string(literal));
     chosen[key] = typed_value(*k, *parsed.get("v"), "--set");
   }
 
-  Config config;
   config.schema_.assign(schema.begin(), schema.end());
   for (auto& [key, value] : chosen) set_dotted(config.values_, key, *value.get("v"));
   return config;
 }
 
 Config Config::load(const std::filesystem::path& file, std::span<const std::string> overrides,
-                    std::span<const ConfigKey> schema) {
+                    std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables) {
   std::ifstream in(file);
   if (!in) fail("config {}: cannot be read (does the file exist?)", file.string());
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), file.string(), overrides, schema);
+  return parse(text.str(), file.string(), overrides, schema, foreign_tables);
 }
 
 const toml::node& Config::node(std::string_view key, ConfigType type) const {
@@ -183,6 +224,94 @@ std::string Config::to_toml() const {
   std::ostringstream out;
   out << values_;
   return out.str() + "\n";
+}
+
+namespace {
+
+bool is_key_start(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '"' || c == '\'';
+}
+
+}  // namespace
+
+void check_toml_text(std::string_view text, std::string_view origin) {
+  enum class In { code, comment, basic, literal, ml_basic, ml_literal } in = In::code;
+  std::size_t line = 1;
+  bool line_start = true;  // only whitespace so far on this line (outside strings)
+  int value_depth = 0;     // open [ and { of a value: a line starting with '[' inside one is no header
+  bool header = false;     // on a table header line: its brackets are not a value's
+  const std::size_t n = text.size();
+  auto at = [&](std::size_t i) { return i < n ? text[i] : '\0'; };
+  auto starts = [&](std::size_t i, std::string_view s) { return text.substr(std::min(i, n), s.size()) == s; };
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      header = false;
+      if (in != In::ml_basic && in != In::ml_literal) in = In::code;
+      continue;
+    }
+    switch (in) {
+      case In::comment: break;
+      case In::basic:
+        if (c == '\\' && at(i + 1) != '\n') ++i;
+        else if (c == '"') in = In::code;
+        break;
+      case In::literal:
+        if (c == '\'') in = In::code;
+        break;
+      case In::ml_literal:
+        if (starts(i, "'''")) in = In::code, i += 2;
+        break;
+      case In::ml_basic:
+        if (starts(i, "\"\"\"")) {
+          in = In::code, i += 2;
+        } else if (c == '\\') {
+          std::size_t j = i + 1;
+          while (at(j) == ' ' || at(j) == '\t' || at(j) == '\r') ++j;
+          if (at(j) != '\n') {  // an escape: skip the escaped character
+            ++i;
+            break;
+          }
+          for (; j < n && (at(j) == ' ' || at(j) == '\t' || at(j) == '\r' || at(j) == '\n'); ++j) line += at(j) == '\n';
+          if (static_cast<unsigned char>(at(j)) >= 0x80)
+            fail("config {}:{}: a non-ASCII character right after a line-ending backslash in a multi-line string: "
+                 "put it on the backslash's line or drop the backslash", origin, line);
+          i = j - 1;
+        }
+        break;
+      case In::code:
+        if (c == ' ' || c == '\t' || c == '\r') break;
+        if (static_cast<unsigned char>(c) >= 0x80)
+          fail("config {}:{}: a non-ASCII character outside a quoted string or comment: quote the key or value", origin,
+               line);
+        if (c == '#') {
+          in = In::comment;
+        } else if (c == '"') {
+          in = starts(i, "\"\"\"") ? In::ml_basic : In::basic;
+          if (in == In::ml_basic) i += 2;
+        } else if (c == '\'') {
+          in = starts(i, "'''") ? In::ml_literal : In::literal;
+          if (in == In::ml_literal) i += 2;
+        } else if (c == '[' && line_start && value_depth == 0) {
+          header = true;
+          std::size_t j = i + 1 + (at(i + 1) == '[');
+          while (at(j) == ' ' || at(j) == '\t') ++j;
+          if (!is_key_start(at(j)))
+            fail("config {}:{}: malformed table header: write [table] or [[table]] with a bare or quoted name",
+                 origin, line);
+          i = j - 1;
+        } else if ((c == '[' || c == '{') && !header) {
+          ++value_depth;
+        } else if ((c == ']' || c == '}') && !header && value_depth > 0) {
+          --value_depth;
+        }
+        line_start = false;
+        break;
+    }
+  }
 }
 
 std::string describe_schema(std::span<const ConfigKey> schema) {

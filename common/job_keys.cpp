@@ -1,5 +1,6 @@
 #include "common/job_keys.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -85,6 +86,8 @@ std::vector<double> parse_number_list(const std::string& key, const std::string&
     while (end && (*end == ' ' || *end == '\t')) ++end;
     if (end == begin || *end != '\0')
       fail("config: {} = \"{}\" is not a list of numbers: write e.g. \"0.5\" or \"0.49,0.48,0.45\"", key, text);
+    if (!std::isfinite(v))
+      fail("config: {} = \"{}\" holds {}: write finite numbers, e.g. \"0.5\" or \"0.49,0.48,0.45\"", key, text, v);
     out.push_back(v);
   }
   if (out.empty()) fail("config: {} is empty: write e.g. \"0.5\" or \"0.49,0.48,0.45\"", key);

@@ -4,8 +4,10 @@
 // Every key is documented here; `tandem run --explain` prints them, examples/*.toml use them.
 #pragma once
 
+#include <array>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config.hpp"
@@ -16,10 +18,15 @@ std::span<const ConfigKey> data_keys();     // data.*: which dataset cache, and 
 std::span<const ConfigKey> model_keys();    // model.*: the network learner and actors build
 std::span<const ConfigKey> learner_keys();  // learner.*
 std::span<const ConfigKey> actor_keys();    // actor.*
+// The built-in model.name values; any other name must be a TorchScript file. The one list:
+// common/torch/models.cpp builds exactly these, and the launcher checks names against it torch-free.
+inline constexpr std::array<std::string_view, 4> kBuiltinModels = {"mlp", "cnn", "resnet18", "actor_critic_mlp"};
+
 // data + model + learner + actor: what a child's job.toml may hold.
 std::vector<ConfigKey> program_schema();
 
-// "0.4914, 0.4822,0.4465" -> {0.4914, 0.4822, 0.4465}; UserError naming `key` on anything else.
+// "0.4914, 0.4822,0.4465" -> {0.4914, 0.4822, 0.4465}; UserError naming `key` on anything else,
+// NaN and infinities included.
 std::vector<double> parse_number_list(const std::string& key, const std::string& text);
 
 }  // namespace tandem

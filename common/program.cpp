@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
+#include "common/log.hpp"
 
 namespace tandem {
 
@@ -21,7 +22,14 @@ Config load_program_config(const std::string& file, std::span<const std::string>
   if (path.empty())
     if (const char* env = std::getenv("TANDEM_CONFIG")) path = env;
   const auto schema = program_schema();
-  return path.empty() ? Config::parse("", "<default>", overrides, schema) : Config::load(path, overrides, schema);
+  // The launcher's table: a job config started by hand (examples/*.toml) holds it too.
+  static constexpr std::string_view kLauncherTables[] = {"run"};
+  Config config = path.empty() ? Config::parse("", "<default>", overrides, schema, kLauncherTables)
+                               : Config::load(path, overrides, schema, kLauncherTables);
+  for (const auto& table : config.skipped_tables())
+    log::info("note: config {}: ignoring [{}], the launcher's table (`tandem run` reads it)",
+              path.empty() ? "--set" : path, table);
+  return config;
 }
 
 namespace {

@@ -26,7 +26,8 @@ struct ProgramArgs {
 void add_program_args(CLI::App& app, ProgramArgs& args);
 
 // The config file: the command line's config argument, else $TANDEM_CONFIG (set by `tandem run`), else
-// the defaults. `overrides` are "key=value" strings (--set).
+// the defaults. `overrides` are "key=value" strings (--set). The launcher's [run] table (and --set
+// run.*) is ignored with a one-line note on stderr, so a job config can be given by hand.
 Config load_program_config(const std::string& file, std::span<const std::string> overrides);
 
 // From now on SIGINT and SIGTERM set stop_signal() instead of ending the process; the program polls

@@ -5,6 +5,9 @@
 
 #include "common/config.hpp"
 #include "common/error.hpp"
+#include "common/job_keys.hpp"
+#include "common/program.hpp"
+#include "tests/harness.hpp"
 
 using tandem::Config;
 using tandem::ConfigKey;
@@ -72,4 +75,92 @@ TEST_CASE("config: the resolved document round-trips through TOML") {
   Config again = Config::parse(c.to_toml(), "resolved", {}, kSchema);
   CHECK(again.integer("learner.batch_size") == 32);
   CHECK(tandem::describe_schema(kSchema).find("# samples per step [1, 65536]\nbatch_size = 256") != std::string::npos);
+}
+
+TEST_CASE("config: NaN and infinities are refused for real keys, from the file and from --set") {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> inputs = {
+      {"[learner]\nlr = nan\n", {}}, {"[learner]\nlr = -inf\n", {}}, {"", {"learner.lr=nan"}}, {"", {"learner.lr=+inf"}}};
+  for (const auto& [text, set] : inputs) {
+    CAPTURE(text);
+    const std::string message = error_of(text, set);
+    CHECK(message.find("learner.lr = ") != std::string::npos);
+    CHECK(message.find("is not a finite number") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("config: an unknown key of an unknown table lists the known tables") {
+  const std::string message = error_of("[run]\nactors = 2\n");
+  CHECK(message.find("unknown key 'run.actors' (known: tables [learner], [job])") != std::string::npos);
+  CHECK(error_of("", {"learner.bach=1"}).find("known: learner.batch_size, learner.lr, learner.model") != std::string::npos);
+}
+
+TEST_CASE("config: a foreign table is skipped and reported, with its --set overrides") {
+  static constexpr std::string_view foreign[] = {"run"};
+  const std::vector<std::string> set = {"run.actors=3"};
+  Config c = Config::parse("[run]\nactors = 2\n[learner]\nlr = 1\n", "f", set, kSchema, foreign);
+  CHECK(c.real("learner.lr") == doctest::Approx(1.0));
+  REQUIRE(c.skipped_tables().size() == 1);
+  CHECK(c.skipped_tables()[0] == "run");
+  CHECK(Config::parse("", "f", {}, kSchema, foreign).skipped_tables().empty());
+}
+
+TEST_CASE("config: a program accepts the example job configs, [run] and all") {
+  for (const char* example : {"examples/fmnist-cnn.toml", "examples/cifar10-resnet18.toml"}) {
+    CAPTURE(example);
+    const std::string path = tandem::test::source_root() + "/" + example;
+    Config c = tandem::load_program_config(path, {});
+    CHECK(c.skipped_tables() == std::vector<std::string>{"run"});
+  }
+}
+
+// toml++ 3.3.0 aborts (assert in parse_key) or reaches __builtin_unreachable (is_non_ascii_horizontal_
+// whitespace) on these; check_toml_text must refuse each with a line naming file:line first.
+TEST_CASE("config: inputs that crash toml++ 3.3.0 are refused with one line naming file:line") {
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"[?x]\n", "test.toml:1: malformed table header"},
+      {"a = 1\n[ ?x]\n", "test.toml:2: malformed table header"},
+      {"[[[1]]]\n", "test.toml:1: malformed table header"},
+      {"[[=\n", "test.toml:1: malformed table header"},
+      {"\xc2\xa7 = 1\n", "test.toml:1: a non-ASCII character outside a quoted string"},
+      {"[learner]\nlr = 1 \xc2\xa7\n", "test.toml:2: a non-ASCII character outside a quoted string"},
+      {"s = \"\"\"\\\n\xc2\xa7\"\"\"\n", "test.toml:2: a non-ASCII character right after a line-ending backslash"},
+      {"s = \"\"\"\n\n\"\"\"\nt = \"\"\"\\   \n\n  \xc2\xa7\"\"\"\n", "test.toml:6: a non-ASCII character right after"},
+  };
+  for (const auto& [text, expect] : rows) {
+    CAPTURE(text);
+    const std::string message = error_of(text);
+    CHECK(message.find(expect) != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("config: valid TOML with non-ASCII in strings and comments, and nested arrays, passes the screen") {
+  const std::vector<std::string> ok = {
+      "# caf\xc3\xa9\na = \"\xc2\xa7\"\nb = '\xc2\xa7'\nc = \"\"\"\xc2\xa7\n\xc2\xa7\"\"\"\nd = '''\\\n\xc2\xa7'''\n",
+      "e = \"\"\"x \\\n  y \xc2\xa7\"\"\"\n",
+      "a = [\n  [1, 2],\n  [{x = 1}],\n  [ ],\n]\n[t]\n[[u]]\n[ \"q\" ]\n['r'.s]\n",
+  };
+  for (const auto& text : ok) {
+    CAPTURE(text);
+    CHECK_NOTHROW(tandem::check_toml_text(text, "ok.toml"));
+  }
+}
+
+TEST_CASE("config: --set of a string key takes the text as written") {
+  const std::vector<ConfigKey> schema = {{"data.std", ConfigType::string, "\"0.3\"", "std"}};
+  CHECK(Config::parse("", "f", std::vector<std::string>{"data.std=0.5"}, schema).string("data.std") == "0.5");
+  CHECK(Config::parse("", "f", std::vector<std::string>{"data.std=\xc2\xa7"}, schema).string("data.std") == "\xc2\xa7");
+}
+
+TEST_CASE("config: number lists refuse NaN and infinities, naming the key") {
+  for (const char* text : {"nan", "0.5, inf", "-inf"}) {
+    CAPTURE(text);
+    try {
+      tandem::parse_number_list("data.std", text);
+      FAIL("accepted");
+    } catch (const tandem::UserError& e) {
+      CHECK(std::string(e.what()).find("data.std = \"") != std::string::npos);
+    }
+  }
 }

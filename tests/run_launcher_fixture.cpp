@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "shm/dataset_cache.hpp"
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
@@ -85,9 +87,18 @@ JobFixture::JobFixture() : job(unique_name("runtest")), dir(fs::temp_directory_p
       {"metrics_interval_s", "0.2"},
   };
   fs::create_directories(dir);
+  const std::uint64_t n = 2048;
+  auto w = shm::DatasetWriter::create({.name = data, .source = "generated", .format = "test", .num_samples = n,
+                                       .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
+                                       .splits = {{"train", 0, 1024}, {"test", 1024, n}}},
+                                      false);
+  auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
+  for (std::uint64_t i = 0; i < n; ++i) y[i] = static_cast<std::int64_t>(i % 10);
+  w.commit(0, 1);
 }
 
 JobFixture::~JobFixture() {
+  shm::Segment::unlink(shm::dataset_segment_name(data));
   for (const auto& name : segments_of(job)) shm::Segment::unlink(name);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -96,6 +107,7 @@ JobFixture::~JobFixture() {
 std::string JobFixture::write() const {
   std::string text = "[run]\n";
   for (const auto& [k, v] : keys) text += k + " = " + v + "\n";
+  text += fmt::format("[data]\nname = \"{}\"\n[learner]\nsteps = 1000\n", data);
   const fs::path file = dir / "job.toml";
   std::ofstream(file) << text;
   return file.string();

@@ -54,6 +54,8 @@ struct JobFixture {
   std::string job;
   std::filesystem::path dir;
   std::map<std::string, std::string> keys;  // [run] key -> TOML value
+  // The launcher checks the job's data before it starts anything: a small cache the config names.
+  std::string data = unique_name("runtestdata");
 };
 
 // The stand-ins' key=value arguments.

@@ -5,11 +5,13 @@
 #include <torch/nn.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
 
 #include "common/error.hpp"
+#include "common/job_keys.hpp"
 
 namespace tandem {
 namespace {
@@ -141,6 +143,10 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"resnet18", [](const ModelSpec& s) { return std::make_shared<ResNet18>(s); }},
       {"actor_critic_mlp", [](const ModelSpec& s) { return std::make_shared<ActorCriticMlp>(s); }},
   };
+  // The launcher validates model.name against kBuiltinModels (torch-free): the two must agree.
+  static const bool same = std::equal(r.begin(), r.end(), kBuiltinModels.begin(), kBuiltinModels.end(),
+                                      [](const auto& entry, std::string_view name) { return entry.first == name; });
+  if (!same) throw std::logic_error("common/job_keys.hpp kBuiltinModels differs from the model registry");
   return r;
 }
 
@@ -171,11 +177,7 @@ std::string first_line(const std::exception& e) {
 }  // namespace
 
 const std::vector<std::string>& builtin_model_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& [name, factory] : registry()) n.push_back(name);
-    return n;
-  }();
+  static const std::vector<std::string> names(kBuiltinModels.begin(), kBuiltinModels.end());
   return names;
 }
 

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
 #include "shm/segment.hpp"
+#include "tools/run/job_check.hpp"
 #include "tools/run/default_config.hpp"  // generated: examples/fmnist-cnn.toml
 
 namespace tandem::run {
@@ -151,6 +152,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.master_addr = c.string("run.master_addr");
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
+  check_job_inputs(c, j.learners);  // what the children would otherwise find out at start
   return j;
 }
 

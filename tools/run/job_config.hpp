@@ -54,7 +54,8 @@ struct JobConfig {
   std::string master_addr{};
   std::uint16_t master_port = 0;         // 0 = a free port chosen at start
 
-  // file empty: the embedded defaults. Throws UserError naming the key on any bad value.
+  // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
+  // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).
   static JobConfig load(const std::filesystem::path& file, std::span<const std::string> overrides);
 };
 

@@ -1,0 +1,190 @@
+// `tandem run` refusing a job whose programs could only fail at start: the model, the dataset cache,
+// its splits and labels, the normalisation, batch sizes, NaN values and the toml++ inputs that
+// crash its parser. Each is one line naming the key, exit 1, no run directory, nothing in /dev/shm.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
+#include "tests/harness.hpp"
+
+namespace {
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+// x: 1x8x8 uint8, y: labels i % 10 (or `bad_label` at the first test sample); train 1536, test 512.
+struct SmallCache {
+  std::string name = test::unique_name("validate");
+  explicit SmallCache(std::int64_t bad_label = 0) {
+    const std::uint64_t n = 2048;
+    auto w = shm::DatasetWriter::create({.name = name, .source = "generated", .format = "test", .num_samples = n,
+                                         .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
+                                         .splits = {{"train", 0, 1536}, {"test", 1536, n}}},
+                                        false);
+    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
+    for (std::uint64_t i = 0; i < n; ++i) y[i] = static_cast<std::int64_t>(i % 10);
+    if (bad_label != 0) y[1536] = bad_label;
+    w.commit(0, 1);
+  }
+  ~SmallCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
+};
+
+// Rewrites split `index` of the cache's descriptor to [begin, end) and reseals the header checksum,
+// as a hand-made segment would: DatasetWriter refuses such splits.
+void forge_split(const std::string& cache, std::size_t index, std::uint64_t begin, std::uint64_t end) {
+  const std::string path = "/dev/shm/" + shm::dataset_segment_name(cache);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::array<std::byte, shm::kHeaderBytes> header{};
+  REQUIRE(::pread(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
+  const std::size_t at = shm::kDescriptorOffset + offsetof(shm::DatasetDescriptor, splits) +
+                         index * sizeof(shm::SplitDesc) + offsetof(shm::SplitDesc, begin);
+  std::memcpy(header.data() + at, &begin, sizeof begin);
+  std::memcpy(header.data() + at + sizeof begin, &end, sizeof end);
+  const std::uint64_t sum = shm::header_checksum(header.data());
+  std::memcpy(header.data() + offsetof(shm::SegmentHeader, header_checksum), &sum, sizeof sum);
+  REQUIRE(::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
+  ::close(fd);
+}
+
+// A job config whose programs are /bin/true: nothing may start when the check fails.
+struct ValidateJob {
+  test::TempDir dir;
+  std::string job = test::unique_name("validate-job");
+  std::string config(const std::string& data, const std::string& extra = "") const {
+    const std::string path = dir.file("job.toml");
+    std::ofstream(path) << fmt::format(R"({}[run]
+job = "{}"
+unique_id = false
+actors = 0
+learner_program = "/bin/true"
+runs_dir = "{}"
+status = "off"
+[data]
+name = "{}"
+[learner]
+steps = 100
+warmup_steps = 10
+[actor]
+batch_size = 256
+)", extra, job, (dir / "runs").string(), data);
+    return path;
+  }
+  bool left_nothing() const {
+    for (const auto& e : fs::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().find(job) != std::string::npos) return false;
+    return !fs::exists(dir / "runs" / job);
+  }
+};
+
+test::CommandResult run_tandem(const std::string& config, const std::vector<std::string>& set) {
+  std::string cmd = test::tandem_binary() + " run '" + config + "'";
+  for (const auto& s : set) cmd += " --set '" + s + "'";
+  return test::run_command(cmd);
+}
+
+void check_refused(const test::CommandResult& r, const std::string& expect, const ValidateJob& job) {
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find(expect) != std::string::npos);
+  CHECK(r.output.find('\n') == r.output.size() - 1);  // exactly one line
+  CHECK(job.left_nothing());
+}
+
+}  // namespace
+
+TEST_CASE("tandem run: a job the programs would refuse at start is one line naming the key, before anything exists" *
+          doctest::timeout(120)) {
+  SmallCache cache;
+  ValidateJob job;
+  const std::string config = job.config(cache.name);
+  const std::string not_zip = job.dir.file("model.pt");
+  std::ofstream(not_zip) << "not a TorchScript archive";
+  struct Row {
+    std::vector<std::string> set;
+    std::string expect;
+  };
+  const std::vector<Row> rows = {
+      {{"model.num_classes=2"}, "model.num_classes = 2 but data.train_split = \"train\" holds label 2"},
+      {{"model.name=vgg"}, "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp)"},
+      {{"model.name=" + not_zip}, "is not a TorchScript file (not a zip archive)"},
+      {{"data.name=" + cache.name + "-missing"}, "data.name = \"" + cache.name + "-missing\": "},
+      {{"data.train_split=training"}, "data.train_split = \"training\": dataset cache '" + cache.name + "' has no split"},
+      {{"data.test_split=val"}, "data.test_split = \"val\": "},
+      {{"data.std=0"}, "data.std = \"0\" holds 0: every entry must be positive"},
+      {{"data.mean=0.5,0.5"}, "data.mean has 2 values"},
+      {{"learner.batch_size=100000"}, "learner.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
+      {{"actor.batch_size=1000"}, "actor.batch_size = 1000 is larger than split 'test' (512 samples): lower it"},
+      {{"learner.lr=nan"}, "learner.lr = nan is not a finite number"},
+      {{"actor.wait_weights_s=nan"}, "actor.wait_weights_s = nan is not a finite number"},
+      {{"learner.feed=device"}, "learner.feed = \"device\" needs learner.device = \"cuda\""},
+      {{"learner.steps=0", "learner.epochs=0"}, "learner.epochs = 0 gives no step"},
+      {{"learner.warmup_steps=100"}, "learner.warmup_steps = 100 is not below the run's 100 steps"},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.set.front());
+    check_refused(run_tandem(config, row.set), row.expect, job);
+  }
+  // The same config without a bad key gets past the check (the job then starts /bin/true).
+  const auto ok = run_tandem(config, {});
+  CAPTURE(ok.output);
+  CHECK(ok.output.find(fmt::format("job {}: 1 learner", job.job)) != std::string::npos);
+}
+
+TEST_CASE("tandem run: a label outside model.num_classes in the test split is refused before anything starts" *
+          doctest::timeout(60)) {
+  SmallCache cache(-7);
+  ValidateJob job;
+  check_refused(run_tandem(job.config(cache.name), {}),
+                "data.test_split = \"test\" of data.name = \"" + cache.name + "\" holds label -7 at sample 1536", job);
+  SmallCache wide(12);
+  check_refused(run_tandem(job.config(wide.name), {}), "model.num_classes = 10 but data.test_split = \"test\" holds label 12", job);
+}
+
+TEST_CASE("tandem run: config text that crashes toml++ 3.3.0 is one line naming file:line" * doctest::timeout(60)) {
+  SmallCache cache;
+  ValidateJob job;
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"[?x]\n", "job.toml:1: malformed table header"},
+      {"\xc2\xa7 = 1\n", "job.toml:1: a non-ASCII character outside a quoted string or comment"},
+      {"s = \"\"\"\\\n\xc2\xa7\"\"\"\n", "job.toml:2: a non-ASCII character right after a line-ending backslash"},
+  };
+  for (const auto& [text, expect] : rows) {
+    CAPTURE(text);
+    check_refused(run_tandem(job.config(cache.name, text), {}), expect, job);
+  }
+}
+
+TEST_CASE("tandem run: a split outside the cache or reversed is refused before anything starts" * doctest::timeout(60)) {
+  struct Row {
+    std::size_t split;
+    std::uint64_t begin, end;
+    std::string key;
+  };
+  for (const Row& row : {Row{0, 0, 75000, "data.train_split"}, Row{1, 5, 3, "data.test_split"}}) {
+    CAPTURE(row.key);
+    SmallCache cache;
+    forge_split(cache.name, row.split, row.begin, row.end);
+    ValidateJob job;
+    const auto r = run_tandem(job.config(cache.name), {});
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find('\n') == r.output.size() - 1);
+    // The launcher names the split key; an attach that refuses such a cache itself names data.name.
+    CHECK((r.output.find(row.key + " = \"") != std::string::npos ||
+           r.output.find("config: data.name = \"" + cache.name + "\": ") != std::string::npos));
+    CHECK(job.left_nothing());
+  }
+}
