@@ -107,30 +107,35 @@ int run(const ProgramArgs& args) {
   const std::uint32_t index = client ? client->index() : 0;
   std::uint64_t evaluations = 0;
   Clock::time_point last_eval{};
+  std::uint64_t evaluated = 0;  // the version evaluated last (0: none)
+  // Loads the newest version and evaluates it, unless that version was evaluated already (an
+  // abandoned evaluation leaves its version loaded and owed).
   auto evaluate_newest = [&](const std::function<bool()>& abandon) {
-    const auto version = follower.update();
-    if (!version) return;
-    if (client) client->saw_version(*version);
+    follower.update();
+    const std::uint64_t version = follower.version();
+    if (version == 0 || version == evaluated) return;
+    if (client) client->saw_version(version);
     const EvalResult r = evaluator.evaluate(model, abandon);
     if (!r.complete) {
-      log::info("version {}: evaluation abandoned after {} samples (stop requested)", *version, r.samples);
+      log::info("version {}: evaluation abandoned after {} samples (stop requested)", version, r.samples);
       return;
     }
+    evaluated = version;
     ++evaluations;
     last_eval = Clock::now();
     if (client)
-      client->report({.step = evaluations, .version = *version, .samples = static_cast<std::uint64_t>(r.samples),
+      client->report({.step = evaluations, .version = version, .samples = static_cast<std::uint64_t>(r.samples),
                       .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
                       .loss = r.loss, .accuracy = r.accuracy, .seconds = r.seconds});
     const nlohmann::json row = {
-        {"job", job}, {"actor", index}, {"version", *version}, {"step", follower.step()}, {"accuracy", r.accuracy},
+        {"job", job}, {"actor", index}, {"version", version}, {"step", follower.step()}, {"accuracy", r.accuracy},
         {"loss", r.loss}, {"samples", r.samples}, {"seconds", r.seconds},
         {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
     if (std::FILE* f = std::fopen(jsonl.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
       std::fputs((row.dump() + "\n").c_str(), f);
       std::fclose(f);
     }
-    log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", *version,
+    log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", version,
               follower.step(), r.accuracy, r.loss, r.samples, r.seconds);
   };
 
@@ -143,7 +148,7 @@ int run(const ProgramArgs& args) {
   // The final weights, unless the job failed (nobody waits for them); a signal (the launcher's
   // SIGTERM once the stop took too long) abandons them.
   const bool job_failed = client && client->block().stop_reason() == shm::StopReason::failure;
-  if (!job_failed && follower.has_new()) evaluate_newest([&] { return client && stop_signal() != 0; });
+  if (!job_failed) evaluate_newest([&] { return client && stop_signal() != 0; });
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -164,6 +165,20 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
   return out;
 }
 
+// The "version" of each line of a JSON-lines file that has one, in file order; every line must carry
+// "job":"<job>" (a resumed run appends to the same files).
+std::vector<std::uint64_t> versions_in(const fs::path& file, const std::string& job) {
+  std::ifstream in(file);
+  std::vector<std::uint64_t> versions;
+  for (std::string line; std::getline(in, line);) {
+    INFO(file.filename().string() << ": " << line);
+    CHECK(line.find(fmt::format("\"job\":\"{}\"", job)) != std::string::npos);
+    if (const auto at = line.find("\"version\":"); at != std::string::npos)
+      versions.push_back(std::stoull(line.substr(at + 10)));
+  }
+  return versions;
+}
+
 }  // namespace
 
 TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed run continues from that step" *
@@ -191,6 +206,16 @@ TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed r
   CHECK(rc2 == 0);
   CHECK(out.find(fmt::format("at step {}", step)) != std::string::npos);      // "resumed from ... at step N"
   CHECK(out.find(fmt::format("finished at step {}", step + 40)) != std::string::npos);
+
+  // Versions continue across the resume: the evaluations never go backwards, and every row of
+  // eval.jsonl and metrics.jsonl names the job.
+  const auto evaluated = versions_in(job.dir / "eval.jsonl", job.id);
+  CAPTURE(fmt::format("{}", fmt::join(evaluated, ",")));
+  REQUIRE(evaluated.size() >= 2);
+  CHECK(std::is_sorted(evaluated.begin(), evaluated.end()));
+  CHECK(evaluated.back() > evaluated.front());
+  const auto sampled = versions_in(job.dir / "metrics.jsonl", job.id);
+  CHECK(!sampled.empty());
 }
 
 TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" * doctest::timeout(90)) {
