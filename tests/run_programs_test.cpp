@@ -237,6 +237,32 @@ TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" *
   CHECK(rc == 0);
 }
 
+// Whenever the actor dies near the end (just before the learner finishes, or while the job
+// finishes), it is restarted and evaluates the final version: the outcome never hinges on the moment.
+TEST_CASE("an actor SIGKILLed as the learner finishes is restarted, evaluates the final version, and the job succeeds" *
+          doctest::timeout(90)) {
+  TinyCache cache;
+  Job job(cache, 1500, 1);
+  job.start();
+  std::int32_t victim = 0;
+  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+    auto s = b.snapshot(1);  // actor.0
+    victim = s.pid;
+    return s.state == shm::ProcessState::running && s.metrics.has_value() && job.learner_step(b) >= 1400;
+  }, 60s));
+  ::kill(victim, SIGKILL);
+  const int rc = job.wait(60s);
+  const std::string out = job.output();
+  INFO(out);
+  CHECK(rc == 0);
+  const auto at = out.find("final weights version ");
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t final_version = std::stoull(out.substr(at + 22));
+  const auto evaluated = versions_in(job.dir / "eval.jsonl", job.id);
+  REQUIRE(!evaluated.empty());
+  CHECK(evaluated.back() == final_version);
+}
+
 TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the job's segments removed" *
           doctest::timeout(90)) {
   TinyCache cache;
@@ -256,6 +282,7 @@ TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the jo
   CHECK(rc == 1);
   CHECK(took < 10.0);
   CHECK(out.find("learner.0") != std::string::npos);
+  CHECK(out.find("has not exited: sending SIGTERM") == std::string::npos);  // the actor stopped on the request
   for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
 }
 
