@@ -105,9 +105,9 @@ std::string failure_signature(const Exited& e);
 // An actor's duty at the end of a job whose learners finished: to have reported (evaluated) the
 // learners' final published version.
 struct Duty {
-  std::string name;                 // "actor.1"
+  std::string name;                    // "actor.1"
   std::uint64_t reported_version = 0;  // the newest version it reported, over all its incarnations
-  std::string last_exit;            // how its last incarnation ended ("exited with status 0")
+  std::string last_exit;               // how its last incarnation ended ("exited with status 0")
 };
 // nullopt when every actor reported `final_version`; else one line naming each that did not.
 std::optional<std::string> unmet_duty(const std::vector<Duty>& actors, std::uint64_t final_version);

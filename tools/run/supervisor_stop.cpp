@@ -21,7 +21,7 @@ void Supervisor::Impl::begin_stop(shm::StopReason reason, double grace_s) {
 void Supervisor::Impl::cancel_pending_restarts() {
   for (auto& s : slots) {
     s->restart_timer.cancel();
-    if (!s->child.running() && !s->pending_exit) s->done = true;  // a restart that was pending will not happen
+    if (!s->child.running()) s->done = true;  // a restart that was pending will not happen
   }
 }
 
