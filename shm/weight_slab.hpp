@@ -200,6 +200,8 @@ class WeightSlabWriter {
   std::size_t slots_span_bytes() const;  // num_slots * slot_stride: everything a D2H may target
   const std::string& name() const { return segment_.name(); }
   std::uint64_t latest_version() const { return latest_version_; }
+  // Leaves the segment in /dev/shm when this writer is destroyed (a launcher removes it later).
+  void persist() { segment_.persist(); }
 
  private:
   std::uint32_t leased_mask() const;
