@@ -25,8 +25,7 @@ void copy_name(char (&dst)[N], std::string_view src, std::string_view what) {
 std::string_view name_of(const char* field, std::size_t n) { return {field, strnlen(field, n)}; }
 
 std::string preload_fix(std::string_view name) {
-  return fmt::format("remove it with `tandem data rm {}` and preload it again (`tandem data preload {} --from PATH`)",
-                     name, name);
+  return fmt::format("run `tandem data preload {} --from PATH --force` (or `tandem data rm {}`)", name, name);
 }
 
 }  // namespace
