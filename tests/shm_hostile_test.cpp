@@ -122,6 +122,12 @@ TEST_CASE("dataset cache: tandem data info and verify refuse a lying cache in on
     const auto ls = test::run_command(tandem + " data ls");
     CHECK(ls.status == 0);
     CHECK(ls.output.find(cache.name) != std::string::npos);
+    // The numpy reader written from docs/FORMAT.md applies the same validity rules.
+    const auto py = test::run_command(test::python_with_numpy() + " " + test::source_root() + "/tools/tandem_shm.py " +
+                                      cache.name);
+    INFO(py.output);
+    CHECK(py.status == 1);
+    CHECK(py.output.find("tandem_shm.py: /dev/shm/tandem.data." + cache.name) == 0);
   }
 }
 
