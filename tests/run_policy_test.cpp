@@ -19,17 +19,17 @@ namespace {
 const RestartLimits kLimits{.max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10,
                             .start_timeout_s = 30};
 
-Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false}; }
-Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false}; }
+Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
+Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
 Exited hung_and_killed(std::string why) {
-  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false};
+  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false, .last_line = {}};
 }
-Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true}; }
+Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true, .last_line = {}}; }
 
 ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
-  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up};
+  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up, .last_failure = {}, .same_failures = 0};
 }
-ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .up = up}; }
+ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .restarts = 0, .crashes_in_row = 0, .up = up, .last_failure = {}, .same_failures = 0}; }
 
 Watched beating(std::chrono::nanoseconds since_heartbeat) {
   return {.reported_running = true, .since_heartbeat = since_heartbeat};
