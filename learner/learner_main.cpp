@@ -175,7 +175,8 @@ int run(const ProgramArgs& args) {
             epoch_steps, start, device_feed ? "device" : "host", cuda ? "cuda" : "cpu",
             shm::job_segment_name(job, "weights"));
   if (client) client->set_state(shm::ProcessState::running);
-  publisher.publish(static_cast<std::uint64_t>(trainer.step()));  // actors start from these weights
+  // Actors start from these weights; nobody reads the new slab yet, so this cannot be skipped.
+  (void)publisher.publish(static_cast<std::uint64_t>(trainer.step()));
 
   auto stop_requested = [&] { return stop_signal() != 0 || (client && client->should_stop()); };
   std::int64_t samples = 0;
@@ -186,7 +187,7 @@ int run(const ProgramArgs& args) {
       samples += b.y.size(0);
     }
     const auto step = static_cast<std::uint64_t>(trainer.step());
-    publisher.maybe_publish(step);
+    (void)publisher.maybe_publish(step);  // a skip is counted in stats(); the next publish supersedes it
     if (heartbeat) heartbeat->tick();
     if (trainer.step() % report_every == 0 || trainer.step() == total) {
       const WindowMetrics w = trainer.take_window();
@@ -203,8 +204,7 @@ int run(const ProgramArgs& args) {
   }
   const bool finished = trainer.step() >= total;
   if (client) client->set_state(shm::ProcessState::stopping);
-  publisher.publish(static_cast<std::uint64_t>(trainer.step()));
-  publisher.publisher().flush();
+  publisher.publish_final(static_cast<std::uint64_t>(trainer.step()), 30);
   if (client) {  // the last record carries the final version (the status line shows it)
     const WindowMetrics w = trainer.take_window();
     client->saw_version(publisher.slab().latest_version());

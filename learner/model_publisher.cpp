@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/error.hpp"
 #include "common/torch/bf16_slot.hpp"
 
@@ -82,6 +85,23 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
     };
   }
   publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when);
+}
+
+std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    publisher_->flush();  // a publish in flight would otherwise coalesce with this one
+    const Publisher::Result r = publisher_->publish(step);
+    if (r.outcome != Publisher::Outcome::skipped) {
+      publisher_->flush();
+      return r.version;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      fail("the final weights (step {}) could not be published to /{} within {} s: readers held every one of its "
+           "{} slots the whole time; give the slab more slots or check for a stuck actor",
+           step, slab_.name(), timeout_s, slab_.descriptor().num_slots);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace tandem::learner

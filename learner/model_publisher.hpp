@@ -31,6 +31,10 @@ class ModelPublisher {
   ModelPublisher(const std::string& slab_name, FlatParams& params, ModelPublisherOptions options = {});
   Publisher::Result publish(std::uint64_t step) { return publisher_->publish(step); }
   Publisher::Result maybe_publish(std::uint64_t step) { return publisher_->maybe_publish(step); }
+  // Publishes and commits `step`'s weights, retrying while readers hold every slot (a skip), so the
+  // final version actors must evaluate really reaches the slab; returns its version. A UserError
+  // after timeout_s names the slab and why.
+  std::uint64_t publish_final(std::uint64_t step, double timeout_s);
   Publisher& publisher() { return *publisher_; }
   shm::WeightSlabWriter& slab() { return slab_; }
 

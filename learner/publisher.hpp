@@ -93,7 +93,9 @@ class Publisher {
   Publisher& operator=(const Publisher&) = delete;
 
   enum class Outcome { committed, in_flight, skipped, not_due };
-  struct Result {
+  // [[nodiscard]]: a skipped publish means readers did not get these weights; callers decide whether
+  // that is fine (a later publish supersedes it) or not (the final weights: ModelPublisher::publish_final).
+  struct [[nodiscard]] Result {
     Outcome outcome;
     std::uint64_t version;  // 0 when not due
   };

@@ -48,7 +48,7 @@ TEST_CASE("follower (CUDA): CUDA and CPU actors load what a CUDA learner publish
     opts.bf16 = bf16;
     learner::ModelPublisher pub(name, lp, opts);
     actor::Follower gpu_follower(name, gp), cpu_follower(name, cp);
-    pub.publish(1);
+    REQUIRE(pub.publish(1).outcome != learner::Publisher::Outcome::skipped);
     pub.publisher().flush();
     REQUIRE(gpu_follower.update() == std::optional<std::uint64_t>(1));
     REQUIRE(cpu_follower.update() == std::optional<std::uint64_t>(1));
@@ -57,7 +57,7 @@ TEST_CASE("follower (CUDA): CUDA and CPU actors load what a CUDA learner publish
     CHECK(torch::equal(cpu_actor.fc1->weight, expect.cpu()));
     CHECK(torch::equal(cpu_actor.bn->num_batches_tracked, learner_net.bn->num_batches_tracked.cpu()));
     train_step(learner_net);  // the flat buffer moved on: the next publish carries it
-    pub.publish(2);
+    REQUIRE(pub.publish(2).outcome != learner::Publisher::Outcome::skipped);
     pub.publisher().flush();
     REQUIRE(gpu_follower.update() == std::optional<std::uint64_t>(2));
     CHECK(torch::allclose(gpu_actor.fc2->weight, learner_net.fc2->weight, 1e-2, 1e-2));

@@ -60,7 +60,7 @@ TEST_CASE("follower: a CPU actor copies each new version and reports the version
   CHECK_FALSE(follower.has_new());
   CHECK_FALSE(follower.update());
 
-  pub.publish(10);
+  REQUIRE(pub.publish(10).outcome == learner::Publisher::Outcome::committed);
   CHECK(follower.has_new());
   CHECK(follower.update() == std::optional<std::uint64_t>(1));
   CHECK(follower.version() == 1);
@@ -69,7 +69,7 @@ TEST_CASE("follower: a CPU actor copies each new version and reports the version
 
   train_step(learner_net);
   CHECK_FALSE(same_outputs(learner_net, actor_net));
-  pub.publish(11);
+  REQUIRE(pub.publish(11).outcome == learner::Publisher::Outcome::committed);
   CHECK(follower.update() == std::optional<std::uint64_t>(2));
   CHECK(same_outputs(learner_net, actor_net));
   CHECK(torch::equal(learner_net.bn->num_batches_tracked, actor_net.bn->num_batches_tracked));
@@ -83,7 +83,7 @@ TEST_CASE("follower: zero-copy runs the model straight from the leased slot and 
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp);
   Follower follower(name, ap, {.mode = LoadMode::zero_copy});
-  pub.publish(1);
+  REQUIRE(pub.publish(1).outcome == learner::Publisher::Outcome::committed);
   REQUIRE(follower.update());
   auto* w = static_cast<const std::byte*>(actor_net.fc1->weight.data_ptr());
   const auto* slots = follower.reader().slots_begin();
@@ -91,7 +91,7 @@ TEST_CASE("follower: zero-copy runs the model straight from the leased slot and 
   CHECK(same_outputs(learner_net, actor_net));
   for (int i = 0; i < 6; ++i) {  // more publishes than slots: the held slot is never overwritten
     train_step(learner_net);
-    pub.publish(2 + i);
+    REQUIRE(pub.publish(2 + i).outcome == learner::Publisher::Outcome::committed);
   }
   REQUIRE(follower.update());
   CHECK(follower.version() == 7);
@@ -111,7 +111,7 @@ TEST_CASE("follower: a bf16 slab is widened back to float32 on load") {
   CHECK(pub.slab().descriptor().slot_bytes == lp.bytes() - lp.float32_bytes() / 2);
   CHECK_THROWS_AS(Follower(name, ap, {.mode = LoadMode::zero_copy}), UserError);
   Follower follower(name, ap);
-  pub.publish(3);
+  REQUIRE(pub.publish(3).outcome == learner::Publisher::Outcome::committed);
   REQUIRE(follower.update());
   CHECK(torch::allclose(learner_net.fc1->weight, actor_net.fc1->weight, 1e-2, 1e-2));
   CHECK(torch::equal(learner_net.fc1->weight.to(torch::kBFloat16).to(torch::kFloat), actor_net.fc1->weight));

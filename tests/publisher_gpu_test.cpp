@@ -66,7 +66,7 @@ TEST_CASE("publisher (CUDA): publishes during a running D2H coalesce and the new
   for (int i = 0; i < 20; ++i) {  // far faster than a 256 MiB D2H
     last = pub.next_version();
     learner::fill_verify_pattern_async(src.data(), kBytes, last, train.get());
-    pub.publish(i);
+    (void)pub.publish(i);  // in flight, coalesced or skipped: only the last commit is checked
   }
   pub.flush();
   auto stats = pub.stats();

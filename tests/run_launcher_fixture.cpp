@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/process.hpp"
 #include "shm/dataset_cache.hpp"
 
 namespace fs = std::filesystem;
@@ -66,7 +67,7 @@ std::string toml_string(const std::string& text) { return fmt::format("\"{}\"", 
 }  // namespace
 
 JobFixture::JobFixture() : job(unique_name("runtest")), dir(fs::temp_directory_path() / job) {
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string self = self_exe().string();
   keys = {
       {"job", toml_string(job)},
       {"unique_id", "false"},

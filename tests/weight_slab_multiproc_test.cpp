@@ -118,7 +118,7 @@ TEST_CASE("weight slab: 4 reader processes verifying every read for 10 s see no 
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
     shm::fill_verify_pattern(params.data(), params.size(), pub.next_version());
     auto t0 = std::chrono::steady_clock::now();
-    pub.publish(++step);
+    (void)pub.publish(++step);  // skips are what this test counts through stats()
     max_call_ms = std::max(max_call_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   for (;;) {  // the final version must land so that every reader stops

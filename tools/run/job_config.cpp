@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
+#include "common/process.hpp"
 #include "shm/segment.hpp"
 #include "tools/run/job_check.hpp"
 #include "tools/run/default_config.hpp"  // generated: examples/fmnist-cnn.toml
@@ -64,9 +65,11 @@ bool executable(const std::filesystem::path& p) {
 }
 
 std::filesystem::path self_dir() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path{} : self.parent_path();
+  try {
+    return self_exe().parent_path();
+  } catch (const std::filesystem::filesystem_error&) {  // no /proc: bare names are looked up on PATH only
+    return {};
+  }
 }
 
 // A path is used as given; a bare name is looked for next to the tandem binary, then on PATH.
