@@ -2,8 +2,10 @@
 // follows the learner's weight slab /tandem.<job>.weights and evaluates each new version on the
 // cache's test split in place, at most every actor.min_interval_s (the newest version wins). Results
 // go into the control block (step = evaluations, version, accuracy, loss, seconds) and as JSON lines
-// into <run_dir>/eval.jsonl (the launcher owns metrics.jsonl). On a stop request it evaluates the
-// newest version if it has not yet, then exits 0: so the job's last line shows the final weights.
+// into <run_dir>/eval.jsonl, each row tagged with the job id (the launcher owns metrics.jsonl). A stop
+// request ends an evaluation in progress within one batch (it is not reported). Then, unless the job
+// failed, it evaluates the newest version if it has not yet and exits 0: evaluating the learner's
+// final version is its duty, which the launcher checks before it calls the job a success.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -104,36 +107,48 @@ int run(const ProgramArgs& args) {
   const std::uint32_t index = client ? client->index() : 0;
   std::uint64_t evaluations = 0;
   Clock::time_point last_eval{};
-  auto evaluate_newest = [&] {
-    const auto version = follower.update();
-    if (!version) return;
-    if (client) client->saw_version(*version);
-    const EvalResult r = evaluator.evaluate(model);
+  std::uint64_t evaluated = 0;  // the version evaluated last (0: none)
+  // Loads the newest version and evaluates it, unless that version was evaluated already (an
+  // abandoned evaluation leaves its version loaded and owed).
+  auto evaluate_newest = [&](const std::function<bool()>& abandon) {
+    follower.update();
+    const std::uint64_t version = follower.version();
+    if (version == 0 || version == evaluated) return;
+    if (client) client->saw_version(version);
+    const EvalResult r = evaluator.evaluate(model, abandon);
+    if (!r.complete) {
+      log::info("version {}: evaluation abandoned after {} samples (stop requested)", version, r.samples);
+      return;
+    }
+    evaluated = version;
     ++evaluations;
     last_eval = Clock::now();
     if (client)
-      client->report({.step = evaluations, .version = *version, .samples = static_cast<std::uint64_t>(r.samples),
+      client->report({.step = evaluations, .version = version, .samples = static_cast<std::uint64_t>(r.samples),
                       .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
                       .loss = r.loss, .accuracy = r.accuracy, .seconds = r.seconds});
     const nlohmann::json row = {
-        {"actor", index}, {"version", *version}, {"step", follower.step()}, {"accuracy", r.accuracy},
+        {"job", job}, {"actor", index}, {"version", version}, {"step", follower.step()}, {"accuracy", r.accuracy},
         {"loss", r.loss}, {"samples", r.samples}, {"seconds", r.seconds},
         {"unix_s", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()}};
     if (std::FILE* f = std::fopen(jsonl.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
       std::fputs((row.dump() + "\n").c_str(), f);
       std::fclose(f);
     }
-    log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", *version,
+    log::info("version {} (step {}): test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", version,
               follower.step(), r.accuracy, r.loss, r.samples, r.seconds);
   };
 
   while (!stop()) {
     if (heartbeat) heartbeat->tick();
-    if (follower.has_new() && (evaluations == 0 || seconds_since(last_eval) >= min_interval)) evaluate_newest();
+    if (follower.has_new() && (evaluations == 0 || seconds_since(last_eval) >= min_interval)) evaluate_newest(stop);
     else std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (client) client->set_state(shm::ProcessState::stopping);
-  if (follower.has_new()) evaluate_newest();  // the final weights
+  // The final weights, unless the job failed (nobody waits for them); a signal (the launcher's
+  // SIGTERM once the stop took too long) abandons them.
+  const bool job_failed = client && client->block().stop_reason() == shm::StopReason::failure;
+  if (!job_failed) evaluate_newest([&] { return client && stop_signal() != 0; });
   return 0;
 }
 

@@ -83,7 +83,7 @@ torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const {
   return x.sub_(mean_).div_(std_);
 }
 
-EvalResult Evaluator::evaluate(Model& model) const {
+EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) const {
   if (sample_shape_.size() == 3) {
     const ModelSpec& s = model.spec();
     if (sample_shape_ != std::vector<std::int64_t>{s.channels, s.height, s.width})
@@ -97,8 +97,14 @@ EvalResult Evaluator::evaluate(Model& model) const {
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(config_.device));
   torch::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(config_.device));
   const std::int64_t n = num_samples();
+  EvalResult r;
   for (std::int64_t b = 0; b < n; b += config_.batch_size) {
+    if (stop && stop()) {
+      r.complete = false;
+      break;
+    }
     const std::int64_t e = std::min(n, b + config_.batch_size);
+    r.samples = e;
     torch::Tensor x = normalise(inputs_view(b, e));
     torch::Tensor y = labels_view(b, e).to(config_.device).to(torch::kInt64);
     torch::Tensor logits = model.forward(x);
@@ -106,10 +112,9 @@ EvalResult Evaluator::evaluate(Model& model) const {
         logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)));
     correct.add_(logits.argmax(1).eq(y).sum());
   }
-  EvalResult r;
-  r.samples = n;
-  r.loss = loss_sum.item<double>() / static_cast<double>(n);
-  r.accuracy = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(n);
+  const double evaluated = static_cast<double>(std::max<std::int64_t>(r.samples, 1));
+  r.loss = loss_sum.item<double>() / evaluated;
+  r.accuracy = static_cast<double>(correct.item<std::int64_t>()) / evaluated;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -13,11 +13,14 @@
 // Lifetime and threads: the Evaluator borrows the cache, which must outlive it and every view it
 // returns. Views point into a read-only mapping: writing through one is a segfault by design.
 // evaluate() switches the model to eval mode and back, so one thread uses a model at a time.
+// A stop callback, when given, is asked before each batch: a stop request ends an evaluation within
+// one batch (the result is then incomplete and must not be reported).
 #pragma once
 
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,13 +43,14 @@ struct EvalResult {
   double accuracy = 0.0;
   double loss = 0.0;     // mean cross-entropy
   double seconds = 0.0;  // wall time of evaluate()
+  bool complete = true;  // false: stopped before the last batch; samples counts the ones evaluated
 };
 
 class Evaluator {
  public:
   Evaluator(const shm::DatasetCache& cache, EvalConfig config);  // UserError on missing fields or split
 
-  EvalResult evaluate(Model& model) const;
+  EvalResult evaluate(Model& model, const std::function<bool()>& stop = {}) const;
 
   std::int64_t num_samples() const { return end_ - begin_; }
   // Zero-copy views of samples [begin, end) of the split (0 = its first sample), as stored.

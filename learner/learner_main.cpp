@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cmath>
 #include <filesystem>
@@ -79,6 +80,15 @@ struct AnyFeed {
   feed::Step next() { return host ? host->next() : device->next(); }
 };
 
+// A checkpoint's "version" metadata (written by this program) as a number.
+std::uint64_t parse_version(const std::string& file, const std::string& text) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    fail("checkpoint {} has version \"{}\", not a number: remove the file or resume from another run dir", file, text);
+  return v;
+}
+
 // Keeps the newest `keep` checkpoints in `dir`.
 void prune_checkpoints(const std::string& dir, std::int64_t keep) {
   std::vector<std::filesystem::path> all;
@@ -125,9 +135,11 @@ int run(const ProgramArgs& args) {
   if (total <= 0) fail("config: learner.epochs = {} gives no step: set learner.epochs or learner.steps", config.real("learner.epochs"));
 
   Trainer trainer(model, trainer_config(config, total));
+  std::uint64_t resumed_version = 0;  // the checkpoint's published version: ours continue after it
   if (auto latest = latest_checkpoint(run_dir)) {
-    trainer.load_checkpoint(*latest);
-    log::info("resumed from {} at step {}", *latest, trainer.step());
+    const auto meta = trainer.load_checkpoint(*latest);
+    if (auto v = meta.find("version"); v != meta.end()) resumed_version = parse_version(*latest, v->second);
+    log::info("resumed from {} at step {} (weights version {})", *latest, trainer.step(), resumed_version);
   }
 
   learner::ModelPublisherOptions popts;
@@ -135,8 +147,12 @@ int run(const ProgramArgs& args) {
   popts.bf16 = config.boolean("learner.publish_bf16");
   popts.when.every_steps = static_cast<std::uint64_t>(config.integer("learner.publish_every_steps"));
   popts.when.every_ms = config.real("learner.publish_every_ms");
+  popts.when.after_version = resumed_version;
   popts.force = true;  // a slab of this job whose writer is dead is stale
   learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);
+  // Under `tandem run` the slab outlives us: an actor restarted after we finished still evaluates the
+  // final weights. The launcher removes the job's segments when the job ends.
+  if (client) publisher.slab().persist();
 
   const std::uint64_t start = static_cast<std::uint64_t>(trainer.step());
   AnyFeed feed;
@@ -149,7 +165,9 @@ int run(const ProgramArgs& args) {
   const std::int64_t keep = config.integer("learner.keep_checkpoints");
   auto checkpoint = [&] {
     const std::string path = checkpoint_path(run_dir, trainer.step());
-    trainer.save_checkpoint(path, {{"version", std::to_string(publisher.slab().latest_version())}, {"job", job}});
+    // Every version handed out so far (committed or still in flight): a resume continues above it.
+    const std::uint64_t version = publisher.publisher().next_version() - 1;
+    trainer.save_checkpoint(path, {{"version", std::to_string(version)}, {"job", job}});
     prune_checkpoints(run_dir, keep);
     log::info("checkpoint {} (step {})", path, trainer.step());
   };

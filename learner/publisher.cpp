@@ -26,7 +26,7 @@ struct Publisher::Staging {
 };
 
 Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options)
-    : slab_(slab), source_(std::move(source)), options_(options), next_version_(slab.latest_version() + 1) {
+    : slab_(slab), source_(std::move(source)), options_(options), next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
   if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
     fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
          source_.bytes, slab_.descriptor().slot_bytes, slab_.name());

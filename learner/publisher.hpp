@@ -68,6 +68,9 @@ struct PublishSource {
 struct PublisherOptions {
   std::uint64_t every_steps = 1;  // maybe_publish(): publish when this many steps passed (0 = never by steps)
   double every_ms = 0;            // ... or when this much time passed (0 = never by time)
+  // Versions continue after this one (a resumed run: its checkpoint's version), so that a job's
+  // versions never go backwards across a resume.
+  std::uint64_t after_version = 0;
 };
 
 struct PublishTiming {       // one committed publish

@@ -4,9 +4,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <thread>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 
 namespace tandem::shm {
@@ -43,22 +45,30 @@ DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
   d.num_fields = static_cast<std::uint32_t>(spec.fields.size());
   d.num_splits = static_cast<std::uint32_t>(spec.splits.size());
 
+  // Sizes from a file header: every product and sum is checked, so a header whose sizes wrap is
+  // refused here instead of producing a cache smaller than its descriptor says.
+  auto too_big = [&](std::string_view field) -> std::uint64_t {
+    fail("dataset '{}': field '{}' of {} samples does not fit in 64-bit byte counts: the input's header is "
+         "corrupt", spec.name, field, spec.num_samples);
+  };
   std::uint64_t offset = align_up(kHeaderBytes, kPayloadAlignment);
   for (std::size_t i = 0; i < spec.fields.size(); ++i) {
     const FieldSpec& f = spec.fields[i];
     FieldDesc& fd = d.fields[i];
     if (f.sample_shape.size() > kMaxDims) fail("field '{}' has {} dimensions: at most {}", f.name, f.sample_shape.size(), kMaxDims);
+    if (dtype_size(f.dtype) == 0) fail("field '{}' has an unknown dtype code {}", f.name, static_cast<std::uint32_t>(f.dtype));
     copy_name(fd.name, f.name, "field name");
     fd.dtype = f.dtype;
     fd.ndim = static_cast<std::uint32_t>(f.sample_shape.size());
-    fd.stride = dtype_size(f.dtype);
-    for (std::size_t k = 0; k < f.sample_shape.size(); ++k) {
-      fd.shape[k] = f.sample_shape[k];
-      fd.stride *= f.sample_shape[k];
-    }
+    std::copy(f.sample_shape.begin(), f.sample_shape.end(), fd.shape);
+    const auto stride = checked_product(dtype_size(f.dtype), f.sample_shape);
+    fd.stride = stride ? *stride : too_big(f.name);
+    if (fd.stride == 0) fail("dataset '{}': field '{}' has a zero dimension: the input's header is corrupt", spec.name, f.name);
     fd.offset = offset;
-    fd.bytes = fd.stride * spec.num_samples;
-    offset = align_up(offset + fd.bytes, kPayloadAlignment);
+    fd.bytes = checked_mul(fd.stride, spec.num_samples).value_or(~0ull);
+    const auto end = checked_add(offset, fd.bytes);
+    if (!end || *end > ~0ull - kPayloadAlignment) too_big(f.name);
+    offset = align_up(*end, kPayloadAlignment);
   }
   for (std::size_t i = 0; i < spec.splits.size(); ++i) {
     const SplitSpec& s = spec.splits[i];
@@ -70,7 +80,9 @@ DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
   }
 
   const std::uint64_t payload_bytes = offset - align_up(kHeaderBytes, kPayloadAlignment);
-  if (force && Segment::exists(seg_name)) Segment::unlink(seg_name);
+  if (force && Segment::remove(seg_name).result == Segment::Removal::denied)
+    fail("dataset cache '{}' cannot be replaced ({}): choose another name", spec.name,
+         Segment::foreign_owner(seg_name).empty() ? "permission denied" : Segment::foreign_owner(seg_name));
   Segment seg = Segment::create(seg_name, Kind::dataset, kDatasetLayoutVersion, payload_bytes,
                                 fmt::format("dataset '{}' is already preloaded: pass --force to replace it", spec.name));
   seg.descriptor_as<DatasetDescriptor>() = d;
@@ -89,16 +101,56 @@ void DatasetWriter::commit(std::uint64_t load_ns, unsigned threads) {
   segment_.persist();
 }
 
+namespace {
+
+// Everything a reader indexes with, checked against the real mapping before anything uses it: a
+// descriptor's sizes come from shared memory that any process of this uid can write.
+// A name from the descriptor, fit for a one-line message whatever bytes it holds.
+std::string printable(const char* field, std::size_t n) {
+  std::string out(name_of(field, n));
+  for (char& c : out)
+    if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+  return out;
+}
+
+std::string check_descriptor(const DatasetDescriptor& d, const Segment& seg) {
+  if (d.num_fields < 1 || d.num_fields > kMaxFields) return fmt::format("{} fields (a cache holds 1 to {})", d.num_fields, kMaxFields);
+  if (d.num_splits > kMaxSplits) return fmt::format("{} splits (a cache holds at most {})", d.num_splits, kMaxSplits);
+  for (std::uint32_t i = 0; i < d.num_fields; ++i) {
+    const FieldDesc& f = d.fields[i];
+    const std::string name = printable(f.name, sizeof f.name);
+    if (dtype_size(f.dtype) == 0) return fmt::format("field '{}' has an unknown dtype code {}", name, static_cast<std::uint32_t>(f.dtype));
+    if (f.ndim > kMaxDims) return fmt::format("field '{}' has {} dimensions (at most {})", name, f.ndim, kMaxDims);
+    const std::span<const std::uint64_t> shape(f.shape, f.ndim);
+    if (std::ranges::find(shape, 0u) != shape.end()) return fmt::format("field '{}' has a zero dimension", name);
+    const auto stride = checked_product(dtype_size(f.dtype), shape);
+    if (!stride || *stride != f.stride) return fmt::format("field '{}' has stride {}, not its dtype size times its shape", name, f.stride);
+    const auto bytes = checked_mul(f.stride, d.num_samples);
+    if (!bytes || *bytes != f.bytes)
+      return fmt::format("field '{}' has {} bytes, not stride {} x {} samples", name, f.bytes, f.stride, d.num_samples);
+    const auto end = checked_add(f.offset, f.bytes);
+    if (f.offset < seg.header().payload_offset || f.offset % kPayloadAlignment != 0 || !end || *end > seg.size())
+      return fmt::format("field '{}' at [{}, +{}) lies outside the {}-byte segment's payload (or is not 2 MiB aligned)",
+                         name, f.offset, f.bytes, seg.size());
+  }
+  for (std::uint32_t i = 0; i < d.num_splits; ++i) {
+    const SplitDesc& s = d.splits[i];
+    if (s.begin > s.end || s.end > d.num_samples)
+      return fmt::format("split '{}' [{}, {}) is not a range within its {} samples", printable(s.name, sizeof s.name),
+                         s.begin, s.end, d.num_samples);
+  }
+  return "";
+}
+
+}  // namespace
+
 DatasetCache DatasetCache::attach(std::string_view name) {
   const std::string seg_name = dataset_segment_name(name);
   std::string fix = Segment::exists(seg_name) ? preload_fix(name)
                                               : fmt::format("run `tandem data preload {} --from PATH`", name);
   Segment seg = Segment::attach(seg_name, Kind::dataset, kDatasetLayoutVersion, Segment::Access::read_only, fix);
-  const auto& d = seg.descriptor_as<DatasetDescriptor>();
-  bool sane = d.num_fields >= 1 && d.num_fields <= kMaxFields && d.num_splits <= kMaxSplits;
-  for (std::uint32_t i = 0; sane && i < d.num_fields; ++i)
-    sane = d.fields[i].offset + d.fields[i].bytes <= seg.size() && d.fields[i].bytes == d.fields[i].stride * d.num_samples;
-  if (!sane) fail("dataset cache '{}' has a field table that does not fit its segment: {}", name, preload_fix(name));
+  if (std::string problem = check_descriptor(seg.descriptor_as<DatasetDescriptor>(), seg); !problem.empty())
+    fail("dataset cache '{}' is invalid: {}: {}", name, problem, preload_fix(name));
   return DatasetCache(std::move(seg));
 }
 

@@ -142,6 +142,9 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
                         Access access, std::string_view fix) {
   Segment seg;
   seg.name_ = name;
+  if (std::string owner = foreign_owner(name); !owner.empty())
+    fail("shared-memory segment '/{}' is {}, not by this user (uid {}): it is another user's; run as that "
+         "user or choose another name", name, owner, ::getuid());
   try {
     bip::shared_memory_object object(bip::open_only, name.c_str(),
                                      access == Access::read_write ? bip::read_write : bip::read_only);
@@ -154,9 +157,9 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
   }
   struct stat st {};
   TANDEM_CHECK_SYS(::fstat(seg.fd_, &st));
-  if (st.st_uid != ::getuid())
-    fail("shared-memory segment '/{}' belongs to uid {}, not to this user ({}): it is another "
-         "user's; choose another name", name, st.st_uid, ::getuid());
+  if (st.st_uid != ::getuid())  // replaced between the check above and the open
+    fail("shared-memory segment '/{}' is owned by uid {}, not by this user (uid {}): it is another user's; "
+         "run as that user or choose another name", name, st.st_uid, ::getuid());
   if (static_cast<std::size_t>(st.st_size) < kHeaderBytes)
     fail("shared-memory segment '/{}' is truncated ({} bytes, less than its header): {}", name, st.st_size, fix);
   seg.size_ = static_cast<std::size_t>(st.st_size);
@@ -176,8 +179,12 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
     fail("shared-memory segment '/{}' holds a {} segment, not a {} one: {}", name, kind_name(h.kind), kind_name(kind), fix);
   if (h.layout_version != layout_version)
     fail("shared-memory segment '/{}' was written by layout {}, this build reads {}: {}", name, h.layout_version, layout_version, fix);
-  if (h.total_size != seg.size_ || h.payload_offset % kPayloadAlignment != 0 || h.payload_offset > h.total_size)
+  if (h.total_size != seg.size_)
     fail("shared-memory segment '/{}' is {} bytes but its header says {}: {}", name, seg.size_, h.total_size, fix);
+  // The payload starts on its own 2 MiB boundary after the header, inside the object.
+  if (h.payload_offset < kHeaderBytes || h.payload_offset % kPayloadAlignment != 0 || h.payload_offset > h.total_size)
+    fail("shared-memory segment '/{}' has a payload offset {} outside its {} bytes (or not 2 MiB aligned): {}",
+         name, h.payload_offset, seg.size_, fix);
   return seg;
 }
 
@@ -187,6 +194,22 @@ bool Segment::exists(const std::string& name) {
 }
 
 bool Segment::unlink(const std::string& name) { return bip::shared_memory_object::remove(name.c_str()); }
+
+Segment::Removal Segment::remove(const std::string& name) {
+  const std::string path = "/dev/shm/" + name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {Removal::absent, 0, errno};
+  if (::unlink(path.c_str()) == 0) return {Removal::removed, st.st_uid, 0};
+  const int err = errno;
+  if (err == ENOENT) return {Removal::absent, st.st_uid, err};  // someone else removed it meanwhile
+  return {Removal::denied, st.st_uid, err};
+}
+
+std::string Segment::foreign_owner(const std::string& name) {
+  struct stat st {};
+  if (::lstat(("/dev/shm/" + name).c_str(), &st) != 0 || st.st_uid == ::getuid()) return "";
+  return fmt::format("owned by uid {}", st.st_uid);
+}
 
 void Segment::mark_ready() {
   SegmentHeader& h = header();
@@ -240,10 +263,17 @@ std::vector<SegmentInfo> list_segments() {
     if (!name.starts_with("tandem.")) continue;
     SegmentInfo info;
     info.name = name;
-    int fd = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
+    if (::lstat(("/dev/shm/" + name).c_str(), &st) != 0) continue;  // removed meanwhile
+    info.owner_uid = st.st_uid;
+    info.ours = st.st_uid == ::getuid();
+    info.bytes = static_cast<std::uint64_t>(st.st_size);
+    // O_NOFOLLOW: a symlink named tandem.* is reported, never followed.
+    int fd = S_ISREG(st.st_mode) ? ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
     if (fd < 0 || ::fstat(fd, &st) != 0) {
-      info.problem = "cannot be opened";
+      info.problem = !S_ISREG(st.st_mode) ? "not a regular file"
+                     : info.ours          ? "cannot be opened"
+                                          : fmt::format("owned by uid {}, cannot be opened", info.owner_uid);
       if (fd >= 0) ::close(fd);
       out.push_back(info);
       continue;
@@ -255,16 +285,25 @@ std::vector<SegmentInfo> list_segments() {
       std::byte header[kHeaderBytes];
       if (::pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
         const auto* h = reinterpret_cast<const SegmentHeader*>(header);
-        info.kind = h->kind;
-        info.layout_version = h->layout_version;
-        info.creator_pid = h->creator_pid;
-        info.creator_alive = process_alive(h->creator_pid);
-        info.created_unix_ns = h->created_unix_ns;
         info.ready = h->ready.load(std::memory_order_acquire) == static_cast<std::uint32_t>(Ready::ready);
-        if (h->magic != kMagic) info.problem = "not a Tandem segment";
-        else if (info.ready && h->header_checksum != header_checksum(header)) info.problem = "corrupt header";
-        else if (!info.ready) info.problem = info.creator_alive ? "being written" : "abandoned while being written";
-        else info.valid = true;
+        if (h->magic != kMagic) {
+          info.problem = "not a Tandem segment";  // its other header bytes mean nothing: none is quoted
+        } else {
+          info.kind = h->kind;
+          info.layout_version = h->layout_version;
+          info.creator_pid = h->creator_pid;
+          info.creator_alive = process_alive(h->creator_pid);
+          info.created_unix_ns = h->created_unix_ns;
+          if (info.ready && h->header_checksum != header_checksum(header)) {
+            info.problem = "corrupt header";
+            info.creator_pid = 0;  // unchecked bytes: never quoted as a pid
+            info.creator_alive = false;
+          } else if (!info.ready) {
+            info.problem = info.creator_alive ? "being written" : "abandoned while being written";
+          } else {
+            info.valid = true;
+          }
+        }
       }
     }
     ::close(fd);

@@ -76,14 +76,27 @@ class Segment {
   static Segment create(const std::string& name, Kind kind, std::uint32_t layout_version,
                         std::size_t payload_bytes, std::string_view exists_fix);
 
-  // Maps an existing segment after checking, in order: it exists, it is large enough to hold a
-  // header, it belongs to this uid, magic, header checksum, kind, layout version, size, ready.
-  // Each failure is a UserError naming the segment, what is wrong, and `fix`.
+  // Maps an existing segment after checking, in order: it exists, it belongs to this uid (checked
+  // before opening, so another user's segment is "owned by uid N", never "does not exist"; root is
+  // refused too: a job never adopts another user's segment), it is large enough to hold a header,
+  // magic, ready, header checksum, kind, layout version, then size and payload offset against the
+  // real mapping. Each failure is a UserError naming the segment, what is wrong, and `fix`.
   static Segment attach(const std::string& name, Kind kind, std::uint32_t layout_version,
                         Access access, std::string_view fix);
 
   static bool exists(const std::string& name);
-  static bool unlink(const std::string& name);  // false if it did not exist
+  static bool unlink(const std::string& name);  // false if it did not exist (or could not be removed)
+
+  // What a command that removes a segment on a user's behalf reports: never "removed" or "not
+  // found" for a name it was not allowed to remove.
+  struct Removal {
+    enum Result { removed, absent, denied } result;
+    std::uint32_t owner_uid;  // of the object, when it existed
+    int error;                // errno when denied
+  };
+  static Removal remove(const std::string& name);
+  // "" when `name` belongs to this uid (or does not exist), else "owned by uid N".
+  static std::string foreign_owner(const std::string& name);
 
   Segment() = default;
   Segment(Segment&& other) noexcept;
@@ -127,6 +140,8 @@ std::uint64_t shm_free_bytes();
 // What `tandem shm ls` shows: every /dev/shm object whose name starts with "tandem.".
 struct SegmentInfo {
   std::string name;
+  std::uint32_t owner_uid = 0;
+  bool ours = false;           // owned by this process's uid
   std::uint64_t bytes = 0;
   bool valid = false;          // magic and checksum good
   std::string problem;         // why not valid, if not

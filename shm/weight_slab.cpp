@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "shm/weight_slab_layout.hpp"
 
@@ -24,8 +26,8 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
   if (spec.num_slots < 2 || spec.num_slots > kMaxSlots)
     fail("weight slab '/{}': {} slots asked for, use 2..{} (the latest slot is never rewritten, so 1 cannot publish twice)",
          name, spec.num_slots, kMaxSlots);
-  if (spec.num_leases < 1 || spec.num_leases > 65536)
-    fail("weight slab '/{}': {} lease entries asked for, use 1..65536", name, spec.num_leases);
+  if (spec.num_leases < 1 || spec.num_leases > kMaxLeases)
+    fail("weight slab '/{}': {} lease entries asked for, use 1..{}", name, spec.num_leases, kMaxLeases);
   if (spec.slot_bytes == 0) fail("weight slab '/{}': the model has no bytes to publish", name);
   if (spec.model.size() >= sizeof(SlabDescriptor::model))
     fail("weight slab '/{}': model name '{}' is longer than {} characters: shorten it", name, spec.model,
@@ -36,7 +38,8 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
     if (t.shape.size() > kTensorMaxDims)
       fail("weight slab '/{}': tensor '{}' has {} dimensions, the slab holds at most {}", name, t.name,
            t.shape.size(), kTensorMaxDims);
-    if (t.offset + t.bytes > spec.slot_bytes || t.offset % dtype_size(t.dtype) != 0)
+    const auto end = checked_add(t.offset, t.bytes);
+    if (dtype_size(t.dtype) == 0 || !end || *end > spec.slot_bytes || t.offset % dtype_size(t.dtype) != 0)
       fail("weight slab '/{}': tensor '{}' at [{}, +{}) does not fit an aligned place in a {}-byte slot",
            name, t.name, t.offset, t.bytes, spec.slot_bytes);
   }
@@ -75,19 +78,65 @@ void write_tensor_table(TensorEntry* table, const std::vector<TensorSpec>& tenso
   }
 }
 
-void check_descriptor(const std::string& name, const SlabDescriptor& d, std::uint64_t size) {
-  if (d.num_slots < 2 || d.num_slots > kMaxSlots || d.lease_offset % 4096 != 0 || d.lease_bytes % 4096 != 0 ||
-      d.lease_offset + d.lease_bytes > size || d.slots_offset + d.num_slots * d.slot_stride > size ||
-      d.table_offset + d.num_tensors * sizeof(TensorEntry) > size || d.slot_bytes > d.slot_stride)
-    fail("weight slab '/{}' has an inconsistent descriptor: remove it (`tandem shm rm {}`) and restart the learner",
-         name, name);
+// Whether [offset, offset + bytes) lies inside the segment's payload (after the header page).
+bool region_fits(std::uint64_t offset, std::optional<std::uint64_t> bytes, std::uint64_t size) {
+  const auto end = bytes ? checked_add(offset, *bytes) : std::nullopt;
+  return offset >= kHeaderBytes && end && *end <= size;
+}
+bool disjoint(std::uint64_t a, std::uint64_t a_bytes, std::uint64_t b, std::uint64_t b_bytes) {
+  return a + a_bytes <= b || b + b_bytes <= a;  // both already known to fit, so no wrap
+}
+
+// Every count, offset and size a reader indexes with, checked (with checked arithmetic) against the
+// real mapping: the descriptor lies in memory any process of this uid may have written.
+std::string descriptor_problem(const SlabDescriptor& d, const Segment& seg) {
+  const std::uint64_t size = seg.size();
+  if (d.num_slots < 2 || d.num_slots > kMaxSlots) return fmt::format("{} slots (2..{})", d.num_slots, kMaxSlots);
+  if (d.num_leases < 1 || d.num_leases > kMaxLeases) return fmt::format("{} lease entries (1..{})", d.num_leases, kMaxLeases);
+  if (dtype_size(d.publish_dtype) == 0) return "an unknown publish dtype";
+  if (d.control_offset % 4096 != 0 || !region_fits(d.control_offset, slab::kControlBytes, size))
+    return fmt::format("control offset {} outside the segment or not page aligned", d.control_offset);
+  const auto lease_need = checked_mul(d.num_leases, sizeof(LeaseEntry));
+  if (d.lease_offset % 4096 != 0 || d.lease_bytes % 4096 != 0 || d.lease_bytes < *lease_need ||
+      !region_fits(d.lease_offset, d.lease_bytes, size))
+    return fmt::format("lease table [{}, +{}) does not hold {} page-aligned entries inside the segment",
+                       d.lease_offset, d.lease_bytes, d.num_leases);
+  if (!disjoint(d.control_offset, slab::kControlBytes, d.lease_offset, d.lease_bytes))
+    return "its lease table overlaps its control block";
+  const auto table_bytes = checked_mul(d.num_tensors, sizeof(TensorEntry));
+  if (d.table_offset % alignof(TensorEntry) != 0 || !region_fits(d.table_offset, table_bytes, size))
+    return fmt::format("tensor table of {} entries at {} lies outside the segment", d.num_tensors, d.table_offset);
+  if (d.slot_bytes == 0 || d.slot_bytes > d.slot_stride || d.slot_stride % kSlotAlignment != 0 ||
+      d.slots_offset % kSlotAlignment != 0 || !region_fits(d.slots_offset, checked_mul(d.num_slots, d.slot_stride), size))
+    return fmt::format("{} slots of {} bytes (stride {}) at {} do not fit the {}-byte segment", d.num_slots,
+                       d.slot_bytes, d.slot_stride, d.slots_offset, size);
+  if (!disjoint(d.lease_offset, d.lease_bytes, d.slots_offset, d.num_slots * d.slot_stride))
+    return "its lease table overlaps its slots";
+  const auto* table = reinterpret_cast<const TensorEntry*>(seg.base() + d.table_offset);
+  if (XXH3_64bits(table, *table_bytes) != d.table_checksum) return "its tensor table does not match its checksum";
+  for (std::uint32_t i = 0; i < d.num_tensors; ++i) {
+    const TensorEntry& t = table[i];
+    const auto end = checked_add(t.offset, t.bytes);
+    if (dtype_size(t.dtype) == 0 || t.ndim > kTensorMaxDims || !end || *end > d.slot_bytes ||
+        t.offset % dtype_size(t.dtype) != 0)
+      return fmt::format("tensor {} does not fit an aligned place in a {}-byte slot", i, d.slot_bytes);
+  }
+  return "";
+}
+
+void check_descriptor(const std::string& name, const SlabDescriptor& d, const Segment& seg) {
+  if (std::string problem = descriptor_problem(d, seg); !problem.empty())
+    fail("weight slab '/{}' has an invalid descriptor ({}): remove it (`tandem shm rm {}`) and restart the learner",
+         name, problem, name);
 }
 
 }  // namespace
 
 WeightSlabWriter WeightSlabWriter::create(const std::string& name, const SlabSpec& spec, bool force) {
   check_spec(name, spec);
-  if (force && Segment::exists(name)) Segment::unlink(name);
+  if (force && Segment::remove(name).result == Segment::Removal::denied)
+    fail("weight slab '/{}' cannot be replaced ({}): choose another job name", name,
+         Segment::foreign_owner(name).empty() ? "permission denied" : Segment::foreign_owner(name));
 
   SlabDescriptor d = place_regions(spec);
   const std::uint64_t total = d.slots_offset + d.num_slots * d.slot_stride;
@@ -114,7 +163,7 @@ WeightSlabReader WeightSlabReader::attach(const std::string& name, std::uint32_t
                                fmt::format("start the learner that publishes '/{}' first, or check the job name", name));
   const SlabDescriptor& d = r.descriptor();
   const std::uint64_t size = r.segment_.size();
-  check_descriptor(name, d, size);
+  check_descriptor(name, d, r.segment_);
 
   // Everything but the lease pages becomes read-only for this process (see the contract).
   std::byte* base = r.segment_.base();

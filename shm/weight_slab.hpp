@@ -61,6 +61,7 @@ inline constexpr std::uint32_t kWeightSlabLayoutVersion = 1;
 inline constexpr std::uint32_t kMaxSlots = 32;           // SlabControl + headers fit one page
 inline constexpr std::uint32_t kDefaultSlots = 4;
 inline constexpr std::uint32_t kDefaultLeases = 256;
+inline constexpr std::uint32_t kMaxLeases = 65536;
 inline constexpr std::size_t kTensorNameBytes = 160;
 inline constexpr std::size_t kTensorMaxDims = 8;
 inline constexpr std::size_t kSlotAlignment = kPayloadAlignment;  // 2 MiB
@@ -199,6 +200,8 @@ class WeightSlabWriter {
   std::size_t slots_span_bytes() const;  // num_slots * slot_stride: everything a D2H may target
   const std::string& name() const { return segment_.name(); }
   std::uint64_t latest_version() const { return latest_version_; }
+  // Leaves the segment in /dev/shm when this writer is destroyed (a launcher removes it later).
+  void persist() { segment_.persist(); }
 
  private:
   std::uint32_t leased_mask() const;

@@ -1,12 +1,29 @@
 // The reader's side of the weight slab: leasing the latest version, the lease-free seqlock copy, and
 // inspection. Attaching: weight_slab.cpp; the lease entries themselves: weight_slab_leases.cpp.
+#include <fmt/format.h>
+
 #include <cstring>
 #include <utility>
 
+#include "common/error.hpp"
 #include "shm/weight_slab.hpp"
 #include "shm/weight_slab_layout.hpp"
 
 namespace tandem::shm {
+
+namespace {
+
+// `latest` and a slot's byte count live in memory any process of this uid may write: a slot index
+// past num_slots or a count past slot_bytes is refused, never used to address memory.
+[[noreturn]] void corrupt(const std::string& name, std::string_view what) {
+  fail("weight slab '/{}' is corrupt ({}): remove it (`tandem shm rm {}`) and restart the learner", name, what, name);
+}
+
+void check_slot(const std::string& name, const SlabDescriptor& d, std::uint32_t slot) {
+  if (slot >= d.num_slots) corrupt(name, fmt::format("`latest` names slot {} of {}", slot, d.num_slots));
+}
+
+}  // namespace
 
 WeightSlabReader::WeightSlabReader(WeightSlabReader&& o) noexcept
     : segment_(std::move(o.segment_)), entries_(std::move(o.entries_)), owner_word_(o.owner_word_) {
@@ -31,6 +48,7 @@ std::span<const TensorEntry> WeightSlabReader::tensors() const {
 }
 
 const std::byte* WeightSlabReader::slot_data(std::uint32_t index) const {
+  check_slot(name(), descriptor(), index);
   return slab::slot_data_of(segment_, descriptor(), index);
 }
 std::size_t WeightSlabReader::slots_span_bytes() const { return descriptor().num_slots * descriptor().slot_stride; }
@@ -55,6 +73,7 @@ std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
     const std::uint64_t latest = control.latest.load(std::memory_order_acquire);
     if (latest == 0) return std::nullopt;
     const std::uint32_t slot = latest_slot(latest);
+    check_slot(name(), d, slot);
     const std::uint64_t version = shm::latest_version(latest);
     entry->version.store(version, std::memory_order_relaxed);
     entry->lease.store(pid << 32 | (slot + 1), std::memory_order_relaxed);
@@ -62,6 +81,10 @@ std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
     const SlotHeader& h = slab::slot_header_of(segment_, d, slot);
     const std::uint64_t seq = h.seq.load(std::memory_order_acquire);
     if ((seq & 1) == 0 && h.version.load(std::memory_order_relaxed) == version) {
+      if (h.bytes.load(std::memory_order_relaxed) > d.slot_bytes) {
+        entry->lease.store(0, std::memory_order_release);
+        corrupt(name(), fmt::format("slot {} claims {} bytes of {}", slot, h.bytes.load(std::memory_order_relaxed), d.slot_bytes));
+      }
       ReadLease lease;
       lease.entry_ = entry;
       lease.header_ = &h;
@@ -85,6 +108,7 @@ std::optional<WeightSlabReader::Copied> WeightSlabReader::copy_latest(std::byte*
   const std::uint64_t latest = slab::control_of(segment_, d).latest.load(std::memory_order_acquire);
   if (latest == 0) return std::nullopt;
   const std::uint32_t slot = latest_slot(latest);
+  check_slot(name(), d, slot);
   const SlotHeader& h = slab::slot_header_of(segment_, d, slot);
   const std::uint64_t seq = h.seq.load(std::memory_order_acquire);
   if (seq & 1) return std::nullopt;

@@ -67,6 +67,22 @@ TEST_CASE("evaluator: accuracy and loss equal a direct computation over a copy o
   CHECK(first.evaluate(model).samples == 10);
 }
 
+TEST_CASE("evaluator: a stop request ends an evaluation within one batch, marked incomplete") {
+  SyntheticCache made;
+  shm::DatasetCache cache = shm::DatasetCache::attach(made.name);
+  Model model = Model::create({.name = "cnn", .seed = 4});
+  Evaluator eval(cache, {.split = "test", .batch_size = 10, .mean = {0.5}, .std = {0.25}});
+  int asked = 0;
+  const EvalResult stopped = eval.evaluate(model, [&] { return ++asked > 3; });  // stop after 3 batches
+  CHECK_FALSE(stopped.complete);
+  CHECK(asked == 4);               // asked once per batch, and no batch after the request
+  CHECK(stopped.samples == 30);
+  CHECK(model.is_training());      // put back as it was
+  const EvalResult whole = eval.evaluate(model, [] { return false; });
+  CHECK(whole.complete);
+  CHECK(whole.samples == 100);
+}
+
 TEST_CASE("evaluator: batches are views of the shared-memory mapping, not copies of the dataset") {
   SyntheticCache made;
   shm::DatasetCache cache = shm::DatasetCache::attach(made.name);

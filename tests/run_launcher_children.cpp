@@ -58,8 +58,11 @@ TANDEM_CHILD("fake-learner") {
   return 0;
 }
 
-// Evaluates until stopped, beating by hand each loop (so sleeping stops its heartbeat).
-// mode=hang-once: its first incarnation stops beating after ~0.5 s; crash: exits 3 after 0.2 s.
+// Evaluates until stopped, beating by hand each loop (so sleeping stops its heartbeat). It "evaluates"
+// the learner's latest reported version, and on a stop (unless the job failed) that version once more,
+// as the real evaluator does with the final weights.
+// mode=hang-once: its first incarnation stops beating after ~0.5 s; crash: exits 3 after 0.2 s;
+// quit: exits 0 after 0.2 s, its duty undone.
 TANDEM_CHILD("fake-actor") {
   auto opt = child_options();
   auto client = ControlClient::from_env();
@@ -68,9 +71,19 @@ TANDEM_CHILD("fake-actor") {
   if (std::getenv("RANK") != nullptr) return 4;  // torchrun's variables are for learners only
   client->set_state(ProcessState::running);
   std::printf("actor %u running (restart %u)\n", client->index(), client->restarts());
+  auto learner_version = [&] {
+    const auto m = client->block().read_metrics(0);
+    return m ? m->version : 0;
+  };
   for (int i = 0;; ++i) {
     if (client->should_stop()) {
       client->set_state(ProcessState::stopping);
+      if (client->block().stop_reason() != shm::StopReason::failure) {
+        ProcessMetrics m;
+        m.version = learner_version();
+        client->report(m);
+        std::printf("actor evaluated version %llu\n", static_cast<unsigned long long>(m.version));
+      }
       std::printf("actor stopping\n");
       return 0;
     }
@@ -79,13 +92,17 @@ TANDEM_CHILD("fake-actor") {
       std::printf("hanging now\n");
       std::this_thread::sleep_for(1h);
     }
+    if (opt["mode"] == "quit" && i == 10) {
+      std::printf("quitting early\n");
+      return 0;
+    }
     if (opt["mode"] == "crash" && i == 10) {
       std::fprintf(stderr, "simulated crash\n");
       return 3;
     }
     ProcessMetrics m;
     m.step = static_cast<std::uint64_t>(i);
-    m.version = static_cast<std::uint64_t>(i / 5);
+    m.version = learner_version();
     m.accuracy = 0.5 + 0.001 * i;
     m.loss = 0.7;
     client->report(m);

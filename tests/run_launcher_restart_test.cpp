@@ -76,3 +76,67 @@ TEST_CASE("tandem run: an actor that keeps crashing fails the job at the restart
   CHECK(out.find("[learner.0] stop requested: checkpoint at step") != std::string::npos);
   CHECK(segments_of(f.job).empty());
 }
+
+TEST_CASE("tandem run: an actor that fails the same way every try fails the job after 3 tries, with its last lines" *
+          doctest::timeout(90)) {
+  JobFixture f;
+  f.keys["actors"] = "1";
+  f.keys["max_restarts"] = "10";
+  f.keys["restart_backoff_s"] = "0.1";
+  f.keys["actor_args"] = "\"--tandem-child=fake-actor mode=crash\"";
+  f.keys["learner_args"] = "\"--tandem-child=fake-learner steps=100000 step_ms=20\"";
+  Launcher run({f.write()});
+  const int status = run.wait();
+  const std::string out = run.output();
+  CAPTURE(out);
+  CHECK(status == 1);
+  CHECK(out.find("restart 2 of at most 10") != std::string::npos);
+  CHECK(out.find("restart 3 of at most 10") == std::string::npos);
+  CHECK(out.find("actor.0 (pid") != std::string::npos);
+  CHECK(out.find("exited with status 3 3 times in a row, the same way each time") != std::string::npos);
+  CHECK(out.find("  | simulated crash") != std::string::npos);
+  CHECK(out.find("succeeded") == std::string::npos);
+  CHECK(segments_of(f.job).empty());
+}
+
+// The learner finishes while the actor's restart is pending: the restart still happens, the new
+// actor evaluates the final version, and the job succeeds; never a success with the duty undone.
+TEST_CASE("tandem run: an actor killed just before the learner finishes is restarted to evaluate the final version" *
+          doctest::timeout(90)) {
+  JobFixture f;
+  f.keys["actors"] = "1";
+  f.keys["restart_backoff_s"] = "1";
+  f.keys["learner_args"] = "\"--tandem-child=fake-learner steps=100 step_ms=20\"";
+  Launcher run({f.write()});
+  REQUIRE(run.wait_for_output("[learner.0] step 90"));  // ~0.2 s before it finishes, well within the backoff
+  const pid_t victim = f.process("actor", 0).pid;
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  const int status = run.wait();
+  const std::string out = run.output();
+  CAPTURE(out);
+  CHECK(status == 0);
+  CHECK(out.find("[actor.0] actor 0 running (restart 1)") != std::string::npos);
+  CHECK(out.rfind("[actor.0] actor 0 running (restart 1)") > out.find("learner.0 finished"));
+  CHECK(out.find("[actor.0] actor evaluated version 10") != std::string::npos);  // fake-learner: step / 10
+  CHECK(out.find("succeeded") != std::string::npos);
+  CHECK(segments_of(f.job).empty());
+}
+
+TEST_CASE("tandem run: an actor that never evaluates the final version fails the job, saying what is missing" *
+          doctest::timeout(90)) {
+  JobFixture f;
+  f.keys["actors"] = "1";
+  f.keys["actor_args"] = "\"--tandem-child=fake-actor mode=quit\"";
+  f.keys["learner_args"] = "\"--tandem-child=fake-learner steps=100 step_ms=20\"";
+  Launcher run({f.write()});
+  const int status = run.wait();
+  const std::string out = run.output();
+  CAPTURE(out);
+  CHECK(status == 1);
+  CHECK(out.find("[actor.0] quitting early") != std::string::npos);
+  CHECK(out.find("actor.0 never evaluated the final version 10: ") != std::string::npos);
+  CHECK(out.find("and it exited with status 0") != std::string::npos);
+  CHECK(out.find("succeeded") == std::string::npos);
+  CHECK(segments_of(f.job).empty());
+}

@@ -19,17 +19,17 @@ namespace {
 const RestartLimits kLimits{.max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10,
                             .start_timeout_s = 30};
 
-Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false}; }
-Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false}; }
+Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
+Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
 Exited hung_and_killed(std::string why) {
-  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false};
+  return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false, .last_line = {}};
 }
-Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true}; }
+Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true, .last_line = {}}; }
 
 ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
-  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up};
+  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up, .last_failure = {}, .same_failures = 0};
 }
-ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .up = up}; }
+ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .restarts = 0, .crashes_in_row = 0, .up = up, .last_failure = {}, .same_failures = 0}; }
 
 Watched beating(std::chrono::nanoseconds since_heartbeat) {
   return {.reported_running = true, .since_heartbeat = since_heartbeat};
@@ -78,6 +78,18 @@ TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's
       {"after a failure, another actor's crash is not reported again", exit_code(2), actor(), JobPhase::failed,
        Action::done},
       {"after a failure, a crash is not restarted", killed_by(SIGKILL), actor(), JobPhase::failed, Action::done},
+      // Actors while the job finishes (the learners are done): they still owe the final version.
+      {"an actor that exits 0 while the job finishes is done", exit_code(0), actor(), JobPhase::finishing, Action::done},
+      {"an actor killed while the job finishes is restarted to report the final version", killed_by(SIGKILL), actor(),
+       JobPhase::finishing, Action::restart, "was killed by SIGKILL before it reported the final version", 500ms, 1},
+      {"an actor crashing while the job finishes, past max_restarts, fails the job", exit_code(3), actor(3),
+       JobPhase::finishing, Action::fail_job,
+       "exited with status 3 before it reported the final version, and it has been restarted 3 times already "
+       "(run.max_restarts = 3)"},
+      {"an actor that needed SIGTERM while the job finishes fails it", signalled_for_stop(SIGTERM), actor(),
+       JobPhase::finishing, Action::fail_job, "did not exit after the stop request and was killed by SIGTERM"},
+      {"a learner that exits 0 while the job finishes is done", exit_code(0), learner(), JobPhase::finishing,
+       Action::done},
       // Learners.
       {"a learner that exits 0 has finished", exit_code(0), learner(), JobPhase::running, Action::finished, "", 0ns, 0,
        "finished"},
@@ -136,4 +148,57 @@ TEST_CASE("restart policy: max_restarts = 0 fails the job at an actor's first cr
   const Decision d = decide(exit_code(3), actor(), JobPhase::running, none);
   CHECK(d.action == Action::fail_job);
   CHECK(d.reason == "exited with status 3, and it has been restarted 0 times already (run.max_restarts = 0)");
+}
+
+namespace {
+Exited crash_saying(int code, std::string last_line) {
+  return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false, .last_line = std::move(last_line)};
+}
+ProcessHistory failed_before(const Exited& e, std::uint32_t times) {
+  ProcessHistory p = actor(times, times);
+  p.last_failure = failure_signature(e);
+  p.same_failures = times;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("restart policy: an actor failing the same way 3 times in a row fails the job, whatever max_restarts") {
+  RestartLimits many = kLimits;
+  many.max_restarts = 100;
+  const Exited label_crash = crash_saying(1, "[actor.0] error: label -7 is outside [0, 10)");
+  const Decision first = decide(label_crash, actor(), JobPhase::running, many);
+  CHECK(first.action == Action::restart);
+  CHECK(first.same_failures == 1);
+  CHECK(first.failure == failure_signature(label_crash));
+  const Decision second = decide(label_crash, failed_before(label_crash, 1), JobPhase::running, many);
+  CHECK(second.action == Action::restart);
+  CHECK(second.same_failures == 2);
+  const Decision third = decide(label_crash, failed_before(label_crash, 2), JobPhase::running, many);
+  CHECK(third.action == Action::fail_job);
+  CHECK(third.reason == "exited with status 1 3 times in a row, the same way each time: restarting it again would not help");
+  // The same while the job finishes: a crash loop cannot hold the job's end hostage either.
+  CHECK(decide(label_crash, failed_before(label_crash, 2), JobPhase::finishing, many).action == Action::fail_job);
+}
+
+TEST_CASE("restart policy: a failure that differs (status or last line) starts a new count") {
+  const Exited a = crash_saying(1, "out of memory");
+  CHECK(decide(crash_saying(1, "segfault in batch 3"), failed_before(a, 2), JobPhase::running, kLimits).same_failures == 1);
+  CHECK(decide(crash_saying(2, "out of memory"), failed_before(a, 2), JobPhase::running, kLimits).same_failures == 1);
+  CHECK(decide(killed_by(SIGKILL), failed_before(a, 2), JobPhase::running, kLimits).action == Action::restart);
+}
+
+TEST_CASE("duty check: the job succeeds only when every actor reported the learners' final version") {
+  CHECK_FALSE(unmet_duty({}, 42).has_value());
+  CHECK_FALSE(unmet_duty({{.name = "actor.0", .reported_version = 42, .last_exit = "exited with status 0"},
+                          {.name = "actor.1", .reported_version = 43, .last_exit = "exited with status 0"}},
+                         42)
+                  .has_value());
+  const auto missing = unmet_duty({{.name = "actor.0", .reported_version = 42, .last_exit = "exited with status 0"},
+                                   {.name = "actor.1", .reported_version = 40, .last_exit = "was killed by SIGKILL"},
+                                   {.name = "actor.2", .reported_version = 0, .last_exit = "exited with status 0"}},
+                                  42);
+  REQUIRE(missing.has_value());
+  CHECK(*missing ==
+        "actor.1 never evaluated the final version 42: its last was version 40, and it was killed by SIGKILL; "
+        "actor.2 never evaluated the final version 42: it reported no version, and it exited with status 0");
 }

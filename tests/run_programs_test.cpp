@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -164,6 +165,20 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
   return out;
 }
 
+// The "version" of each line of a JSON-lines file that has one, in file order; every line must carry
+// "job":"<job>" (a resumed run appends to the same files).
+std::vector<std::uint64_t> versions_in(const fs::path& file, const std::string& job) {
+  std::ifstream in(file);
+  std::vector<std::uint64_t> versions;
+  for (std::string line; std::getline(in, line);) {
+    INFO(file.filename().string() << ": " << line);
+    CHECK(line.find(fmt::format("\"job\":\"{}\"", job)) != std::string::npos);
+    if (const auto at = line.find("\"version\":"); at != std::string::npos)
+      versions.push_back(std::stoull(line.substr(at + 10)));
+  }
+  return versions;
+}
+
 }  // namespace
 
 TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed run continues from that step" *
@@ -191,6 +206,16 @@ TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed r
   CHECK(rc2 == 0);
   CHECK(out.find(fmt::format("at step {}", step)) != std::string::npos);      // "resumed from ... at step N"
   CHECK(out.find(fmt::format("finished at step {}", step + 40)) != std::string::npos);
+
+  // Versions continue across the resume: the evaluations never go backwards, and every row of
+  // eval.jsonl and metrics.jsonl names the job.
+  const auto evaluated = versions_in(job.dir / "eval.jsonl", job.id);
+  CAPTURE(fmt::format("{}", fmt::join(evaluated, ",")));
+  REQUIRE(evaluated.size() >= 2);
+  CHECK(std::is_sorted(evaluated.begin(), evaluated.end()));
+  CHECK(evaluated.back() > evaluated.front());
+  const auto sampled = versions_in(job.dir / "metrics.jsonl", job.id);
+  CHECK(!sampled.empty());
 }
 
 TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" * doctest::timeout(90)) {
@@ -212,6 +237,32 @@ TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" *
   CHECK(rc == 0);
 }
 
+// Whenever the actor dies near the end (just before the learner finishes, or while the job
+// finishes), it is restarted and evaluates the final version: the outcome never hinges on the moment.
+TEST_CASE("an actor SIGKILLed as the learner finishes is restarted, evaluates the final version, and the job succeeds" *
+          doctest::timeout(90)) {
+  TinyCache cache;
+  Job job(cache, 1500, 1);
+  job.start();
+  std::int32_t victim = 0;
+  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+    auto s = b.snapshot(1);  // actor.0
+    victim = s.pid;
+    return s.state == shm::ProcessState::running && s.metrics.has_value() && job.learner_step(b) >= 1400;
+  }, 60s));
+  ::kill(victim, SIGKILL);
+  const int rc = job.wait(60s);
+  const std::string out = job.output();
+  INFO(out);
+  CHECK(rc == 0);
+  const auto at = out.find("final weights version ");
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t final_version = std::stoull(out.substr(at + 22));
+  const auto evaluated = versions_in(job.dir / "eval.jsonl", job.id);
+  REQUIRE(!evaluated.empty());
+  CHECK(evaluated.back() == final_version);
+}
+
 TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the job's segments removed" *
           doctest::timeout(90)) {
   TinyCache cache;
@@ -231,6 +282,7 @@ TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the jo
   CHECK(rc == 1);
   CHECK(took < 10.0);
   CHECK(out.find("learner.0") != std::string::npos);
+  CHECK(out.find("has not exited: sending SIGTERM") == std::string::npos);  // the actor stopped on the request
   for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
 }
 

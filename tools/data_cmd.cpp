@@ -1,5 +1,6 @@
 // tandem data preload | ls | info | verify | rm: the node-wide dataset caches (/tandem.data.<name>).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -119,7 +120,7 @@ int list() {
                  text(d.format), "ready", text(d.source));
     } catch (const UserError&) {
       fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10}\n", name, "-", format_bytes(s.bytes), "-",
-                 s.valid ? "unreadable" : s.problem);
+                 !s.ours ? fmt::format("uid {}", s.owner_uid) : s.valid ? std::string("invalid") : s.problem);
     }
   }
   if (shown == 0) fmt::print("no dataset caches: `tandem data preload NAME --from PATH` makes one\n");
@@ -142,9 +143,14 @@ int verify(const std::string& name, unsigned threads) {
 }
 
 int remove(const std::string& name) {
-  if (!shm::Segment::unlink(shm::dataset_segment_name(name)))
-    fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
-  fmt::print("removed dataset cache '{}'\n", name);
+  const auto r = shm::Segment::remove(shm::dataset_segment_name(name));
+  if (r.result == shm::Segment::Removal::absent) fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
+  if (r.result == shm::Segment::Removal::denied)
+    fail("cannot remove dataset cache '{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem data rm "
+         "{}` as that user", name, r.owner_uid, ::getuid(), std::strerror(r.error), name);
+  // Root may remove another user's cache; say whose it was.
+  fmt::print("removed dataset cache '{}'{}\n", name,
+             r.owner_uid != ::getuid() ? fmt::format(" (owned by uid {})", r.owner_uid) : "");
   return 0;
 }
 
@@ -156,6 +162,8 @@ void add_data_commands(CLI::App& app) {
 
   static data::PreloadOptions pre;
   auto* p = data->add_subcommand("preload", "load a dataset into /dev/shm/tandem.data.NAME once per node");
+  p->footer("The cache is refused before anything is written when /dev/shm lacks the space. TANDEM_SHM_LIMIT=SIZE "
+            "(bytes, or K/M/G, powers of 1024) caps the space Tandem believes /dev/shm has free (docs/FORMAT.md).");
   p->add_option("name", pre.name, "cache name, e.g. fmnist")->required();
   p->add_option("--from", pre.from, "folder with IDX files, CIFAR-10 batches or x_/y_{train,test}.npy")->required();
   p->add_option("--format", pre.format, "idx, cifar10 or npy (default: detected from the files)")

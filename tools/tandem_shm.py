@@ -14,6 +14,7 @@ shape (num_samples, *per_sample_shape) mapped straight from shared memory (no co
 `cache.splits["train"]` is a (begin, end) pair.
 """
 import json
+import math
 import os
 import sys
 
@@ -104,12 +105,20 @@ def open_dataset(name, shm_dir="/dev/shm"):
         shape = tuple(int(s) for s in f["shape"][:ndim])
         if code not in DTYPES:
             raise CacheError(f"{path}: field '{fname}' has unknown dtype code {code}")
-        if int(f["offset"]) + int(f["bytes"]) > size or int(f["bytes"]) != int(f["stride"]) * n:
+        if ndim > 4 or 0 in shape or int(f["stride"]) != np.dtype(DTYPES[code]).itemsize * math.prod(shape):
+            raise CacheError(f"{path}: field '{fname}' has a bad shape or stride")
+        # Python integers do not wrap, so these sums and products are the exact ones FORMAT.md asks for.
+        offset = int(f["offset"])
+        if (offset < int(h["payload_offset"]) or offset % PAYLOAD_ALIGNMENT or offset + int(f["bytes"]) > size
+                or int(f["bytes"]) != int(f["stride"]) * n):
             raise CacheError(f"{path}: field '{fname}' does not fit the segment")
         fields[fname] = np.ndarray((n,) + shape, dtype=DTYPES[code], buffer=m, offset=int(f["offset"]))
         info[fname] = {"dtype": DTYPE_NAMES[code], "shape": list(shape), "offset": int(f["offset"]),
                        "stride": int(f["stride"]), "bytes": int(f["bytes"])}
     splits = {s["name"].decode(): (int(s["begin"]), int(s["end"])) for s in d["splits"][: int(d["num_splits"])]}
+    for sname, (begin, end) in splits.items():
+        if not begin <= end <= n:
+            raise CacheError(f"{path}: split '{sname}' [{begin}, {end}) is not a range within its {n} samples")
     return DatasetCache(name, path, m, h, d, fields, info, splits)
 
 
@@ -179,11 +188,15 @@ class WeightSlab:
             if latest == 0:
                 return None
             slot = latest & 0xFF
+            if slot >= int(self.d["num_slots"]):
+                raise CacheError(f"`latest` names slot {slot} of {int(self.d['num_slots'])}: the slab is corrupt")
             h = control + 64 + 64 * slot
             seq = self._u64(h)
             if seq & 1:
                 continue  # being rewritten: read `latest` again
             version, step, nbytes = self._u64(h + 8), self._u64(h + 16), self._u64(h + 24)
+            if nbytes > int(self.d["slot_bytes"]):
+                continue  # torn header or corrupt: the seq check below would fail it anyway
             start = int(self.d["slots_offset"]) + slot * int(self.d["slot_stride"])
             payload = np.array(self.mapping[start:start + nbytes])
             if self._u64(h) == seq and version != 0:

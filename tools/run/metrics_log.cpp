@@ -38,8 +38,8 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
   return record;
 }
 
-MetricsLog::MetricsLog(const std::filesystem::path& file, std::uint64_t started_ns, std::uint32_t rows)
-    : file_(file, std::ios::app), started_ns_(started_ns), last_metrics_ns_(rows, 0) {
+MetricsLog::MetricsLog(const std::filesystem::path& file, std::string job, std::uint64_t started_ns, std::uint32_t rows)
+    : file_(file, std::ios::app), job_(std::move(job)), started_ns_(started_ns), last_metrics_ns_(rows, 0) {
   if (!file_) fail("cannot write {}: check the permissions of run.runs_dir", file.string());
 }
 
@@ -65,7 +65,10 @@ void MetricsLog::sample(const shm::ControlBlock& control) {
 }
 
 void MetricsLog::write(const nlohmann::ordered_json& record) {
-  file_ << record.dump() << '\n';
+  nlohmann::ordered_json line = {{"time_s", record.at("time_s")}, {"job", job_}};
+  for (const auto& [key, value] : record.items())
+    if (key != "time_s") line[key] = value;
+  file_ << line.dump() << '\n';
   file_.flush();
 }
 

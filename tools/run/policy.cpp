@@ -23,17 +23,24 @@ Decision make(Action action, std::string reason = {}) {
   return d;
 }
 
-Decision restart_or_fail(const ProcessHistory& p, const std::string& what, const RestartLimits& limits) {
+Decision restart_or_fail(const Exited& e, const ProcessHistory& p, const std::string& what, const RestartLimits& limits) {
   // A crash after a long enough run starts a new streak: the backoff is for crash loops.
   const double up_s = p.up.count() / 1e9;
   const std::uint32_t streak = up_s > std::max(60.0, 2 * limits.backoff_max_s) ? 0 : p.crashes_in_row;
   if (p.restarts >= limits.max_restarts)
     return make(Action::fail_job, fmt::format("{}, and it has been restarted {} times already (run.max_restarts = {})",
                                               what, p.restarts, limits.max_restarts));
+  const std::string signature = failure_signature(e);
+  const std::uint32_t same = signature == p.last_failure ? p.same_failures + 1 : 1;
+  if (same >= kSameFailureLimit)
+    return make(Action::fail_job, fmt::format("{} {} times in a row, the same way each time: restarting it again would "
+                                              "not help", what, same));
   const double delay_s = std::min(limits.backoff_s * std::pow(2.0, streak), limits.backoff_max_s);
   Decision d = make(Action::restart, what);
   d.delay = from_seconds(delay_s);
   d.crashes_in_row = streak + 1;
+  d.failure = signature;
+  d.same_failures = same;
   return d;
 }
 
@@ -54,7 +61,12 @@ Decision on_exit(const Exited& e, const ProcessHistory& p, JobPhase phase, const
     if (ok) return make(Action::done);
     return make(Action::fail_job, e.signalled_for_stop ? what : what + " while stopping");
   }
-  if (!ok) return restart_or_fail(p, what, limits);
+  if (phase == JobPhase::finishing) {  // its duty (the final version) is still owed: restart it
+    if (ok) return make(Action::done);
+    if (e.signalled_for_stop) return make(Action::fail_job, what);
+    return restart_or_fail(e, p, what + " before it reported the final version", limits);
+  }
+  if (!ok) return restart_or_fail(e, p, what, limits);
   Decision d = make(Action::done);
   d.note = "exited with status 0; it is done and not restarted";
   return d;
@@ -75,6 +87,24 @@ Decision on_watch(const Watched& w, const ProcessHistory& p, const RestartLimits
 }
 
 }  // namespace
+
+std::string failure_signature(const Exited& e) {
+  return fmt::format("{}|{}|{}", e.hung.empty() ? e.status.describe() : "hung", e.signalled_for_stop, e.last_line);
+}
+
+std::optional<std::string> unmet_duty(const std::vector<Duty>& actors, std::uint64_t final_version) {
+  std::string missing;
+  for (const Duty& a : actors) {
+    if (a.reported_version >= final_version) continue;
+    if (!missing.empty()) missing += "; ";
+    const std::string last = a.reported_version == 0 ? "it reported no version"
+                                                      : fmt::format("its last was version {}", a.reported_version);
+    missing += fmt::format("{} never evaluated the final version {}: {}, and it {}", a.name, final_version, last,
+                           a.last_exit.empty() ? "never exited" : a.last_exit);
+  }
+  if (missing.empty()) return std::nullopt;
+  return missing;
+}
 
 Decision decide(const ProcessEvent& event, const ProcessHistory& process, JobPhase phase, const RestartLimits& limits) {
   if (const auto* exited = std::get_if<Exited>(&event)) return on_exit(*exited, process, phase, limits);

@@ -20,7 +20,8 @@ namespace {
 std::vector<std::string> running_jobs() {
   std::vector<std::string> jobs;
   for (const auto& s : shm::list_segments()) {
-    if (!s.valid || s.kind != shm::Kind::control || !s.name.ends_with(".ctl")) continue;
+    // Another user's job is listed too: attaching it says whose it is rather than hiding it.
+    if (!s.name.ends_with(".ctl") || (s.ours && (!s.valid || s.kind != shm::Kind::control))) continue;
     jobs.push_back(s.name.substr(7, s.name.size() - 7 - 4));  // tandem.<job>.ctl
   }
   return jobs;

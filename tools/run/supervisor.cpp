@@ -71,7 +71,7 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
       tick_timer(io),
       segments(JobSegments::create(this->job.id, cfg.learners, cfg.actors, this->job.run_dir.string())),
       control(segments.control()),
-      metrics(this->job.run_dir / "metrics.jsonl", started_ns, control.row_count()),
+      metrics(this->job.run_dir / "metrics.jsonl", this->job.id, started_ns, control.row_count()),
       stop(cfg.kill_timeout_s) {
   for (std::uint32_t row = 0; row < control.row_count(); ++row) {
     const Role role = row < cfg.learners ? Role::learner : Role::actor;
@@ -82,7 +82,8 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
 
 JobPhase Supervisor::Impl::phase() const {
   if (!stop.stopping()) return JobPhase::running;
-  return failure ? JobPhase::failed : JobPhase::stopping;
+  if (failure) return JobPhase::failed;
+  return stop_reason == shm::StopReason::finished ? JobPhase::finishing : JobPhase::stopping;
 }
 
 ProcessHistory Supervisor::Impl::history(const Slot& s) const {
@@ -90,7 +91,9 @@ ProcessHistory Supervisor::Impl::history(const Slot& s) const {
   return {.role = s.role,
           .restarts = s.restarts,
           .crashes_in_row = s.crashes_in_row,
-          .up = std::chrono::nanoseconds(now > s.spawned_ns ? now - s.spawned_ns : 0)};
+          .up = std::chrono::nanoseconds(now > s.spawned_ns ? now - s.spawned_ns : 0),
+          .last_failure = s.last_failure,
+          .same_failures = s.same_failures};
 }
 
 void Supervisor::Impl::spawn(Slot& s) {
@@ -111,6 +114,8 @@ void Supervisor::Impl::tick() {
   const std::uint64_t now = monotonic_ns();
   control.job_control().launcher_heartbeat_ns.store(now, std::memory_order_relaxed);
   check_heartbeats();
+  for (auto& s : slots)
+    if (s->child.running()) note_reported_version(*s);
   if (stop.stopping()) escalate();
   if (now >= next_metrics_ns) {
     metrics.sample(control);
@@ -130,7 +135,9 @@ void Supervisor::Impl::tick() {
 
 void Supervisor::Impl::finish_if_done() {
   if (finished || !stop.stopping()) return;
-  if (std::any_of(slots.begin(), slots.end(), [](const auto& s) { return s->child.running() || s->pending_exit; }))
+  // A slot neither running nor done has a restart pending: while the job finishes it still runs.
+  if (std::any_of(slots.begin(), slots.end(),
+                  [](const auto& s) { return s->child.running() || s->pending_exit || !s->done; }))
     return;
   finished = true;
   io.stop();
@@ -152,6 +159,17 @@ void Supervisor::Impl::wait_for_child_exit() {
   });
 }
 
+// The learners finished; the job succeeds only if every actor then reported their final version.
+std::optional<std::string> Supervisor::Impl::unmet_duty_text() const {
+  std::uint64_t final_version = 0;
+  std::vector<Duty> duties;
+  for (const auto& s : slots) {
+    if (s->role == Role::learner) final_version = std::max(final_version, s->reported_version);
+    else duties.push_back({.name = s->name, .reported_version = s->reported_version, .last_exit = s->last_exit});
+  }
+  return unmet_duty(duties, final_version);
+}
+
 JobResult Supervisor::Impl::run() {
   console.message(fmt::format("job {}: {} learner{}, {} actor{}; run dir {}", job.id, cfg.learners,
                               cfg.learners == 1 ? "" : "s", cfg.actors, cfg.actors == 1 ? "" : "s",
@@ -168,6 +186,7 @@ JobResult Supervisor::Impl::run() {
   JobResult r;
   r.summary = summarize(control);
   r.elapsed_s = seconds_since(started_ns);
+  if (!failure && interrupt_signal == 0) failure = unmet_duty_text();
   if (failure) {
     r.outcome = JobResult::Outcome::failed;
     r.failure = *failure;

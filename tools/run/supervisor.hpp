@@ -3,13 +3,15 @@
 // What it does about exits and hangs is policy.hpp's decide(); this carries it out:
 //  - Learner ranks and actors are spawned at start; their output lines are shown with their name.
 //  - Crashed or hung actors are restarted with backoff up to run.max_restarts; a learner's failure,
-//    or an actor past its restarts, fails the job. When every learner has exited 0 the job is
-//    finished: the actors are asked to stop.
+//    an actor past its restarts, or one failing the same way kSameFailureLimit times in a row, fails
+//    the job. When every learner has exited 0 the job is finishing: the actors are asked to stop
+//    after their last work (the final version); a crashed one is still restarted to do it.
 //  - Stopping (finished, failed, or SIGINT/SIGTERM/SIGHUP) sets the control block's stop flag; the
 //    processes get run.stop_timeout_s (run.kill_timeout_s after a failure) to exit, then SIGTERM,
 //    then after run.kill_timeout_s SIGKILL. A second signal sends SIGTERM at once, a third SIGKILL.
-//  - The job succeeded when every learner exited 0 before any stop request and every process exited
-//    0 after it. It was interrupted (exit 128 + signal) when a signal stopped it and every process
+//  - The job succeeded when every learner exited 0 before any stop request, every process exited 0
+//    after it, and every actor reported the learners' final version (else the job fails naming each
+//    actor that did not, whenever it died). It was interrupted (exit 128 + signal) when a signal stopped it and every process
 //    still exited 0. Anything else failed, naming the first process that failed and its last lines.
 // Threads: one, running the io_context; children are reaped on SIGCHLD and on a 100 ms tick.
 #pragma once

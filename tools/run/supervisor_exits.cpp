@@ -47,9 +47,22 @@ void Supervisor::Impl::drain_deadlines() {
   }
 }
 
+// Actors report the version they evaluated in their metrics record; learners the version they
+// published (their last act is version_seen = the final version). Kept over restarts, which clear the row.
+void Supervisor::Impl::note_reported_version(Slot& s) {
+  std::uint64_t v = 0;
+  if (const auto m = control.read_metrics(s.row)) v = m->version;
+  if (s.role == Role::learner) v = std::max(v, control.row(s.row).version_seen.load(std::memory_order_relaxed));
+  s.reported_version = std::max(s.reported_version, v);
+}
+
 void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
-  const Decision d = decide(Exited{status, s.hung, s.signalled_for_stop}, history(s), phase(), limits);
+  note_reported_version(s);
+  const auto& tail = s.output.tail().lines();
+  const Exited exited{status, s.hung, s.signalled_for_stop, tail.empty() ? std::string() : tail.back()};
+  const Decision d = decide(exited, history(s), phase(), limits);
   const bool ok = status.success() && s.hung.empty();
+  s.last_exit = s.hung.empty() ? status.describe() : s.hung;
   control.end_process(s.row, ok ? ProcessState::exited : ProcessState::failed, status.value());
   metrics.event({{"event", "exit"}, {"process", s.name}, {"pid", s.last_pid}, {"status", status.value()},
                  {"hung", !s.hung.empty()}});
@@ -71,13 +84,21 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
 
 void Supervisor::Impl::schedule_restart(Slot& s, const Decision& d) {
   s.crashes_in_row = d.crashes_in_row;
+  s.last_failure = d.failure;
+  s.same_failures = d.same_failures;
   ++s.restarts;
   control.set_state(s.row, ProcessState::waiting);
   console.warning(fmt::format("{} (pid {}) {}: restarting it in {:.1f} s (restart {} of at most {})", s.name,
                               s.last_pid, d.reason, d.delay.count() / 1e9, s.restarts, cfg.max_restarts));
   s.restart_timer.expires_after(d.delay);
   s.restart_timer.async_wait([this, &s](boost::system::error_code ec) {
-    if (ec || phase() != JobPhase::running || s.done) return;
+    if (ec || s.done) return;
+    // A job that finishes still restarts actors (they owe the final version); any other stop does not.
+    if (phase() != JobPhase::running && phase() != JobPhase::finishing) {
+      s.done = true;
+      finish_if_done();
+      return;
+    }
     spawn(s);
   });
 }

@@ -42,6 +42,10 @@ struct Supervisor::Impl {
     std::uint64_t exit_deadline_ns = 0;
     std::uint32_t restarts = 0;
     std::uint32_t crashes_in_row = 0;
+    std::string last_failure;              // the policy's failure signature of its latest failure
+    std::uint32_t same_failures = 0;       // failures in a row with that signature
+    std::uint64_t reported_version = 0;    // newest weight version it reported, over its incarnations
+    std::string last_exit;                 // how its latest incarnation ended
     std::uint64_t spawned_ns = 0;
     std::string hung;                  // why the launcher killed it, when it did
     bool signalled_for_stop = false;   // the launcher sent it SIGTERM/SIGKILL because it did not stop
@@ -60,7 +64,9 @@ struct Supervisor::Impl {
   void finish_if_done();
   void wait_for_signal();
   void wait_for_child_exit();
+  std::optional<std::string> unmet_duty_text() const;
   // supervisor_exits.cpp
+  void note_reported_version(Slot& s);
   void reap_all();
   void complete_exit_if_drained(Slot& s);
   void drain_deadlines();
@@ -69,6 +75,7 @@ struct Supervisor::Impl {
   void fail_job(Slot& s, const std::string& what);
   // supervisor_stop.cpp
   void begin_stop(shm::StopReason reason, double grace_s);
+  void cancel_pending_restarts();
   void escalate();
   void on_signal(int sig);
   // supervisor_watch.cpp
@@ -91,6 +98,7 @@ struct Supervisor::Impl {
   std::optional<MetricsEndpoint> endpoint;
 
   StopSequence stop;
+  shm::StopReason stop_reason = shm::StopReason::none;  // why the stop began (the first reason)
   int signals_received = 0;
   int interrupt_signal = 0;
   std::optional<std::string> failure;

@@ -10,13 +10,19 @@
 namespace tandem::run {
 
 void Supervisor::Impl::begin_stop(shm::StopReason reason, double grace_s) {
+  // A job that finishes keeps its pending restarts: those actors still owe the final version.
+  if (reason != shm::StopReason::finished) cancel_pending_restarts();
   if (!stop.begin(monotonic_ns(), grace_s)) return;  // already stopping: only sooner
+  stop_reason = reason;
   control.request_stop(reason);
+  metrics.event({{"event", "stop"}, {"reason", std::string(shm::stop_reason_name(reason))}});
+}
+
+void Supervisor::Impl::cancel_pending_restarts() {
   for (auto& s : slots) {
     s->restart_timer.cancel();
     if (!s->child.running()) s->done = true;  // a restart that was pending will not happen
   }
-  metrics.event({{"event", "stop"}, {"reason", std::string(shm::stop_reason_name(reason))}});
 }
 
 void Supervisor::Impl::escalate() {

@@ -1,0 +1,65 @@
+#include "actor/envs/vec_env.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+
+namespace tandem::envs {
+
+VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index)
+    : envs_(std::move(envs)) {
+  if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs_per_actor >= 1");
+  spec_ = envs_[0]->spec();
+  for (const auto& env : envs_) require_spaces(env->spec(), spec_);
+  const std::size_t n = envs_.size(), dim = static_cast<std::size_t>(spec_.obs_dim);
+  obs_.assign(n * dim, 0.0f);
+  final_obs_.assign(n * dim, 0.0f);
+  rewards_.assign(n, 0.0f);
+  terminated_.assign(n, 0);
+  truncated_.assign(n, 0);
+  running_returns_.assign(n, 0.0);
+  episode_returns_.assign(n, 0.0);
+  running_lengths_.assign(n, 0);
+  episode_lengths_.assign(n, 0);
+  rngs_.reserve(n);
+  for (std::size_t e = 0; e < n; ++e) {
+    rngs_.emplace_back(env_seed(job_seed, actor_index, e));
+    envs_[e]->reset(rngs_[e], &obs_[e * dim]);
+  }
+}
+
+void VecEnv::step_one(int e, ActionRef action) {
+  const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
+  float* obs = &obs_[e * dim];
+  const StepOut out = envs_[e]->step(action, obs);
+  rewards_[e] = out.reward;
+  running_returns_[e] += out.reward;
+  const std::int32_t length = ++running_lengths_[e];
+  const bool out_of_time = spec_.max_episode_steps > 0 && length >= spec_.max_episode_steps;
+  terminated_[e] = out.terminated;
+  truncated_[e] = out.truncated || out_of_time;
+  if (!terminated_[e] && !truncated_[e]) return;
+  std::copy_n(obs, dim, &final_obs_[e * dim]);
+  episode_returns_[e] = running_returns_[e];
+  episode_lengths_[e] = length;
+  running_returns_[e] = 0.0;
+  running_lengths_[e] = 0;
+  envs_[e]->reset(rngs_[e], obs);
+}
+
+bool VecEnv::step(std::span<const std::int32_t> actions) {
+  if (!spec_.discrete() || actions.size() != envs_.size()) return false;
+  for (std::int32_t a : actions)
+    if (a < 0 || a >= spec_.num_actions) return false;
+  for (int e = 0; e < size(); ++e) step_one(e, ActionRef{actions[e], nullptr});
+  return true;
+}
+
+bool VecEnv::step(std::span<const float> actions) {
+  const std::size_t dim = static_cast<std::size_t>(spec_.action_dim);
+  if (spec_.discrete() || actions.size() != envs_.size() * dim) return false;
+  for (int e = 0; e < size(); ++e) step_one(e, ActionRef{0, &actions[e * dim]});
+  return true;
+}
+
+}  // namespace tandem::envs

@@ -1,0 +1,69 @@
+// VecEnv: E envs of one spec stepped together over contiguous arrays, with auto-reset.
+//
+// Threads: one actor thread owns a VecEnv and makes every call on it; nothing is synchronised. The
+// spans it returns point into its own arrays and stay valid, with new contents, across step() calls.
+//
+// After each step(), for every env e:
+//   observations()[e]       the observation to act on next: the first observation of a new episode
+//                           when the last one just ended (auto-reset), else the step's observation
+//   rewards()[e], terminated()[e], truncated()[e]   as Gymnasium's step() returns them; truncated is
+//                           set when the episode reaches spec().max_episode_steps (or the env says
+//                           so), whether or not it also terminated
+//   final_observations()[e] valid only where the episode just ended: its last observation, which
+//                           auto-reset replaced in observations(). A learner bootstraps from it when
+//                           truncated && !terminated (bootstraps(e)); a terminated episode has no value
+//                           after its last step, whatever truncated says
+//   episode_returns()[e], episode_lengths()[e]   valid only where the episode just ended: its
+//                           undiscounted return and its number of steps
+// Env e draws every reset from its own Rng, seeded env_seed(job_seed, actor_index, e) (env.hpp), so
+// a run is reproducible and no two envs share a stream. step() allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "actor/envs/env.hpp"
+
+namespace tandem::envs {
+
+class VecEnv {
+ public:
+  // Resets every env. All envs must have one spec (else UserError); at least one env.
+  VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index);
+  VecEnv(const VecEnv&) = delete;
+  VecEnv& operator=(const VecEnv&) = delete;
+
+  const EnvSpec& spec() const { return spec_; }
+  int size() const { return static_cast<int>(envs_.size()); }
+
+  // Discrete spaces: one index per env. Continuous: size() x action_dim floats, row-major. False
+  // (and nothing stepped) when the span's size or the space's kind does not fit, or a discrete
+  // index is out of range.
+  [[nodiscard]] bool step(std::span<const std::int32_t> actions);
+  [[nodiscard]] bool step(std::span<const float> actions);
+
+  std::span<const float> observations() const { return obs_; }
+  std::span<const float> rewards() const { return rewards_; }
+  std::span<const std::uint8_t> terminated() const { return terminated_; }
+  std::span<const std::uint8_t> truncated() const { return truncated_; }
+  std::span<const float> final_observations() const { return final_obs_; }
+  std::span<const double> episode_returns() const { return episode_returns_; }
+  std::span<const std::int32_t> episode_lengths() const { return episode_lengths_; }
+  bool done(int e) const { return terminated_[e] || truncated_[e]; }
+  bool bootstraps(int e) const { return truncated_[e] && !terminated_[e]; }
+
+ private:
+  void step_one(int e, ActionRef action);
+
+  EnvSpec spec_;
+  std::vector<std::unique_ptr<Env>> envs_;
+  std::vector<Rng> rngs_;
+  std::vector<float> obs_, final_obs_, rewards_;
+  std::vector<std::uint8_t> terminated_, truncated_;
+  std::vector<double> running_returns_, episode_returns_;
+  std::vector<std::int32_t> running_lengths_, episode_lengths_;
+};
+
+}  // namespace tandem::envs
