@@ -149,7 +149,7 @@ struct DeviceFeed::Impl {
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
       Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float), torch::empty({m}, as_long)};
       if (m > 0)
-        normalizer->apply(copy->x, copy->y, order.narrow(0, static_cast<std::int64_t>(offset + begin), m), b, stream);
+        normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }
     if (++index == sampler.length()) {

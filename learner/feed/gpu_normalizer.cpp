@@ -23,13 +23,13 @@ GpuNormalizer::GpuNormalizer(std::string_view feed, const FeedLayout& layout, c1
   std::copy(layout.bias.begin(), layout.bias.end(), affine_.bias);
 }
 
-void GpuNormalizer::apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& rows, Batch& out,
-                          cuda::StreamHandle stream) const {
+void GpuNormalizer::apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order,
+                          std::int64_t first, Batch& out, cuda::StreamHandle stream) const {
   GatherArgs args;
   args.x = x.data_ptr<std::uint8_t>();
   args.sample_bytes = sample_bytes_;
   args.y = y.data_ptr<std::int64_t>();
-  args.index = rows.defined() ? rows.data_ptr<std::int64_t>() : nullptr;
+  args.index = order.defined() ? order.data_ptr<std::int64_t>() + first : nullptr;
   args.n = out.y.size(0);
   args.x_out = out.x.data_ptr<float>();
   args.y_out = out.y.data_ptr<std::int64_t>();
@@ -47,9 +47,10 @@ GpuNormalizer::GpuNormalizer(std::string_view, const FeedLayout& layout, c10::De
 }
 
 // Torch enqueues on the current stream, which the caller made `stream`.
-void GpuNormalizer::apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& rows, Batch& out,
-                          cuda::StreamHandle) const {
+void GpuNormalizer::apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order,
+                          std::int64_t first, Batch& out, cuda::StreamHandle) const {
   const std::int64_t m = out.y.size(0);
+  const torch::Tensor rows = order.defined() ? order.narrow(0, first, m) : torch::Tensor();
   out.x.copy_(rows.defined() ? x.index_select(0, rows) : x);
   out.x.view({m, channels_, plane_}).mul_(scale_).add_(bias_);
   if (rows.defined()) torch::index_select_out(out.y, y, 0, rows);

@@ -25,10 +25,12 @@ class GpuNormalizer {
   // `feed` names the feed in errors (UserError when the kernel cannot normalise that many channels).
   GpuNormalizer(std::string_view feed, const FeedLayout& layout, c10::DeviceIndex device);
 
-  // Fills out.x and out.y (allocated, out.y.size(0) > 0 rows): row r is sample rows[r] of x and y,
-  // or sample r when `rows` is undefined. x is uint8 [samples, sample shape...], y int64 [samples].
-  void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& rows, Batch& out,
-             cuda::StreamHandle stream) const;
+  // Fills out.x and out.y (allocated, out.y.size(0) > 0 rows): row r is sample order[first + r] of x
+  // and y, or sample r when `order` is undefined. x is uint8 [samples, sample shape...], y int64
+  // [samples], order int64 on the GPU. `first` rather than a narrowed view keeps the kernel path free of
+  // tensor bookkeeping: DeviceFeed calls this once per consumer per step.
+  void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order, std::int64_t first,
+             Batch& out, cuda::StreamHandle stream) const;
 
  private:
 #ifdef TANDEM_FEED_KERNEL

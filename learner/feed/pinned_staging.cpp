@@ -116,7 +116,7 @@ class PinnedStaging final : public HostStaging {
       Batch b{torch::empty(layout_.batch_shape(end - begin), as_float), torch::empty({m}, as_long)};
       if (m > 0)
         normalizer_.apply(torch::from_blob(slot.dev_x + begin * layout_.x_stride, layout_.batch_shape(end - begin), as_bytes),
-                          torch::from_blob(slot.dev_y + begin, {m}, as_long), torch::Tensor(), b, stream);
+                          torch::from_blob(slot.dev_y + begin, {m}, as_long), torch::Tensor(), 0, b, stream);
       batches.push_back(std::move(b));
     }
     slot.consumed.record(stream);
