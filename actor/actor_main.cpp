@@ -28,9 +28,8 @@
 #include "common/program.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/model_config.hpp"
-#include "shm/control_client.hpp"
 #include "shm/dataset_cache.hpp"
-#include "shm/heartbeat_thread.hpp"
+#include "shm/job_process.hpp"
 #include "shm/segment.hpp"
 
 namespace {
@@ -66,16 +65,12 @@ int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
   catch_stop_signals();
 
-  std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
-  // Under `tandem run` the launcher reads our stdout through a pipe: line buffering shows each line
-  // as it is written.
-  if (client) std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const std::string job = client ? client->job() : "local";
-  const std::string run_dir = client ? client->run_dir() : std::string(".");
-  log::set_role(client ? client->name() : "actor");
-  std::optional<shm::HeartbeatThread> heartbeat;
-  if (client) heartbeat.emplace(*client, std::chrono::milliseconds(500), std::chrono::seconds(120));
-  auto stop = [&] { return stop_signal() != 0 || (client && client->should_stop()); };
+  shm::JobProcess process("actor");
+  shm::ControlClient* client = process.client();
+  shm::HeartbeatThread* heartbeat = process.heartbeat();
+  const std::string& job = process.job();
+  const std::string& run_dir = process.run_dir();
+  auto stop = [&] { return process.stop_requested(); };
 
   const bool cuda = config.string("actor.device") == "cuda";
   if (cuda && !torch::cuda::is_available())
@@ -97,7 +92,7 @@ int run(const ProgramArgs& args) {
 
   const std::string slab = shm::job_segment_name(job, "weights");
   actor::Follower follower = attach_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"),
-                                             stop, heartbeat ? &*heartbeat : nullptr);
+                                             stop, heartbeat);
   if (client) client->set_state(shm::ProcessState::running);
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
             config.string("data.name"), slab);

@@ -29,9 +29,8 @@
 #include "learner/feed/host_feed.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/trainer.hpp"
-#include "shm/control_client.hpp"
 #include "shm/dataset_cache.hpp"
-#include "shm/heartbeat_thread.hpp"
+#include "shm/job_process.hpp"
 #include "shm/segment.hpp"
 
 namespace {
@@ -104,15 +103,11 @@ int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
   catch_stop_signals();
 
-  std::optional<shm::ControlClient> client = shm::ControlClient::from_env();
-  // Under `tandem run` the launcher reads our stdout through a pipe: line buffering shows each line
-  // as it is written.
-  if (client) std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const std::string job = client ? client->job() : "local";
-  const std::string run_dir = client ? client->run_dir() : std::string(".");
-  log::set_role(client ? client->name() : "learner");
-  std::optional<shm::HeartbeatThread> heartbeat;
-  if (client) heartbeat.emplace(*client, std::chrono::milliseconds(500), std::chrono::seconds(120));
+  shm::JobProcess process("learner");
+  shm::ControlClient* client = process.client();
+  shm::HeartbeatThread* heartbeat = process.heartbeat();
+  const std::string& job = process.job();
+  const std::string& run_dir = process.run_dir();
 
   const bool cuda = config.string("learner.device") == "cuda";
   const bool device_feed = config.string("learner.feed") == "device";
@@ -178,7 +173,7 @@ int run(const ProgramArgs& args) {
   // Actors start from these weights; nobody reads the new slab yet, so this cannot be skipped.
   (void)publisher.publish(static_cast<std::uint64_t>(trainer.step()));
 
-  auto stop_requested = [&] { return stop_signal() != 0 || (client && client->should_stop()); };
+  auto stop_requested = [&] { return process.stop_requested(); };
   std::int64_t samples = 0;
   while (trainer.step() < total && !stop_requested()) {
     feed::Step s = feed.next();
