@@ -117,7 +117,7 @@ std::string layout_experience(ExperienceDescriptor& d, std::uint64_t rings_offse
   d.ring_bytes = sizeof(RingControl);
   const bool discrete = d.action_kind == static_cast<std::uint32_t>(ActionKind::discrete);
 
-  std::uint64_t cursor = sizeof(SlotHeader), last_end = cursor;
+  std::uint64_t cursor = sizeof(TrajectoryHeader), last_end = cursor;
   std::string too_big;
   auto place = [&](std::uint64_t& offset, std::optional<std::uint64_t> bytes) {
     if (!too_big.empty()) return;
@@ -198,7 +198,7 @@ std::optional<SlotView> ExperienceRings::peek(std::uint32_t actor) const {
 }
 
 bool ExperienceRings::verify(std::uint32_t actor, const SlotView& slot) const {
-  const SlotHeader& h = slot.header();
+  const TrajectoryHeader& h = slot.header();
   const bool good = h.seq == slot.index() && h.episodes <= descriptor().max_episodes &&
                     h.checksum == slot_checksum(slot.bytes(), descriptor());
   if (!good) ring(actor).refused.fetch_add(1, std::memory_order_relaxed);
@@ -242,7 +242,7 @@ void ExperienceWriter::commit(const SlotView& slot) {
   const std::uint64_t head = r.head.load(std::memory_order_relaxed);
   if (slot.index() != head || slot.bytes() != slot_at(segment_, actor_, head))
     throw std::logic_error(fmt::format("experience ring {}: commit of slot {} but head is {}", actor_, slot.index(), head));
-  SlotHeader& h = slot.header();
+  TrajectoryHeader& h = slot.header();
   if (h.episodes > descriptor().max_episodes)
     throw std::logic_error(fmt::format("experience ring {}: {} episodes in a slot of {}", actor_, h.episodes,
                                        descriptor().max_episodes));

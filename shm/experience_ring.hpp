@@ -44,7 +44,7 @@ class SlotView {
   SlotView(std::byte* slot, const ExperienceDescriptor* d, std::uint64_t index) : slot_(slot), d_(d), index_(index) {}
 
   std::uint64_t index() const { return index_; }  // position in the ring's sequence (head or tail)
-  SlotHeader& header() const { return *reinterpret_cast<SlotHeader*>(slot_); }
+  TrajectoryHeader& header() const { return *reinterpret_cast<TrajectoryHeader*>(slot_); }
   std::byte* bytes() const { return slot_; }
   float* observations() const { return at<float>(d_->observations_offset); }
   std::int64_t* discrete_actions() const { return at<std::int64_t>(d_->actions_offset); }

@@ -7,7 +7,7 @@
 //   [64, 256)      ExperienceDescriptor: shapes, slot size and every field's offset inside a slot
 //   [rings_offset + 256 * a, +256)   RingControl of actor a (rings_offset = payload_offset)
 //   [slots_offset + (a * slots_per_ring + s) * slot_stride, + slot_bytes)   slot s of actor a's ring
-// A slot is a SlotHeader (64 bytes) then the fields, each 64-byte aligned, in the descriptor's order.
+// A slot is a TrajectoryHeader (64 bytes) then the fields, each 64-byte aligned, in the descriptor's order.
 #pragma once
 
 #include <atomic>
@@ -78,7 +78,7 @@ static_assert(offsetof(RingControl, tail) == 64 && offsetof(RingControl, refused
 static_assert(sizeof(RingControl) == 256);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int32_t>::is_always_lock_free);
 
-struct SlotHeader {                   // slot byte 0, 64 bytes
+struct TrajectoryHeader {                   // slot byte 0, 64 bytes
   std::uint64_t checksum;             // XXH3-64 of slot bytes [8, slot_bytes), written at commit
   std::uint64_t seq;                  // the ring index this slot was committed as (head before commit)
   std::uint64_t policy_version;       // weight version that acted
@@ -86,8 +86,8 @@ struct SlotHeader {                   // slot byte 0, 64 bytes
   std::uint32_t reserved0;
   std::uint64_t reserved[4];
 };
-static_assert(std::is_standard_layout_v<SlotHeader> && sizeof(SlotHeader) == 64);
-static_assert(offsetof(SlotHeader, seq) == 8 && offsetof(SlotHeader, episodes) == 24);
+static_assert(std::is_standard_layout_v<TrajectoryHeader> && sizeof(TrajectoryHeader) == 64);
+static_assert(offsetof(TrajectoryHeader, seq) == 8 && offsetof(TrajectoryHeader, episodes) == 24);
 
 // What the creator chooses; the rest of the descriptor follows from it.
 struct ExperienceShape {
