@@ -4,12 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "common/error.hpp"
 #include "shm/experience_ring.hpp"
 #include "tests/experience_ring_fill.hpp"
+#include "tests/fuzz/segment_input.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -264,4 +268,38 @@ TEST_CASE("tandem_shm.py reads an experience ring's slot with numpy exactly as C
     CHECK(out.output.find("\"checksum_ok\": true") != std::string::npos);
   else
     MESSAGE("python3-xxhash is not installed: the Python checksum recomputation was not tested");
+}
+
+TEST_CASE("experience ring fuzz seeds: the valid one attaches and yields its slot, every crafted one is refused") {
+  const std::string job = test::unique_name("expseed");
+  const std::string name = shm::job_segment_name(job, "exp");
+  const auto folder = std::filesystem::path(test::source_root()) / "tests/fuzz/corpus/experience_ring_attach";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    CAPTURE(entry.path().string());
+    const bool valid = entry.path().filename() == "valid";
+    {
+      fuzz::SegmentFromBytes object(name, shm::Kind::experience, shm::kExperienceLayoutVersion,
+                                    reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+      const std::string error = test::error_of([&] {
+        ExperienceRings rings = ExperienceRings::attach(job);
+        for (std::uint32_t a = 0; a < rings.descriptor().num_actors && a < 4; ++a) {
+          auto slot = rings.peek(a);
+          if (valid && a == 0) {
+            REQUIRE(slot);
+            CHECK(rings.verify(0, *slot));
+            CHECK(slot->header().policy_version == 7);
+          }
+        }
+        (void)ExperienceWriter::attach(job, 0);
+      });
+      CHECK(error.empty() == valid);
+      if (!valid) CHECK(error.find("'/" + name + "'") != std::string::npos);
+    }
+    CHECK_FALSE(shm::Segment::exists(name));
+    ++seeds;
+  }
+  CHECK(seeds >= 8);
 }
