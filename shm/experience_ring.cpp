@@ -177,7 +177,8 @@ ExperienceRings ExperienceRings::create(std::string_view job, const ExperienceSh
     fail("experience rings for job '{}' cannot be laid out: {}: choose smaller rollouts or fewer slots", job, problem);
   Segment seg = Segment::create(job_segment_name(job, "exp"), Kind::experience, kExperienceLayoutVersion,
                                 experience_payload_bytes(d), kExistsFix);
-  if (seg.header().payload_offset != d.rings_offset) (void)layout_experience(d, seg.header().payload_offset);
+  // The real payload offset moves rings_offset and slots_offset only, never the size reserved above.
+  (void)layout_experience(d, seg.header().payload_offset);
   seg.descriptor_as<ExperienceDescriptor>() = d;
   // The mapping is fresh zeros: head = tail = 0 and every counter 0 already.
   seg.mark_ready();  // release: the descriptor is visible to attachers
