@@ -123,8 +123,8 @@ std::string layout_experience(ExperienceDescriptor& d, std::uint64_t rings_offse
     if (!too_big.empty()) return;
     const auto end = bytes ? checked_add(cursor, *bytes) : std::nullopt;
     if (!end || *end > kMaxSlotBytes) {
-      too_big = fmt::format("a slot would exceed {} bytes (steps {}, envs {}, obs_dim {}, logits_dim {})", kMaxSlotBytes,
-                            d.steps, d.envs, d.obs_dim, d.logits_dim);
+      too_big = fmt::format("a slot would exceed {} bytes (steps {}, envs {}, obs_dim {}, logits_dim {})",
+                            kMaxSlotBytes, d.steps, d.envs, d.obs_dim, d.logits_dim);
       return;
     }
     offset = cursor;
@@ -242,7 +242,8 @@ void ExperienceWriter::commit(const SlotView& slot) {
   RingControl& r = ring();
   const std::uint64_t head = r.head.load(std::memory_order_relaxed);
   if (slot.index() != head || slot.bytes() != slot_at(segment_, actor_, head))
-    throw std::logic_error(fmt::format("experience ring {}: commit of slot {} but head is {}", actor_, slot.index(), head));
+    throw std::logic_error(
+        fmt::format("experience ring {}: commit of slot {} but head is {}", actor_, slot.index(), head));
   TrajectoryHeader& h = slot.header();
   if (h.episodes > descriptor().max_episodes)
     throw std::logic_error(fmt::format("experience ring {}: {} episodes in a slot of {}", actor_, h.episodes,

@@ -44,7 +44,8 @@ shm::ExperienceShape kill_shape() {
 // fill it scribbles over the slot, so a kill mid-write leaves visibly wrong bytes behind.
 TANDEM_CHILD("ring-writer") {
   const auto& args = test::child_args();
-  shm::ExperienceWriter w = shm::ExperienceWriter::attach(args.at(0), static_cast<std::uint32_t>(std::stoul(args.at(1))));
+  const auto actor = static_cast<std::uint32_t>(std::stoul(args.at(1)));
+  shm::ExperienceWriter w = shm::ExperienceWriter::attach(args.at(0), actor);
   for (;;) {
     auto slot = w.begin_write();
     if (!slot) {
