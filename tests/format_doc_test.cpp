@@ -14,6 +14,7 @@
 #include "shm/control_block_format.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/dtype.hpp"
+#include "shm/experience_ring_format.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
@@ -88,7 +89,7 @@ std::size_t doc_type_size(const std::string& type) {
   static const std::map<std::string, std::size_t> base = {
       {"u8", 1}, {"u16", 2}, {"u32", 4}, {"u64", 8}, {"i8", 1}, {"i16", 2}, {"i32", 4}, {"i64", 8}, {"char", 1},
       {"FieldDesc", sizeof(FieldDesc)}, {"SplitDesc", sizeof(SplitDesc)},
-      {"f64", 8}};
+      {"f64", 8}, {"f32", 4}};
   std::size_t bracket = type.find('[');
   std::size_t count = bracket == std::string::npos ? 1 : std::stoul(type.substr(bracket + 1));
   auto it = base.find(type.substr(0, bracket));
@@ -287,4 +288,57 @@ TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and size
   check_struct(tables, "TensorEntry", sizeof(TensorEntry),
                {MEMBER(TensorEntry, name), MEMBER(TensorEntry, dtype), MEMBER(TensorEntry, ndim),
                 MEMBER(TensorEntry, shape), MEMBER(TensorEntry, offset), MEMBER(TensorEntry, bytes)});
+}
+
+TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot example matches the layout") {
+  using namespace tandem::shm;
+  const std::string doc = read_doc();
+  const auto tables = parse_tables(doc);
+  check_struct(tables, "ExperienceDescriptor", sizeof(ExperienceDescriptor),
+               {MEMBER(ExperienceDescriptor, num_actors), MEMBER(ExperienceDescriptor, slots_per_ring),
+                MEMBER(ExperienceDescriptor, steps), MEMBER(ExperienceDescriptor, envs),
+                MEMBER(ExperienceDescriptor, obs_dim), MEMBER(ExperienceDescriptor, action_kind),
+                MEMBER(ExperienceDescriptor, action_dim), MEMBER(ExperienceDescriptor, logits_dim),
+                MEMBER(ExperienceDescriptor, max_episodes), MEMBER(ExperienceDescriptor, ring_bytes),
+                MEMBER(ExperienceDescriptor, slot_bytes), MEMBER(ExperienceDescriptor, slot_stride),
+                MEMBER(ExperienceDescriptor, rings_offset), MEMBER(ExperienceDescriptor, slots_offset),
+                MEMBER(ExperienceDescriptor, observations_offset), MEMBER(ExperienceDescriptor, actions_offset),
+                MEMBER(ExperienceDescriptor, rewards_offset), MEMBER(ExperienceDescriptor, terminated_offset),
+                MEMBER(ExperienceDescriptor, truncated_offset), MEMBER(ExperienceDescriptor, log_probs_offset),
+                MEMBER(ExperienceDescriptor, logits_offset), MEMBER(ExperienceDescriptor, values_offset),
+                MEMBER(ExperienceDescriptor, episode_returns_offset),
+                MEMBER(ExperienceDescriptor, episode_lengths_offset), MEMBER(ExperienceDescriptor, reserved)});
+  check_struct(tables, "RingControl", sizeof(RingControl),
+               {MEMBER(RingControl, head), MEMBER(RingControl, full_waits), MEMBER(RingControl, writer_pid),
+                MEMBER(RingControl, writer_attaches), MEMBER(RingControl, reserved0), MEMBER(RingControl, tail),
+                MEMBER(RingControl, refused), MEMBER(RingControl, reserved1), MEMBER(RingControl, reserved2)});
+  check_struct(tables, "TrajectoryHeader", sizeof(TrajectoryHeader),
+               {MEMBER(TrajectoryHeader, checksum), MEMBER(TrajectoryHeader, seq), MEMBER(TrajectoryHeader, policy_version),
+                MEMBER(TrajectoryHeader, episodes), MEMBER(TrajectoryHeader, reserved0), MEMBER(TrajectoryHeader, reserved)});
+
+  // The documented example, laid out by the code: every field in the documented order and place.
+  ExperienceDescriptor d{};
+  d.num_actors = 1, d.slots_per_ring = 1, d.steps = 5, d.envs = 3, d.obs_dim = 4;
+  d.action_kind = static_cast<std::uint32_t>(ActionKind::discrete), d.action_dim = 1, d.logits_dim = 2;
+  REQUIRE(layout_experience(d, kPayloadAlignment) == "");
+  const std::map<std::string, std::uint64_t> offsets = {
+      {"observations", d.observations_offset}, {"actions", d.actions_offset}, {"rewards", d.rewards_offset},
+      {"terminated", d.terminated_offset}, {"truncated", d.truncated_offset}, {"log_probs", d.log_probs_offset},
+      {"logits", d.logits_offset}, {"values", d.values_offset}, {"episode_returns", d.episode_returns_offset},
+      {"episode_lengths", d.episode_lengths_offset}};
+  const Table& fields = table_under(tables, "### Slot fields", "field");
+  REQUIRE(fields.rows.size() == offsets.size());
+  std::uint64_t previous = 0;
+  for (const auto& row : fields.rows) {
+    CAPTURE(row[0]);
+    REQUIRE(offsets.count(row[0]) == 1);
+    CHECK(offsets.at(row[0]) == std::stoull(row[1]));
+    CHECK(std::stoull(row[1]) > previous);  // the table lists the fields in slot order
+    previous = std::stoull(row[1]);
+  }
+  CHECK(doc.find(fmt::format("In the example `slot_bytes` = {} and `slot_stride` = {}.", d.slot_bytes,
+                             d.slot_stride)) != std::string::npos);
+  CHECK(doc.find(fmt::format("`kind` = {} (exp), `layout_version` = {}", static_cast<int>(Kind::experience),
+                             kExperienceLayoutVersion)) != std::string::npos);
+  CHECK(doc.find(fmt::format("bytes per `RingControl`: {}", sizeof(RingControl))) != std::string::npos);
 }

@@ -8,6 +8,9 @@
     /usr/bin/python3 tools/tandem_shm.py --weights SEGMENT [--verify]
                          latest complete version of a weight slab (e.g. tandem.job.weights), read
                          lease-free by the seqlock protocol; --verify checks the bench's pattern
+    /usr/bin/python3 tools/tandem_shm.py --exp SEGMENT [--slot A]
+                         experience rings (e.g. tandem.job.exp) as JSON: the descriptor and every
+                         ring's head and tail, or ring A's slot at tail, each field as hex bytes
 
 As a module: `cache = open_dataset("fmnist")`; `cache.fields["x"]` is a read-only numpy array of
 shape (num_samples, *per_sample_shape) mapped straight from shared memory (no copy);
@@ -241,6 +244,105 @@ def weights_main(argv):
     return 0
 
 
+# ---- experience rings (docs/FORMAT.md, "Experience rings") ----
+KIND_EXPERIENCE = 3
+EXPERIENCE_LAYOUT_VERSION = 1
+EXPERIENCE_DESCRIPTOR = np.dtype(
+    [(n, "<u4") for n in ("num_actors", "slots_per_ring", "steps", "envs", "obs_dim", "action_kind", "action_dim",
+                          "logits_dim", "max_episodes", "ring_bytes")]
+    + [(n, "<u8") for n in ("slot_bytes", "slot_stride", "rings_offset", "slots_offset", "observations_offset",
+                            "actions_offset", "rewards_offset", "terminated_offset", "truncated_offset",
+                            "log_probs_offset", "logits_offset", "values_offset", "episode_returns_offset",
+                            "episode_lengths_offset")]
+    + [("reserved", "<u8", (5,))])
+EXP_SLOT_HEADER = np.dtype([("checksum", "<u8"), ("seq", "<u8"), ("policy_version", "<u8"), ("episodes", "<u4"),
+                            ("reserved0", "<u4"), ("reserved", "<u8", (4,))])
+assert (EXPERIENCE_DESCRIPTOR.itemsize, EXP_SLOT_HEADER.itemsize) == (192, 64)
+
+
+class ExperienceRings:
+    """Experience rings mapped read-only: ring(a) gives head and tail, slot(a, i) numpy views of a slot."""
+
+    def __init__(self, segment, shm_dir="/dev/shm"):
+        path = os.path.join(shm_dir, segment.lstrip("/"))
+        if not os.path.exists(path):
+            raise CacheError(f"{path} does not exist: the learner creates it; check the job name")
+        self.mapping = m = np.memmap(path, dtype=np.uint8, mode="r")
+        h = np.frombuffer(m[:64].tobytes(), SEGMENT_HEADER)[0]
+        if int(h["magic"]) != MAGIC or int(h["kind"]) != KIND_EXPERIENCE or int(h["layout_version"]) != EXPERIENCE_LAYOUT_VERSION:
+            raise CacheError(f"{path} is not a layout-{EXPERIENCE_LAYOUT_VERSION} experience ring segment")
+        if int(h["ready"]) != READY:
+            raise CacheError(f"{path} is not ready")
+        self.d = {k: int(v) if k != "reserved" else v for k, v in zip(
+            EXPERIENCE_DESCRIPTOR.names, np.frombuffer(m[64:64 + EXPERIENCE_DESCRIPTOR.itemsize].tobytes(), EXPERIENCE_DESCRIPTOR)[0])}
+        d = self.d
+        end = d["slots_offset"] + d["num_actors"] * d["slots_per_ring"] * d["slot_stride"]
+        if d["num_actors"] == 0 or d["slots_per_ring"] == 0 or end > len(m) or d["slot_bytes"] > d["slot_stride"]:
+            raise CacheError(f"{path}: the descriptor does not fit the segment")
+
+    def ring(self, actor):
+        base = self.d["rings_offset"] + 256 * actor
+        words = self.mapping[base:base + 128].view("<u8")  # aligned 8-byte loads
+        return {"head": int(words[0]), "tail": int(words[8]), "full_waits": int(words[1]), "refused": int(words[9])}
+
+    def shapes(self):
+        d = self.d
+        t, e = d["steps"], d["envs"]
+        discrete = d["action_kind"] == 1
+        return {"observations": ("<f4", [t + 1, e, d["obs_dim"]]),
+                "actions": ("<i8", [t, e]) if discrete else ("<f4", [t, e, d["action_dim"]]),
+                "rewards": ("<f4", [t, e]), "terminated": ("<u1", [t, e]), "truncated": ("<u1", [t, e]),
+                "log_probs": ("<f4", [t, e]), "logits": ("<f4", [t, e, d["logits_dim"]]),
+                "values": ("<f4", [t + 1, e]), "episode_returns": ("<f4", [d["max_episodes"]]),
+                "episode_lengths": ("<u4", [d["max_episodes"]])}
+
+    def slot(self, actor, index):
+        """(header, {field: read-only array}) of ring `actor`'s slot for sequence number `index`; no copy."""
+        d = self.d
+        start = d["slots_offset"] + (actor * d["slots_per_ring"] + index % d["slots_per_ring"]) * d["slot_stride"]
+        raw = self.mapping[start:start + d["slot_bytes"]]
+        header = np.frombuffer(raw[:64].tobytes(), EXP_SLOT_HEADER)[0]
+        fields = {}
+        for name, (dtype, shape) in self.shapes().items():
+            off = d[name + "_offset"]
+            count = int(np.prod(shape))
+            fields[name] = raw[off:off + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+        return header, fields
+
+    def slot_checksum_ok(self, actor, index):
+        import xxhash
+        d = self.d
+        start = d["slots_offset"] + (actor * d["slots_per_ring"] + index % d["slots_per_ring"]) * d["slot_stride"]
+        raw = self.mapping[start:start + d["slot_bytes"]]
+        return xxhash.xxh3_64_intdigest(raw[8:].tobytes()) == int(raw[:8].view("<u8")[0])
+
+
+def experience_main(argv):
+    """--exp SEGMENT [--slot A]: the descriptor and rings, or ring A's slot at tail as hex per field."""
+    rings = ExperienceRings(argv[2])
+    out = {"descriptor": {k: v for k, v in rings.d.items() if k != "reserved"},
+           "rings": [rings.ring(a) for a in range(rings.d["num_actors"])]}
+    if "--slot" in argv:
+        actor = int(argv[argv.index("--slot") + 1])
+        ring = rings.ring(actor)
+        if ring["tail"] >= ring["head"]:
+            raise CacheError(f"ring {actor} has no committed slot past tail {ring['tail']}")
+        header, fields = rings.slot(actor, ring["tail"])
+        out = {"ring": ring, "seq": int(header["seq"]), "policy_version": int(header["policy_version"]),
+               "episodes": int(header["episodes"])}
+        try:
+            out["checksum_ok"] = rings.slot_checksum_ok(actor, ring["tail"])
+        except ImportError:
+            pass
+        for name, array in fields.items():
+            if name.startswith("episode_"):
+                array = array[:out["episodes"]]
+            out[name] = np.ascontiguousarray(array).tobytes().hex()
+            out["shape_" + name] = list(array.shape)
+    print(json.dumps(out))
+    return 0
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -248,6 +350,8 @@ def main(argv):
     try:
         if argv[1] == "--weights" and len(argv) > 2:
             return weights_main(argv)
+        if argv[1] == "--exp" and len(argv) > 2:
+            return experience_main(argv)
         cache = open_dataset(argv[1])
         if "--json" in argv:
             print(json.dumps(cache.summary(), sort_keys=True))
