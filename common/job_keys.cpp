@@ -51,10 +51,17 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.checkpoint_every_steps", T::integer, "500", "write <run_dir>/ckpt-<step>.safetensors every N steps (and at stop and end); 0 = only at stop and end", 0, 1.0e12},
     {"learner.keep_checkpoints", T::integer, "3", "checkpoints kept in the run dir (older ones are deleted)", 1, 1000000},
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block", 1, 1000000},
+    {"learner.algo", T::string, "\"supervised\"", "what the learner optimises: supervised (data.* batches, cross-entropy), or reinforcement learning from the actors' experience rings: ppo (PPO with GAE) or vtrace (IMPALA V-trace actor-critic); RL settings are in [rl]", {}, {}, {"supervised", "ppo", "vtrace"}},
+    {"learner.rendezvous_timeout_s", T::real, "60", "data-parallel ranks: how long rank 0's store waits for every rank to arrive before all exit naming the missing ones", 1.0, 86400.0},
+    {"learner.collective_timeout_s", T::real, "30", "data-parallel ranks: a collective (all-reduce, broadcast, stop agreement) that takes longer fails the rank; a dead or hung peer then ends the job instead of hanging it", 1.0, 86400.0},
+    {"learner.bucket_first_mb", T::real, "1", "data-parallel ranks: size of the first gradient bucket in MiB (the last layers' gradients, ready first, so communication starts early)", 0.0625, 4096.0},
+    {"learner.bucket_mb", T::real, "25", "data-parallel ranks: size of the other gradient buckets in MiB", 0.0625, 4096.0},
 };
 
 const std::vector<ConfigKey> kActor = {
-    {"actor.role", T::string, "\"evaluator\"", "what the actors do: evaluator = evaluate each new weight version on data.test_split", {}, {}, {"evaluator"}},
+    {"actor.role", T::string, "\"evaluator\"", "what the actors do: evaluator = evaluate each new weight version (on data.test_split; with learner.algo ppo/vtrace: greedy episodes of env.name); rollout = step env.envs environments with the latest policy and write experience to the learner", {}, {}, {"evaluator", "rollout"}},
+    {"actor.evaluators", T::integer, "0", "with actor.role = \"rollout\": how many of run.actors are RL evaluators instead (the last ones)", 0, 4096},
+    {"actor.eval_episodes", T::integer, "10", "RL evaluator: greedy episodes per evaluated version, on seeds of its own", 1, 1000000},
     {"actor.device", T::string, "\"cpu\"", "where the actor runs its model", {}, {}, {"cpu", "cuda"}},
     {"actor.threads", T::integer, "1", "LibTorch intra-op threads of each actor", 1, 256},
     {"actor.batch_size", T::integer, "1000", "evaluation batch size", 1, 1048576},
@@ -63,16 +70,47 @@ const std::vector<ConfigKey> kActor = {
     {"actor.wait_weights_s", T::real, "300", "how long to wait for the learner's weight slab to appear", 0.0, 86400.0},
 };
 
+const std::vector<ConfigKey> kEnv = {
+    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin)", {}, {}, {"cartpole", "acrobot", "mountaincar", "pendulum", "null", "plugin"}},
+    {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing actor/envs/tandem_env.h"},
+    {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
+    {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
+};
+
+const std::vector<ConfigKey> kRl = {
+    {"rl.rollout_steps", T::integer, "64", "steps per env in one trajectory slot (T): a slot holds T x env.envs steps", 1, 65536},
+    {"rl.slots_per_ring", T::integer, "4", "trajectory slots in each actor's ring; a full ring makes the actor wait", 1, 65536},
+    {"rl.slots_per_update", T::integer, "1", "trajectory slots (from any actors) in one learner update", 1, 65536},
+    {"rl.total_env_steps", T::integer, "1000000", "training length in environment steps the learner consumes", 1, 1.0e15},
+    {"rl.stop_on_return", T::boolean, "false", "finish early once the mean return of the last 100 training episodes reaches rl.stop_return"},
+    {"rl.stop_return", T::real, "475", "see rl.stop_on_return", -1.0e12, 1.0e12},
+    {"rl.gamma", T::real, "0.99", "discount factor", 0.0, 1.0},
+    {"rl.gae_lambda", T::real, "0.95", "PPO: GAE lambda", 0.0, 1.0},
+    {"rl.update_epochs", T::integer, "4", "PPO: passes over each batch", 1, 10000},
+    {"rl.minibatches", T::integer, "4", "PPO: minibatches per pass", 1, 1000000},
+    {"rl.clip_coef", T::real, "0.2", "PPO: policy ratio clip", 0.0, 10.0},
+    {"rl.clip_value", T::boolean, "true", "PPO: clip the value loss around the behaviour values"},
+    {"rl.norm_adv", T::boolean, "true", "PPO: normalise advantages per minibatch"},
+    {"rl.ent_coef", T::real, "0.01", "entropy bonus coefficient", 0.0, 100.0},
+    {"rl.vf_coef", T::real, "0.5", "value loss coefficient", 0.0, 100.0},
+    {"rl.max_grad_norm", T::real, "0.5", "clip the global gradient norm to this; 0 = off", 0.0, 1.0e6},
+    {"rl.rho_bar", T::real, "1.0", "V-trace: truncation of the importance weights in the value targets", 0.0, 1.0e6},
+    {"rl.c_bar", T::real, "1.0", "V-trace: truncation of the trace-cutting coefficients", 0.0, 1.0e6},
+    {"rl.anneal_lr", T::boolean, "true", "decay learner.lr linearly to 0 over rl.total_env_steps"},
+};
+
 }  // namespace
 
 std::span<const ConfigKey> data_keys() { return kData; }
+std::span<const ConfigKey> env_keys() { return kEnv; }
+std::span<const ConfigKey> rl_keys() { return kRl; }
 std::span<const ConfigKey> model_keys() { return kModel; }
 std::span<const ConfigKey> learner_keys() { return kLearner; }
 std::span<const ConfigKey> actor_keys() { return kActor; }
 
 std::vector<ConfigKey> program_schema() {
   std::vector<ConfigKey> keys;
-  for (auto t : {data_keys(), model_keys(), learner_keys(), actor_keys()}) keys.insert(keys.end(), t.begin(), t.end());
+  for (auto t : {data_keys(), model_keys(), learner_keys(), actor_keys(), env_keys(), rl_keys()}) keys.insert(keys.end(), t.begin(), t.end());
   return keys;
 }
 

@@ -48,4 +48,9 @@ void catch_stop_signals() {
 
 int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
 
+bool deterministic_mode() {
+  const char* v = std::getenv("TANDEM_DETERMINISTIC");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
 }  // namespace tandem

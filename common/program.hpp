@@ -36,4 +36,8 @@ void catch_stop_signals();
 // The last stop signal received, or 0.
 int stop_signal();
 
+// RL deterministic mode (run.deterministic): TANDEM_DETERMINISTIC=1 in the environment, set by
+// `tandem run` for its children. Actors and learner then run in lockstep with one thread each.
+bool deterministic_mode();
+
 }  // namespace tandem

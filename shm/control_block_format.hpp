@@ -76,6 +76,16 @@ std::string_view stop_reason_name(StopReason reason);
 //   actor (evaluator): step = evaluations done, version = weight version evaluated last, samples = test
 //             samples in that evaluation, samples_per_s = its throughput, loss/accuracy = test loss and
 //             accuracy, seconds = wall time of that evaluation.
+//   RL fields (NaN or 0 elsewhere). Learner: env_steps = environment steps consumed, env_steps_per_s,
+//             episode_return / episode_length = mean over the last 100 finished training episodes,
+//             policy_lag_* = learner version minus behaviour version over the slots of the last update.
+//             Rollout actor: env_steps produced, env_steps_per_s, episode_return / length of its recent
+//             episodes, policy_lag_avg = latest slab version minus the version it acted with,
+//             ring_full_waits = begin_write calls that found its ring full. RL evaluator: episode_return
+//             / length = mean of its last evaluation (greedy policy).
+//   Data-parallel fields (learner ranks): allreduce_s = mean time from a step's first bucket all-reduce
+//             start to the last one's end, exposed_comm_s = mean time the step waited for communication
+//             after backward ended (not overlapped).
 // A double that was not measured is NaN; `updated_ns` is set by report() (0 = no record yet).
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct ProcessMetrics {
@@ -89,12 +99,24 @@ struct ProcessMetrics {
   double accuracy = kNaN;
   double seconds = kNaN;
   double lr = kNaN;
-  std::uint64_t reserved[13] = {};
+  std::uint64_t env_steps = 0;            // byte 80
+  double env_steps_per_s = kNaN;
+  double episode_return = kNaN;
+  double episode_length = kNaN;
+  double policy_lag_min = kNaN;           // byte 112
+  double policy_lag_avg = kNaN;
+  double policy_lag_max = kNaN;
+  std::uint64_t ring_full_waits = 0;
+  double allreduce_s = kNaN;              // byte 144
+  double exposed_comm_s = kNaN;
+  std::uint64_t reserved[3] = {};
 };
 inline constexpr std::size_t kMetricWords = 23;
 static_assert(std::is_trivially_copyable_v<ProcessMetrics> && std::is_standard_layout_v<ProcessMetrics>);
 static_assert(sizeof(ProcessMetrics) == kMetricWords * 8);
 static_assert(offsetof(ProcessMetrics, samples_per_s) == 40 && offsetof(ProcessMetrics, lr) == 72);
+static_assert(offsetof(ProcessMetrics, env_steps) == 80 && offsetof(ProcessMetrics, policy_lag_min) == 112);
+static_assert(offsetof(ProcessMetrics, allreduce_s) == 144 && offsetof(ProcessMetrics, reserved) == 160);
 
 struct ControlDescriptor {                  // at segment byte 64; immutable once ready
   std::uint32_t row_count;                  // learner_count + actor_count

@@ -247,7 +247,12 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                {MEMBER(ProcessMetrics, updated_ns), MEMBER(ProcessMetrics, step), MEMBER(ProcessMetrics, version),
                 MEMBER(ProcessMetrics, samples), MEMBER(ProcessMetrics, epoch), MEMBER(ProcessMetrics, samples_per_s),
                 MEMBER(ProcessMetrics, loss), MEMBER(ProcessMetrics, accuracy), MEMBER(ProcessMetrics, seconds),
-                MEMBER(ProcessMetrics, lr), MEMBER(ProcessMetrics, reserved)});
+                MEMBER(ProcessMetrics, lr), MEMBER(ProcessMetrics, env_steps), MEMBER(ProcessMetrics, env_steps_per_s),
+                MEMBER(ProcessMetrics, episode_return), MEMBER(ProcessMetrics, episode_length),
+                MEMBER(ProcessMetrics, policy_lag_min), MEMBER(ProcessMetrics, policy_lag_avg),
+                MEMBER(ProcessMetrics, policy_lag_max), MEMBER(ProcessMetrics, ring_full_waits),
+                MEMBER(ProcessMetrics, allreduce_s), MEMBER(ProcessMetrics, exposed_comm_s),
+                MEMBER(ProcessMetrics, reserved)});
 
   const Table& states = table_under(tables, "### `ProcessRow`", "code");
   CHECK(states.rows.size() == 7);

@@ -24,7 +24,7 @@ std::vector<std::string> inherited_environment() {
   static const std::vector<std::string_view> kOwned = {
       "TANDEM_JOB", "TANDEM_ROLE", "TANDEM_INDEX", "TANDEM_RUN_DIR", "TANDEM_CONFIG", "TANDEM_LEARNERS",
       "TANDEM_ACTORS", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-      "MASTER_PORT"};
+      "MASTER_PORT", "TANDEM_DETERMINISTIC"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
@@ -51,6 +51,7 @@ ChildProcess::Spec child_spec(const JobConfig& cfg, const Job& job, shm::Role ro
   set("TANDEM_CONFIG", job.child_config.string());
   set("TANDEM_LEARNERS", std::to_string(cfg.learners));
   set("TANDEM_ACTORS", std::to_string(cfg.actors));
+  if (cfg.deterministic) set("TANDEM_DETERMINISTIC", "1");
   if (role == shm::Role::learner) {  // torchrun's variables (one node)
     set("RANK", std::to_string(index));
     set("LOCAL_RANK", std::to_string(index));

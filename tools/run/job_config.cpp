@@ -44,12 +44,13 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.metrics_port", T::integer, "0", "serve Prometheus text on http://127.0.0.1:<port>/metrics; 0 = off", 0, 65535},
     {"run.master_addr", T::string, "\"127.0.0.1\"", "MASTER_ADDR given to learner ranks"},
     {"run.master_port", T::integer, "0", "MASTER_PORT given to learner ranks; 0 = a free port chosen at start", 0, 65535},
+    {"run.deterministic", T::boolean, "false", "RL: run actors and learner in lockstep (synchronous rollouts, fixed seeds, one thread each) so two runs give byte-identical checkpoints; the children see TANDEM_DETERMINISTIC=1"},
 };
 
 // The components' tables. Each component adds one line here: its keys become part of every job
 // config, validated before anything starts.
 std::vector<std::span<const ConfigKey>> component_tables() {
-  return {data_keys(), model_keys(), learner_keys(), actor_keys()};  // common/job_keys.hpp
+  return {data_keys(), model_keys(), learner_keys(), actor_keys(), env_keys(), rl_keys()};  // common/job_keys.hpp
 }
 
 std::vector<std::string> split_args(const std::string& text) {
@@ -155,6 +156,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.master_addr = c.string("run.master_addr");
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
+  j.deterministic = c.boolean("run.deterministic");
   check_job_inputs(c, j.learners);  // what the children would otherwise find out at start
   return j;
 }

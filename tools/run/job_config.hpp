@@ -53,6 +53,7 @@ struct JobConfig {
   std::uint16_t metrics_port = 0;        // 0 = no endpoint
   std::string master_addr{};
   std::uint16_t master_port = 0;         // 0 = a free port chosen at start
+  bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
   // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).

@@ -33,6 +33,16 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
     put_finite(record, "accuracy", m.accuracy);
     put_finite(record, "seconds", m.seconds);
     put_finite(record, "lr", m.lr);
+    if (m.env_steps > 0) record["env_steps"] = m.env_steps;
+    put_finite(record, "env_steps_per_s", m.env_steps_per_s);
+    put_finite(record, "episode_return", m.episode_return);
+    put_finite(record, "episode_length", m.episode_length);
+    put_finite(record, "policy_lag_min", m.policy_lag_min);
+    put_finite(record, "policy_lag_avg", m.policy_lag_avg);
+    put_finite(record, "policy_lag_max", m.policy_lag_max);
+    if (m.ring_full_waits > 0) record["ring_full_waits"] = m.ring_full_waits;
+    put_finite(record, "allreduce_s", m.allreduce_s);
+    put_finite(record, "exposed_comm_s", m.exposed_comm_s);
   }
   record["restarts"] = p.restarts;
   return record;
