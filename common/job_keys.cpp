@@ -72,7 +72,7 @@ const std::vector<ConfigKey> kActor = {
 
 const std::vector<ConfigKey> kEnv = {
     {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin)", {}, {}, {"cartpole", "acrobot", "mountaincar", "pendulum", "null", "plugin"}},
-    {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing actor/envs/tandem_env.h"},
+    {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
     {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
 };

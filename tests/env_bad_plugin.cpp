@@ -8,7 +8,7 @@
 #include <csignal>
 #include <cstring>
 
-#include "actor/envs/tandem_env.h"
+#include "envs/tandem_env.h"
 
 struct tandem_env {
   int unused;

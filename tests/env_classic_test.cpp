@@ -7,7 +7,7 @@
 #include <functional>
 #include <sstream>
 
-#include "actor/envs/vec_env.hpp"
+#include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem::envs;

@@ -5,8 +5,8 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "actor/envs/plugin_env.hpp"
-#include "actor/envs/vec_env.hpp"
+#include "envs/plugin_env.hpp"
+#include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem::envs;
@@ -60,14 +60,14 @@ TEST_CASE("env plugins: a missing file, a missing symbol and another ABI each ge
   const std::string no_step = plugin("TANDEM_PLUGIN_NO_STEP");
   CHECK(error_of([&] { PluginLibrary::open(no_step); }) ==
         "env plugin '" + no_step +
-            "' does not export 'tandem_env_step': implement every function of actor/envs/tandem_env.h with extern "
+            "' does not export 'tandem_env_step': implement every function of envs/tandem_env.h with extern "
             "\"C\" linkage");
 
   const std::string other_abi = plugin("TANDEM_PLUGIN_OTHER_ABI");
   CHECK(error_of([&] { PluginLibrary::open(other_abi); }) ==
         "env plugin '" + other_abi +
             "' was built for env ABI 2, this Tandem loads ABI 1: rebuild it against this Tandem's "
-            "actor/envs/tandem_env.h");
+            "envs/tandem_env.h");
 }
 
 TEST_CASE("env plugins: spaces that make no sense or do not fit the policy get one line naming both") {
@@ -121,6 +121,6 @@ TEST_CASE("env plugins: tandem_env.h is plain C99") {
     return;
   }
   const CommandResult r = run_command("cc -std=c99 -pedantic -Wall -Werror -fsyntax-only -x c " + source_root() +
-                                      "/actor/envs/tandem_env.h 2>&1");
+                                      "/envs/tandem_env.h 2>&1");
   CHECK_MESSAGE(r.status == 0, r.output);
 }

@@ -7,7 +7,7 @@
 #include <new>
 #include <set>
 
-#include "actor/envs/vec_env.hpp"
+#include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem::envs;

@@ -37,6 +37,7 @@ TEST_CASE("house: each forbidden include and an overlong file is reported by nam
   write(tree, "actor/d.cpp", "  #  include \"learner/trainer.hpp\"\n");
   write(tree, "tools/e.cpp", "#include \"learner/feed/host_feed.hpp\"\n");
   write(tree, "tools/bench/ok.cpp", "#include \"learner/feed/host_feed.hpp\"\n");
+  write(tree, "envs/f.cpp", "#include <ATen/ATen.h>\n#include \"actor/follower.hpp\"\n");
   write(tree, "tests/long_test.cpp", std::string(401, '\n'));
   const CommandResult r = run_command(check_house(tree.path().string()));
   INFO(r.output);
@@ -46,8 +47,10 @@ TEST_CASE("house: each forbidden include and an overlong file is reported by nam
   CHECK(r.output.find("learner/ includes actor/: learner/c.cpp") != std::string::npos);
   CHECK(r.output.find("actor/ includes learner/: actor/d.cpp") != std::string::npos);
   CHECK(r.output.find("includes learner/ or actor/: tools/e.cpp") != std::string::npos);
+  CHECK(r.output.find("envs/ includes LibTorch: envs/f.cpp") != std::string::npos);
+  CHECK(r.output.find("envs/ includes a part other than common/: envs/f.cpp") != std::string::npos);
   CHECK(r.output.find("tests/long_test.cpp has 401 lines") != std::string::npos);
   CHECK(r.output.find("common/torch/ok.cpp") == std::string::npos);
   CHECK(r.output.find("tools/bench/ok.cpp") == std::string::npos);
-  CHECK(r.output.find("6 violation(s)") != std::string::npos);
+  CHECK(r.output.find("8 violation(s)") != std::string::npos);
 }

@@ -3,14 +3,14 @@
 // the right end pays +1 and ends the episode, every other step costs 0.01. Observation: the walker's
 // position scaled to [0, 1] and the fraction of the episode's step budget used.
 //
-// Build your own the same way: implement every function of actor/envs/tandem_env.h with C linkage,
+// Build your own the same way: implement every function of envs/tandem_env.h with C linkage,
 // build a shared library, and point `env.plugin` at it.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <new>
 
-#include "actor/envs/tandem_env.h"
+#include "envs/tandem_env.h"
 
 struct tandem_env {
   int length = 10;

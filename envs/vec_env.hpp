@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "actor/envs/env.hpp"
+#include "envs/env.hpp"
 
 namespace tandem::envs {
 

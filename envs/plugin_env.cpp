@@ -1,4 +1,4 @@
-#include "actor/envs/plugin_env.hpp"
+#include "envs/plugin_env.hpp"
 
 #include <dlfcn.h>
 
@@ -13,7 +13,7 @@ template <class Fn>
 void resolve(void* handle, const std::string& path, const char* name, Fn& out) {
   void* symbol = ::dlsym(handle, name);
   if (symbol == nullptr)
-    fail("env plugin '{}' does not export '{}': implement every function of actor/envs/tandem_env.h with "
+    fail("env plugin '{}' does not export '{}': implement every function of envs/tandem_env.h with "
          "extern \"C\" linkage",
          path, name);
   out = reinterpret_cast<Fn>(symbol);
@@ -39,7 +39,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   const std::uint32_t version = s.abi_version();
   if (version != TANDEM_ENV_ABI_VERSION)
     fail("env plugin '{}' was built for env ABI {}, this Tandem loads ABI {}: rebuild it against this "
-         "Tandem's actor/envs/tandem_env.h",
+         "Tandem's envs/tandem_env.h",
          path, version, TANDEM_ENV_ABI_VERSION);
   return library;
 }

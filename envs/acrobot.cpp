@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "actor/envs/builtin.hpp"
+#include "envs/builtin.hpp"
 
 namespace tandem::envs {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "actor/envs/env.hpp"
+#include "envs/env.hpp"
 
 namespace tandem::envs {
 

@@ -1,4 +1,4 @@
-// Users' own envs: a shared library implementing actor/envs/tandem_env.h, loaded with dlopen.
+// Users' own envs: a shared library implementing envs/tandem_env.h, loaded with dlopen.
 //
 // PluginLibrary opens the library once, resolves and checks every symbol and the ABI version (each
 // failure is a UserError naming the file and the fix); PluginEnv is one env handle made by it, an Env
@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "actor/envs/env.hpp"
-#include "actor/envs/tandem_env.h"
+#include "envs/env.hpp"
+#include "envs/tandem_env.h"
 
 namespace tandem::envs {
 

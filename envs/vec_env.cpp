@@ -1,4 +1,4 @@
-#include "actor/envs/vec_env.hpp"
+#include "envs/vec_env.hpp"
 
 #include <algorithm>
 

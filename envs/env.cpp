@@ -1,7 +1,7 @@
 // The built-in env registry and the space check shared by built-in and plugin envs.
-#include "actor/envs/env.hpp"
+#include "envs/env.hpp"
 
-#include "actor/envs/builtin.hpp"
+#include "envs/builtin.hpp"
 #include "common/error.hpp"
 
 namespace tandem::envs {
