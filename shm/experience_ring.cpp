@@ -47,6 +47,7 @@ constexpr std::array kDerived = {
     Derived{"values_offset", &ExperienceDescriptor::values_offset},
     Derived{"episode_returns_offset", &ExperienceDescriptor::episode_returns_offset},
     Derived{"episode_lengths_offset", &ExperienceDescriptor::episode_lengths_offset},
+    Derived{"final_observations_offset", &ExperienceDescriptor::final_observations_offset},
 };
 
 // A validated ring's head and tail; a pair outside tail <= head <= tail + slots means corruption.
@@ -141,6 +142,7 @@ std::string layout_experience(ExperienceDescriptor& d, std::uint64_t rings_offse
   place(d.values_offset, checked_product(4, {T + 1, E}));
   place(d.episode_returns_offset, checked_product(4, {steps_envs}));
   place(d.episode_lengths_offset, checked_product(4, {steps_envs}));
+  place(d.final_observations_offset, checked_product(4, {T, E, d.obs_dim}));
   if (!too_big.empty()) return too_big;
   d.slot_bytes = last_end;
   d.slot_stride = cursor;

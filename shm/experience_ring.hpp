@@ -57,6 +57,7 @@ class SlotView {
   float* values() const { return at<float>(d_->values_offset); }
   float* episode_returns() const { return at<float>(d_->episode_returns_offset); }
   std::uint32_t* episode_lengths() const { return at<std::uint32_t>(d_->episode_lengths_offset); }
+  float* final_observations() const { return at<float>(d_->final_observations_offset); }
 
  private:
   template <class T>

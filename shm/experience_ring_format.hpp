@@ -18,7 +18,7 @@
 
 namespace tandem::shm {
 
-inline constexpr std::uint32_t kExperienceLayoutVersion = 1;
+inline constexpr std::uint32_t kExperienceLayoutVersion = 2;
 inline constexpr std::uint32_t kMaxRingActors = 4096;
 inline constexpr std::uint32_t kMaxRingSlots = 65536;   // per ring
 inline constexpr std::uint32_t kMaxRingDim = 1u << 20;   // steps, envs, obs_dim, action_dim, logits_dim
@@ -53,12 +53,14 @@ struct ExperienceDescriptor {         // at segment byte 64; immutable once read
   std::uint64_t values_offset;        // f32 [T+1, E]
   std::uint64_t episode_returns_offset;  // f32 [max_episodes], first `episodes` valid
   std::uint64_t episode_lengths_offset;  // u32 [max_episodes]
-  std::uint64_t reserved[5];
+  std::uint64_t final_observations_offset;  // f32 [T, E, obs_dim]: where step t ended an episode, its last observation
+  std::uint64_t reserved[4];
 };
 static_assert(std::is_standard_layout_v<ExperienceDescriptor> && std::is_trivially_copyable_v<ExperienceDescriptor>);
 static_assert(offsetof(ExperienceDescriptor, slot_bytes) == 40);
 static_assert(offsetof(ExperienceDescriptor, observations_offset) == 72);
 static_assert(offsetof(ExperienceDescriptor, episode_lengths_offset) == 144);
+static_assert(offsetof(ExperienceDescriptor, final_observations_offset) == 152);
 static_assert(sizeof(ExperienceDescriptor) == 192);
 
 struct alignas(64) RingControl {                 // 256 bytes per actor

@@ -62,7 +62,8 @@ TEST_CASE("experience rings: slots come out in commit order with matching checks
   CHECK(d.slot_stride % 64 == 0);
   for (std::uint64_t off : {d.observations_offset, d.actions_offset, d.rewards_offset, d.terminated_offset,
                             d.truncated_offset, d.log_probs_offset, d.logits_offset, d.values_offset,
-                            d.episode_returns_offset, d.episode_lengths_offset, d.slots_offset, d.rings_offset})
+                            d.episode_returns_offset, d.episode_lengths_offset, d.final_observations_offset,
+                            d.slots_offset, d.rings_offset})
     CHECK(off % 64 == 0);
   CHECK_FALSE(rings.peek(0));
   std::uint64_t consumed = 0;

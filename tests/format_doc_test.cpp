@@ -312,7 +312,8 @@ TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot
                 MEMBER(ExperienceDescriptor, truncated_offset), MEMBER(ExperienceDescriptor, log_probs_offset),
                 MEMBER(ExperienceDescriptor, logits_offset), MEMBER(ExperienceDescriptor, values_offset),
                 MEMBER(ExperienceDescriptor, episode_returns_offset),
-                MEMBER(ExperienceDescriptor, episode_lengths_offset), MEMBER(ExperienceDescriptor, reserved)});
+                MEMBER(ExperienceDescriptor, episode_lengths_offset),
+                MEMBER(ExperienceDescriptor, final_observations_offset), MEMBER(ExperienceDescriptor, reserved)});
   check_struct(tables, "RingControl", sizeof(RingControl),
                {MEMBER(RingControl, head), MEMBER(RingControl, full_waits), MEMBER(RingControl, writer_pid),
                 MEMBER(RingControl, writer_attaches), MEMBER(RingControl, reserved0), MEMBER(RingControl, tail),
@@ -330,7 +331,7 @@ TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot
       {"observations", d.observations_offset}, {"actions", d.actions_offset}, {"rewards", d.rewards_offset},
       {"terminated", d.terminated_offset}, {"truncated", d.truncated_offset}, {"log_probs", d.log_probs_offset},
       {"logits", d.logits_offset}, {"values", d.values_offset}, {"episode_returns", d.episode_returns_offset},
-      {"episode_lengths", d.episode_lengths_offset}};
+      {"episode_lengths", d.episode_lengths_offset}, {"final_observations", d.final_observations_offset}};
   const Table& fields = table_under(tables, "### Slot fields", "field");
   REQUIRE(fields.rows.size() == offsets.size());
   std::uint64_t previous = 0;

@@ -246,15 +246,15 @@ def weights_main(argv):
 
 # ---- experience rings (docs/FORMAT.md, "Experience rings") ----
 KIND_EXPERIENCE = 3
-EXPERIENCE_LAYOUT_VERSION = 1
+EXPERIENCE_LAYOUT_VERSION = 2
 EXPERIENCE_DESCRIPTOR = np.dtype(
     [(n, "<u4") for n in ("num_actors", "slots_per_ring", "steps", "envs", "obs_dim", "action_kind", "action_dim",
                           "logits_dim", "max_episodes", "ring_bytes")]
     + [(n, "<u8") for n in ("slot_bytes", "slot_stride", "rings_offset", "slots_offset", "observations_offset",
                             "actions_offset", "rewards_offset", "terminated_offset", "truncated_offset",
                             "log_probs_offset", "logits_offset", "values_offset", "episode_returns_offset",
-                            "episode_lengths_offset")]
-    + [("reserved", "<u8", (5,))])
+                            "episode_lengths_offset", "final_observations_offset")]
+    + [("reserved", "<u8", (4,))])
 EXP_SLOT_HEADER = np.dtype([("checksum", "<u8"), ("seq", "<u8"), ("policy_version", "<u8"), ("episodes", "<u4"),
                             ("reserved0", "<u4"), ("reserved", "<u8", (4,))])
 assert (EXPERIENCE_DESCRIPTOR.itemsize, EXP_SLOT_HEADER.itemsize) == (192, 64)
@@ -294,7 +294,8 @@ class ExperienceRings:
                 "rewards": ("<f4", [t, e]), "terminated": ("<u1", [t, e]), "truncated": ("<u1", [t, e]),
                 "log_probs": ("<f4", [t, e]), "logits": ("<f4", [t, e, d["logits_dim"]]),
                 "values": ("<f4", [t + 1, e]), "episode_returns": ("<f4", [d["max_episodes"]]),
-                "episode_lengths": ("<u4", [d["max_episodes"]])}
+                "episode_lengths": ("<u4", [d["max_episodes"]]),
+                "final_observations": ("<f4", [t, e, d["obs_dim"]])}
 
     def slot(self, actor, index):
         """(header, {field: read-only array}) of ring `actor`'s slot for sequence number `index`; no copy."""

@@ -24,7 +24,7 @@ def align(x):
 def layout(actors, slots, steps, envs, obs, kind, adim, logits):
     t, e = steps, envs
     sizes = [4 * (t + 1) * e * obs, 8 * t * e if kind == 1 else 4 * t * e * adim, 4 * t * e, t * e, t * e, 4 * t * e,
-             4 * t * e * logits, 4 * (t + 1) * e, 4 * t * e, 4 * t * e]
+             4 * t * e * logits, 4 * (t + 1) * e, 4 * t * e, 4 * t * e, 4 * t * e * obs]
     offsets, cursor, end = [], 64, 64
     for size in sizes:
         offsets.append(cursor)
@@ -38,7 +38,7 @@ def descriptor(L, **over):
     L = dict(L, **over)
     d = struct.pack("<8I", *L["shape"]) + struct.pack("<II", L["max_episodes"] & 0xFFFFFFFF, L.get("ring_bytes", 256))
     d += struct.pack("<4Q", L["slot_bytes"], L["slot_stride"], L["rings"], L["slots_offset"])
-    return d + struct.pack("<10Q", *L["offsets"]) + bytes(40)
+    return d + struct.pack("<11Q", *L["offsets"]) + bytes(32)
 
 
 def ring_segment(L, head=1, tail=0, **over):
