@@ -1,0 +1,133 @@
+// A dead, hung or missing data-parallel rank never hangs the others: they exit non-zero within the
+// bounds the config sets, with one line that names the step or the missing rank.
+#include "tests/torch_doctest.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/ddp_rank_child.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem::test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A rank of this test binary with its stdout and stderr in `log`.
+Child spawn_rank(const RankRun& run, const std::string& log) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--tandem-child=ddp-rank"};
+  for (const std::string& a : rank_args(run)) argv.push_back(a);
+  Child c = spawn_program(argv, fd);
+  ::close(fd);
+  return c;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits until `path` exists (the rank trained a step), or the rank exited (a failure to report).
+void wait_for_file(const std::string& path, Child& rank) {
+  int status = 0;
+  while (!std::filesystem::exists(path)) {
+    REQUIRE_FALSE(rank.wait_for(std::chrono::milliseconds(20), status));
+  }
+}
+
+// Exit status of `rank` and the seconds it took, failing past `limit_s`.
+std::pair<int, double> exit_within(Child& rank, double limit_s) {
+  const auto t0 = Clock::now();
+  int status = -1;
+  const bool exited = rank.wait_for(std::chrono::milliseconds(static_cast<int>(limit_s * 1000)), status);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  REQUIRE_MESSAGE(exited, "the rank was still running after " << limit_s << " s");
+  return {status, took};
+}
+
+RankRun endless(int world, int rank, int port, double collective_s, double rendezvous_s, const TempDir& dir) {
+  return {.world = world, .rank = rank, .port = port, .batch = 8, .steps = 1000000,
+          .collective_timeout_s = collective_s, .rendezvous_timeout_s = rendezvous_s,
+          .marker = dir.file(fmt::format("trained-{}", rank))};
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer" *
+          doctest::timeout(90)) {
+  TempDir dir;
+  const int port = free_tcp_port();
+  Child r0 = spawn_rank(endless(2, 0, port, 5, 30, dir), dir.file("r0.log"));
+  Child r1 = spawn_rank(endless(2, 1, port, 5, 30, dir), dir.file("r1.log"));
+  wait_for_file(dir.file("trained-1"), r1);
+  r1.kill(SIGKILL);
+  const auto [status, took] = exit_within(r0, 10);
+  const std::string log = slurp(dir.file("r0.log"));
+  INFO(log);
+  MESSAGE("rank 0 exited " << status << " " << took << " s after rank 1 was killed");
+  CHECK(status != 0);
+  CHECK(status < 126);
+  CHECK(log.find("peer rank(s) 1") != std::string::npos);
+}
+
+TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s" *
+          doctest::timeout(90)) {
+  TempDir dir;
+  const int port = free_tcp_port();
+  const double collective_s = 3;
+  Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir), dir.file("r0.log"));
+  Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir), dir.file("r1.log"));
+  wait_for_file(dir.file("trained-1"), r1);
+  r1.kill(SIGSTOP);
+  const auto [status, took] = exit_within(r0, collective_s + 10);
+  const std::string log = slurp(dir.file("r0.log"));
+  INFO(log);
+  MESSAGE("rank 0 exited " << status << " " << took << " s after rank 1 was stopped");
+  CHECK(status != 0);
+  CHECK(status < 126);
+  CHECK(log.find("rank 0: step") != std::string::npos);
+  r1.kill(SIGKILL);  // a stopped process takes SIGKILL; ~Child reaps it
+}
+
+TEST_CASE("data-parallel fault: a rank that never starts makes every started rank exit within the rendezvous timeout + 5 s naming it" *
+          doctest::timeout(90)) {
+  TempDir dir;
+  const int port = free_tcp_port();
+  const double rendezvous_s = 3;
+  Child r0 = spawn_rank(endless(3, 0, port, 5, rendezvous_s, dir), dir.file("r0.log"));
+  Child r1 = spawn_rank(endless(3, 1, port, 5, rendezvous_s, dir), dir.file("r1.log"));
+  const auto [s0, t0] = exit_within(r0, rendezvous_s + 5);
+  const auto [s1, t1] = exit_within(r1, rendezvous_s + 5);
+  const std::string log0 = slurp(dir.file("r0.log")), log1 = slurp(dir.file("r1.log"));
+  INFO(log0 << log1);
+  CHECK(s0 != 0);
+  CHECK(s1 != 0);
+  CHECK(log0.find("rank(s) 2") != std::string::npos);
+  CHECK(log1.find("rank(s) 2") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.file("trained-0")) == false);
+}
+
+TEST_CASE("data-parallel fault: when rank 0 (the store) never starts, rank 1 exits within the rendezvous timeout + 5 s naming rank 0" *
+          doctest::timeout(60)) {
+  TempDir dir;
+  const double rendezvous_s = 3;
+  Child r1 = spawn_rank(endless(2, 1, free_tcp_port(), 5, rendezvous_s, dir), dir.file("r1.log"));
+  const auto [status, took] = exit_within(r1, rendezvous_s + 5);
+  const std::string log = slurp(dir.file("r1.log"));
+  INFO(log);
+  CHECK(status != 0);
+  CHECK(log.find("rank 0 never arrived") != std::string::npos);
+}

@@ -1,0 +1,85 @@
+// Data-parallel ranks over NCCL, one GPU each (the Gloo tests' counterparts): equivalence with one
+// rank over the same samples, bitwise-equal ranks, and a killed rank ending its peer. Needs 2 GPUs and
+// a CUDA LibTorch with NCCL; elsewhere the binary, or each case, says why it skips.
+#include "tests/torch_doctest.hpp"
+
+#include <signal.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "common/cuda.hpp"
+#include "tests/ddp_rank_child.hpp"
+#include "tests/harness.hpp"
+
+TANDEM_GPU_TEST_BINARY();
+
+using namespace tandem::test;
+
+namespace {
+
+bool two_gpus() {
+#if defined(TANDEM_TORCH_CUDA) && defined(TANDEM_HAVE_NCCL)
+  return tandem::cuda::device_count() >= 2;
+#else
+  return false;
+#endif
+}
+
+#define REQUIRE_TWO_GPUS()                                                                        \
+  if (!two_gpus()) {                                                                              \
+    MESSAGE("skipped: needs 2 GPUs, a CUDA LibTorch and NCCL");                                  \
+    return;                                                                                       \
+  }
+
+std::vector<Child> spawn_ranks(RankRun base, const TempDir& dir, const std::string& tag) {
+  base.port = free_tcp_port();
+  base.device = "cuda";
+  std::vector<Child> ranks;
+  for (int r = 0; r < base.world; ++r) {
+    RankRun run = base;
+    run.rank = r;
+    run.out = dir.file(fmt::format("{}-{}", tag, r));
+    ranks.push_back(spawn_child("ddp-rank", rank_args(run)));
+  }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL data-parallel mlp: 2 GPU ranks x batch 16 end with 1 GPU x batch 32's weights, ranks bitwise equal" *
+          doctest::timeout(240)) {
+  REQUIRE_TWO_GPUS();
+  TempDir dir;
+  auto two = spawn_ranks({.world = 2, .batch = 16, .steps = 50}, dir, "two");
+  for (auto& c : two) REQUIRE(c.wait() == 0);
+  auto one = spawn_ranks({.world = 1, .batch = 32, .steps = 50}, dir, "one");
+  REQUIRE(one[0].wait() == 0);
+  const RankResult a = read_rank_result(dir.file("two-0")), b = read_rank_result(dir.file("two-1")),
+                   c = read_rank_result(dir.file("one-0"));
+  CHECK(a.flat == b.flat);
+  REQUIRE(a.flat.size() == c.flat.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i + 4 <= a.flat.size(); i += 4) {
+    float x, y;
+    std::memcpy(&x, a.flat.data() + i, 4);
+    std::memcpy(&y, c.flat.data() + i, 4);
+    diff += (double(x) - y) * (double(x) - y);
+    norm += double(y) * y;
+  }
+  CHECK(std::sqrt(diff / norm) < 1e-4);
+}
+
+TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" * doctest::timeout(120)) {
+  REQUIRE_TWO_GPUS();
+  TempDir dir;
+  RankRun base{.world = 2, .batch = 16, .steps = 1000000, .collective_timeout_s = 5};
+  base.marker = dir.file("trained");
+  auto ranks = spawn_ranks(base, dir, "kill");
+  int status = 0;
+  while (!std::filesystem::exists(dir.file("trained"))) REQUIRE_FALSE(ranks[1].wait_for(std::chrono::milliseconds(20), status));
+  ranks[1].kill(SIGKILL);
+  REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
+  CHECK(status != 0);
+}
