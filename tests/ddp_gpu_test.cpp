@@ -78,7 +78,8 @@ TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zer
   base.marker = dir.file("trained");
   auto ranks = spawn_ranks(base, dir, "kill");
   int status = 0;
-  while (!std::filesystem::exists(dir.file("trained"))) REQUIRE_FALSE(ranks[1].wait_for(std::chrono::milliseconds(20), status));
+  while (!std::filesystem::exists(dir.file("trained")))
+    if (ranks[1].wait_for(std::chrono::milliseconds(20), status)) FAIL("rank 1 exited (" << status << ") before its first step");
   ranks[1].kill(SIGKILL);
   REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
   CHECK(status != 0);

@@ -80,6 +80,9 @@ RankInfo rank_from_env(const EnvLookup& lookup) {
       r.master_addr = env.need("MASTER_ADDR", "WORLD_SIZE > 1");
       r.master_port = static_cast<std::uint16_t>(env.integer("MASTER_PORT", "WORLD_SIZE > 1", 1, 65535));
     }
+    r.launcher_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True");
+    if (auto restarts = env.get("TORCHELASTIC_RESTART_COUNT"))
+      r.store_prefix = fmt::format("tandem/{}/", parse_int("TORCHELASTIC_RESTART_COUNT", *restarts, 0, kMaxWorld));
     check_consistent(r, "RANK", "LOCAL_RANK");
     return r;
   }

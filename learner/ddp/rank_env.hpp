@@ -6,6 +6,7 @@
 //   Slurm (RANK unset):          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
 //                                (its leading count; "4(x2)" is 4), MASTER_ADDR, else
 //                                SLURM_LAUNCH_NODE_IPADDR; MASTER_PORT, else 29500 (torchrun's default)
+//   torchrun also: TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT (see launcher_store)
 //   neither:                     one rank (world 1), which needs no store and no process group
 // A malformed or inconsistent value is a UserError naming the variable and the fix.
 //
@@ -27,6 +28,11 @@ struct RankInfo {
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 29500;
   std::string source = "single";  // "torchrun", "slurm" or "single": says where the numbers came from
+  // torchrun's agent already serves a store at MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True):
+  // rank 0 connects to it instead of hosting one. Keys then go under a prefix per restart attempt
+  // (TORCHELASTIC_RESTART_COUNT), so a restarted group never reads the previous attempt's arrivals.
+  bool launcher_store = false;
+  std::string store_prefix = "tandem/0/";
 
   bool distributed() const { return world_size > 1; }
   bool local_leader() const { return local_rank == 0; }  // publishes into this node's slab

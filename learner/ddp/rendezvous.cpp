@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <thread>
@@ -31,18 +32,20 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::mi
 
   c10d::TCPStoreOptions opts;
   opts.port = rank.master_port;
-  opts.isServer = rank.rank == 0;
+  opts.isServer = rank.rank == 0 && !rank.launcher_store;
   opts.numWorkers = static_cast<std::size_t>(rank.world_size);
   opts.waitWorkers = false;  // arrival is checked below, where missing ranks can be named
   opts.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(rank.master_addr, opts);
+    store = c10::make_intrusive<c10d::PrefixStore>(rank.store_prefix,
+                                                   c10::make_intrusive<c10d::TCPStore>(rank.master_addr, opts));
   } catch (const std::exception& e) {
-    if (rank.rank == 0)
+    if (opts.isServer)
       fail("rendezvous: rank 0 cannot serve the store at {} ({}): pick a free MASTER_PORT", where, first_line(e));
-    fail("rendezvous: rank {} found no store at {} within {} s: rank 0 never arrived; start it, check its log, or "
-         "raise learner.rendezvous_timeout_s ({})", rank.rank, where, timeout_s, first_line(e));
+    fail("rendezvous: rank {} found no store at {} within {} s: {}; start it, check its log, or raise "
+         "learner.rendezvous_timeout_s ({})", rank.rank, where, timeout_s,
+         rank.launcher_store ? "torchrun's agent is not serving it" : "rank 0 never arrived", first_line(e));
   }
 
   std::vector<int> missing;

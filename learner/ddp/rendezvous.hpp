@@ -1,5 +1,5 @@
 // Rendezvous of the data-parallel ranks through LibTorch's c10d TCPStore: rank 0 hosts it at
-// MASTER_ADDR:MASTER_PORT, every rank (rank 0 too) connects, writes "arrived/<rank>" and waits until
+// MASTER_ADDR:MASTER_PORT (under torchrun its agent does: RankInfo::launcher_store), every rank (rank 0 too) connects, writes "arrived/<rank>" and waits until
 // it has seen every rank's key. A rank that does not arrive within `timeout` makes every rank that
 // did fail with a UserError naming the missing ranks; if rank 0 (the store) is the one missing, or
 // exits first because it gave up, the others say so and name what they last saw missing. Each rank
