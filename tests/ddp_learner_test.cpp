@@ -1,0 +1,123 @@
+// The real tandem-learner as two data-parallel ranks started by hand with torchrun's variables: a stop
+// signal to one rank stops both after the same step, rank 0 checkpoints it, and both resume from it.
+#include "tests/torch_doctest.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
+#include "tests/ddp_rank_child.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using namespace tandem::test;
+
+namespace {
+
+// A tiny learnable cache: x = 1x8x8 uint8, the label is the row holding the bright band.
+struct TinyCache {
+  std::string name = unique_name("ddp-tiny");
+  TinyCache() {
+    const std::uint64_t n = 2304;
+    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
+                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
+                          .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
+    auto w = shm::DatasetWriter::create(spec, false);
+    auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
+    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto label = static_cast<std::int64_t>((i * 7) % 8);
+      for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
+      y[i] = label;
+    }
+    w.commit(0, 1);
+  }
+  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// tandem-learner as rank `rank` of 2, run dir `dir` (its working directory), output in `log`.
+Child spawn_learner(const TempDir& dir, int rank, int port, std::int64_t steps, const std::string& log) {
+  const char* learner = std::getenv("TANDEM_LEARNER");
+  REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
+  const std::string cmd = fmt::format(
+      "cd {} && exec env -u TANDEM_JOB RANK={} WORLD_SIZE=2 LOCAL_RANK={} LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT={} {} job.toml --set learner.steps={}", dir.path().string(), rank, rank, port, learner, steps);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  Child c = spawn_program({"/bin/sh", "-c", cmd}, fd);
+  ::close(fd);
+  return c;
+}
+
+std::int64_t last_step(const std::string& log, const char* word) {
+  std::smatch m;
+  const std::regex re(std::string(word) + " at step ([0-9]+)");
+  REQUIRE_MESSAGE(std::regex_search(log, m, re), log);
+  return std::stoll(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
+          doctest::timeout(180)) {
+  TinyCache cache;
+  TempDir dir;
+  std::ofstream(dir.file("job.toml")) << fmt::format(R"([data]
+name = "{}"
+mean = "0.5"
+std = "0.3"
+[model]
+name = "mlp"
+num_classes = 8
+[learner]
+batch_size = 16
+warmup_steps = 0
+threads = 1
+publish_every_steps = 50
+checkpoint_every_steps = 0
+report_every_steps = 1
+)", cache.name);
+  const int port = free_tcp_port();
+  Child r0 = spawn_learner(dir, 0, port, 1000000, dir.file("r0.log"));
+  Child r1 = spawn_learner(dir, 1, port, 1000000, dir.file("r1.log"));
+  int status = 0;
+  while (slurp(dir.file("r1.log")).find("step 20/") == std::string::npos)
+    if (r1.wait_for(std::chrono::milliseconds(50), status)) FAIL("rank 1 exited (" << status << "): " << slurp(dir.file("r1.log")));
+  r1.kill(SIGTERM);
+  CHECK(r0.wait() == 0);
+  CHECK(r1.wait() == 0);
+  const std::string log0 = slurp(dir.file("r0.log")), log1 = slurp(dir.file("r1.log"));
+  INFO(log0 << log1);
+  const std::int64_t stopped = last_step(log0, "stopped");
+  CHECK(last_step(log1, "stopped") == stopped);
+  CHECK(std::filesystem::exists(dir.file(fmt::format("ckpt-{:012d}.safetensors", stopped))));
+  CHECK(log1.find("checkpoint") == std::string::npos);  // only rank 0 writes
+
+  Child again0 = spawn_learner(dir, 0, port, stopped + 10, dir.file("again0.log"));
+  Child again1 = spawn_learner(dir, 1, port, stopped + 10, dir.file("again1.log"));
+  CHECK(again0.wait() == 0);
+  CHECK(again1.wait() == 0);
+  const std::string resumed0 = slurp(dir.file("again0.log")), resumed1 = slurp(dir.file("again1.log"));
+  INFO(resumed0 << resumed1);
+  CHECK(resumed0.find(fmt::format("at step {} ", stopped)) != std::string::npos);
+  CHECK(resumed1.find(fmt::format("at step {} ", stopped)) != std::string::npos);
+  CHECK(last_step(resumed0, "finished") == stopped + 10);
+  CHECK(last_step(resumed1, "finished") == stopped + 10);
+  CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
+}
