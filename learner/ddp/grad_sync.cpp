@@ -40,10 +40,8 @@ struct GradSync::State {
   std::size_t next_launch = 0;            // buckets launch in order: the first not yet launched
   float vote = 0.0f;
   Clock::time_point first_launch{};
-  bool attached = true;                   // false once GradSync is gone: the hooks then do nothing
 
   void ready(std::size_t param) {
-    if (!attached) return;
     Bucket& b = buckets[bucket_of[param]];
     if (b.pending > 0 && --b.pending == 0) launch_ready();
   }
@@ -203,7 +201,8 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   local_->watchdog = std::make_unique<Watchdog>(rank.rank, rank.world_size, options.timeout + std::chrono::seconds(5));
 }
 
-GradSync::~GradSync() { state_->attached = false; }
+// The hooks hold the state weakly: once it is gone with this object, they do nothing.
+GradSync::~GradSync() = default;
 
 std::size_t GradSync::bucket_count() const { return state_->buckets.size(); }
 const at::Tensor& GradSync::grad_buffer() const { return state_->grads; }
