@@ -1,0 +1,107 @@
+// GradSync's buckets and hooks in one process, against a communicator that stands in for identical
+// peers (the sum over `world` equal ranks is world x the tensor): launch order, overlap with backward,
+// the fused average, the gradient views and the stop vote.
+#include "tests/torch_doctest.hpp"
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "common/torch/flat_params.hpp"
+#include "common/torch/models.hpp"
+#include "learner/ddp/comm.hpp"
+#include "learner/ddp/grad_sync.hpp"
+#include "learner/ddp/rank_env.hpp"
+
+using namespace tandem;
+
+namespace {
+
+struct Done final : ddp::Pending {
+  void wait() override {}
+};
+
+struct IdenticalPeers final : ddp::Communicator {
+  int world = 2;
+  bool in_backward = false;
+  struct Launch {
+    const void* data;
+    std::int64_t numel;
+    bool during_backward;
+  };
+  std::vector<Launch> launches;
+  std::unique_ptr<ddp::Pending> all_reduce_sum(const at::Tensor& t) override {
+    launches.push_back({t.data_ptr(), t.numel(), in_backward});
+    t.mul_(world);
+    return std::make_unique<Done>();
+  }
+  void broadcast(const at::Tensor&, int) override {}
+  void abort() override {}
+  const char* backend() const override { return "identical peers"; }
+};
+
+struct Replica {
+  Model model = Model::create({.name = "mlp", .seed = 11});
+  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  std::vector<at::Tensor> params() {
+    std::vector<at::Tensor> out;
+    for (auto& [name, p] : model.named_parameters()) out.push_back(p);
+    return out;
+  }
+  torch::Tensor loss() {
+    torch::manual_seed(5);
+    const torch::Tensor x = torch::randn({8, 1, 28, 28});
+    const torch::Tensor y = torch::randint(0, 10, {8}, torch::kInt64);
+    return torch::nn::functional::cross_entropy(model.forward(x), y);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("grad sync: buckets launch during backward, last parameters first, and average to the single-rank gradient") {
+  Replica synced, plain;
+  IdenticalPeers peers;
+  ddp::RankInfo rank;
+  rank.world_size = 2;
+  ddp::GradSync sync(synced.flat, synced.params(), peers, rank, {.bucket_first_mb = 0.0625, .bucket_mb = 0.25});
+  REQUIRE(sync.bucket_count() >= 2);
+
+  peers.in_backward = true;
+  synced.loss().backward();
+  peers.in_backward = false;
+  CHECK(peers.launches.size() == sync.bucket_count());  // every bucket was launched from a hook
+  for (const auto& l : peers.launches) CHECK(l.during_backward);
+  // The first bucket: the last parameters until it reaches 64 KiB (16384 floats), plus the stop vote.
+  std::int64_t first = 1;
+  const auto params = synced.params();
+  for (auto p = params.rbegin(); p != params.rend() && first - 1 < 16384; ++p) first += p->numel();
+  CHECK(peers.launches[0].numel == first);
+  for (std::size_t i = 1; i < peers.launches.size(); ++i)  // walking the flat gradients from the end
+    CHECK(static_cast<const float*>(peers.launches[i].data) < static_cast<const float*>(peers.launches[i - 1].data));
+  sync.vote_stop(false);
+  sync.finish(0);
+  CHECK_FALSE(sync.stop_agreed());
+
+  plain.loss().backward();
+  const auto a = synced.params(), b = plain.params();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].grad().storage().is_alias_of(sync.grad_buffer().storage()));
+    CHECK(torch::equal(a[i].grad(), b[i].grad()));  // x 1/2 then x 2: exact
+  }
+}
+
+TEST_CASE("grad sync: one rank's stop vote is every rank's after finish, and is cleared for the next step") {
+  Replica synced;
+  IdenticalPeers peers;
+  ddp::RankInfo rank;
+  rank.world_size = 2;
+  ddp::GradSync sync(synced.flat, synced.params(), peers, rank, {});
+  sync.vote_stop(true);
+  synced.loss().backward();
+  sync.finish(0);
+  CHECK(sync.stop_agreed());
+  sync.vote_stop(false);
+  synced.loss().backward();
+  sync.finish(1);
+  CHECK_FALSE(sync.stop_agreed());
+}
