@@ -39,7 +39,7 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
   try {
     const Config config = load_program_config(args.at(1), {});
     const actor::ActorContext ctx{.job = args.at(0), .run_dir = args.at(2), .index = 1,
-                                  .stop = [] { return stop_signal() != 0; }};
+                                  .stop = [] { return stop_signal() != 0; }, .tick = {}};
     return actor::run_rl_evaluator(config, ctx);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rl evaluator child: %s\n", e.what());
@@ -84,7 +84,7 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   REQUIRE(rows_of(jsonl).size() == 1);
   {
     torch::NoGradGuard no_grad;
-    flat.buffer().add_(0.05);
+    for (auto& p : model.parameters()) p.add_(0.05);
   }
   const std::uint64_t v2 = publisher.publish_final(1, 10);  // min_interval_s keeps it for the stop
   child.kill(SIGTERM);
