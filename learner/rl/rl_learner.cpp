@@ -144,6 +144,7 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   publish();  // the actors start from these weights
 
   EpisodeWindow episodes;
+  shm::ProcessMetrics last{.step = static_cast<std::uint64_t>(step), .samples = env_steps, .env_steps = env_steps};
   bool solved = false;
   auto keep_waiting = [&] {
     process.tick();
@@ -180,16 +181,17 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
 
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;
+    std::uint64_t full_waits = 0;
+    for (std::uint32_t a = 0; a < s.rollout_actors; ++a)
+      full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
+    last = {.step = static_cast<std::uint64_t>(step), .version = version(), .samples = env_steps,
+            .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
+            .env_steps = env_steps, .env_steps_per_s = steps_per_s, .episode_return = episodes.mean_return(),
+            .episode_length = episodes.mean_length(), .policy_lag_min = lag_min, .policy_lag_avg = lag_avg,
+            .policy_lag_max = lag_max, .ring_full_waits = full_waits};
     if (client) {
-      std::uint64_t full_waits = 0;
-      for (std::uint32_t a = 0; a < s.rollout_actors; ++a) full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
       client->saw_version(version());
-      client->report({.step = static_cast<std::uint64_t>(step), .version = version(), .samples = env_steps,
-                      .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
-                      .env_steps = env_steps, .env_steps_per_s = steps_per_s,
-                      .episode_return = episodes.mean_return(), .episode_length = episodes.mean_length(),
-                      .policy_lag_min = lag_min, .policy_lag_avg = lag_avg,
-                      .policy_lag_max = lag_max, .ring_full_waits = full_waits});
+      client->report(last);
     }
     if (step % report_every == 0) {
       log::info("update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
@@ -212,9 +214,8 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   publisher.publish_final(static_cast<std::uint64_t>(step), 30);
   if (client) {
     client->saw_version(publisher.slab().latest_version());
-    client->report({.step = static_cast<std::uint64_t>(step), .version = publisher.slab().latest_version(),
-                    .samples = env_steps, .env_steps = env_steps, .episode_return = episodes.mean_return(),
-                    .episode_length = episodes.mean_length()});
+    last.version = publisher.slab().latest_version();  // the last update's figures, with the final version
+    client->report(last);
   }
   checkpoint();
   log::info("{} at update {}, env step {}; final weights version {}", finished ? "finished" : "stopped", step,
