@@ -15,6 +15,7 @@
 #include "envs/vec_env.hpp"
 #include "learner/rl/rl_learner.hpp"
 #include "learner/rl/rl_setup.hpp"
+#include "learner/rl/update.hpp"
 #include "learner/trainer.hpp"
 #include "shm/control_block.hpp"
 #include "shm/experience_ring.hpp"
@@ -241,4 +242,29 @@ TEST_CASE("rl learner: a model without a value head is refused naming the model 
   const std::string error = error_of([&] { rl::rl_model(config, env, rl::policy_head_for(env)); });
   CHECK(error.find("model 'mlp'") != std::string::npos);
   CHECK(error.find("CartPole-v1") != std::string::npos);
+}
+
+TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) actions") {
+  TempDir dir;
+  for (const std::string algo : {"ppo", "vtrace"}) {
+    CAPTURE(algo);
+    const Config config = load_program_config(write_config(dir, algo),
+                                              std::vector<std::string>{"env.name=pendulum", "rl.minibatches=2"});
+    const rl::RlSettings s = rl::rl_settings(config);
+    const envs::EnvSpec env = rl::env_spec_for(config);
+    const PolicyHead head = rl::policy_head_for(env);
+    REQUIRE(head.is_continuous());
+    Model model = rl::rl_model(config, env, head);
+    const torch::Tensor before = model.parameters().front().flatten().clone();
+    Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
+    rl::RlUpdater updater(model, head, optimizer, s, at::detail::createCPUGenerator(0));
+    const std::int64_t T = 8, N = 4;
+    rl::Batch b{torch::randn({T + 1, N, 3}), torch::randn({T, N, 3}), torch::randn({T, N, 1}), torch::randn({T, N}),
+                (torch::rand({T, N}) < 0.1).to(torch::kUInt8), (torch::rand({T, N}) < 0.2).to(torch::kUInt8),
+                torch::full({T, N}, -1.0f)};
+    const rl::UpdateStats st = updater.update(b, 1e-3);
+    CHECK(std::isfinite(st.loss));
+    CHECK(std::isfinite(st.entropy));
+    CHECK((model.parameters().front().flatten() - before).abs().max().item<double>() > 0);
+  }
 }
