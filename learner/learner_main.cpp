@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/program.hpp"
 #include "learner/ddp/rank_env.hpp"
+#include "learner/rl/rl_learner.hpp"
 #include "learner/supervised_loop.hpp"
 #include "shm/job_process.hpp"
 
@@ -19,6 +20,12 @@ int run(const ProgramArgs& args) {
   catch_stop_signals();
   const ddp::RankInfo rank = ddp::rank_from_env();
   shm::JobProcess process("learner");
+  if (config.string("learner.algo") != "supervised") {
+    if (rank.distributed())  // its updates are not synchronised: N ranks would train N policies
+      fail("learner.algo = \"{}\" trains on one learner rank, not {}: set run.learners = 1", config.string("learner.algo"),
+           rank.world_size);
+    return run_rl_learner(config, process);
+  }
   return run_supervised_learner(config, process, rank);
 }
 
