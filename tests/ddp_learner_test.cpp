@@ -72,12 +72,7 @@ std::int64_t last_step(const std::string& log, const char* word) {
   return std::stoll(m[1]);
 }
 
-}  // namespace
-
-TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
-          doctest::timeout(180)) {
-  TinyCache cache;
-  TempDir dir;
+void write_job(const TempDir& dir, const TinyCache& cache) {
   std::ofstream(dir.file("job.toml")) << fmt::format(R"([data]
 name = "{}"
 mean = "0.5"
@@ -93,6 +88,15 @@ publish_every_steps = 50
 checkpoint_every_steps = 0
 report_every_steps = 1
 )", cache.name);
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
+          doctest::timeout(180)) {
+  TinyCache cache;
+  TempDir dir;
+  write_job(dir, cache);
   const int port = free_tcp_port();
   Child r0 = spawn_learner(dir, 0, port, 1000000, dir.file("r0.log"));
   Child r1 = spawn_learner(dir, 1, port, 1000000, dir.file("r1.log"));
@@ -119,5 +123,29 @@ report_every_steps = 1
   CHECK(resumed1.find(fmt::format("at step {} ", stopped)) != std::string::npos);
   CHECK(last_step(resumed0, "finished") == stopped + 10);
   CHECK(last_step(resumed1, "finished") == stopped + 10);
+  CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
+}
+
+TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end and leave nothing in /dev/shm" *
+          doctest::timeout(150)) {
+  if (run_command("command -v torchrun").status != 0) {
+    MESSAGE("skipped: no torchrun on PATH (python3-torch provides it)");
+    return;
+  }
+  TinyCache cache;
+  TempDir dir;
+  write_job(dir, cache);
+  const char* learner = std::getenv("TANDEM_LEARNER");
+  REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
+  // Python 3.11's enum breaks torchrun's default redirects: --redirects 1 --tee 1 avoid that path.
+  const CommandResult r = run_command(fmt::format(
+      "cd {} && env -u TANDEM_JOB timeout 120 torchrun --nproc_per_node=2 --master_port={} --redirects 1 --tee 1 "
+      "--no_python {} job.toml --set learner.steps=30 2>&1", dir.path().string(), free_tcp_port(), learner));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("rank 1 of 2 (local 1 of 2) (torchrun)") != std::string::npos);
+  CHECK(r.output.find("finished at step 30; final weights version") != std::string::npos);  // rank 0 publishes
+  CHECK(r.output.find("finished at step 30\n") != std::string::npos);                        // rank 1 does not
+  CHECK(std::filesystem::exists(dir.file("ckpt-000000000030.safetensors")));
   CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
 }
