@@ -86,10 +86,11 @@ DdpResult read_metrics(const std::filesystem::path& file, const DdpBenchOptions&
   std::map<std::string, std::map<std::uint64_t, Json>> windows;  // process -> step -> record
   for (std::string line; std::getline(in, line);) {
     Json r = Json::parse(line, nullptr, false);
-    if (r.is_discarded() || r.value("role", "") != "learner" || !r.contains("seconds")) continue;
+    if (!r.is_object() || r.value("role", "") != "learner" || !r.contains("seconds")) continue;
     const std::uint64_t step = r.value("step", std::uint64_t{0});
     if (step <= static_cast<std::uint64_t>(o.warmup)) continue;
-    windows[r.value("process", "")][step] = std::move(r);
+    const std::string process = r.value("process", "");
+    windows[process][step] = std::move(r);
   }
   if (static_cast<int>(windows.size()) != ranks)
     fail("{} has measured windows from {} of {} ranks: raise --steps", file.string(), windows.size(), ranks);
