@@ -2,10 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/process.hpp"
+#include "shm/segment.hpp"
 #include "common/torch/bf16_slot.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
@@ -40,6 +45,22 @@ cuda::StreamHandle current_stream(const at::Tensor& on) {
 #endif
 }
 
+// Unlinks `name` if its creator (the writer) has exited; a live writer's slab is an error here rather
+// than two writers racing on one slab (two learner ranks of one node both publishing, or two jobs of
+// one name). The header records the creator's pid only: were it reused by a live process, this errs
+// on the side of refusing, with a message that says which process to look at.
+void remove_if_writer_dead(const std::string& name) {
+  for (const shm::SegmentInfo& info : shm::list_segments()) {
+    if (info.name != name || !info.ours) continue;
+    const std::optional<ProcessIdentity> writer = process_identity(info.creator_pid);
+    const bool alive = writer && !writer->exited() && info.creator_pid != static_cast<std::uint32_t>(::getpid());
+    if (alive)
+      fail("weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
+           "0), and job names must be unique; stop that process or use another job name", name, info.creator_pid);
+    shm::Segment::unlink(name);
+  }
+}
+
 }  // namespace
 
 shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, bool bf16) {
@@ -68,7 +89,8 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
   shm::SlabSpec spec = slab_spec_for(params, options.model, options.bf16);
   spec.num_slots = options.slots;
   spec.num_leases = options.leases;
-  slab_ = shm::WeightSlabWriter::create(slab_name, spec, options.force);
+  if (options.replace_dead_writer) remove_if_writer_dead(slab_name);
+  slab_ = shm::WeightSlabWriter::create(slab_name, spec);
 
   at::Tensor flat = params.buffer();
   PublishSource source;

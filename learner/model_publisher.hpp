@@ -20,7 +20,9 @@ struct ModelPublisherOptions {
   std::uint32_t slots = shm::kDefaultSlots;
   std::uint32_t leases = shm::kDefaultLeases;
   PublisherOptions when;            // every N steps / T ms
-  bool force = false;               // replace an existing slab of the same name, live writer or not
+  // Replace an existing slab of the same name when the process that created it has exited (a stale
+  // slab of a crashed run). A slab whose writer still runs is never replaced: a UserError names it.
+  bool replace_dead_writer = false;
 };
 
 // The slab layout for `params` (published dtype applied). Fails on dtypes the slab cannot describe.

@@ -53,6 +53,7 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
   torch::Tensor logits = model_.forward(x);
   torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
   loss.backward();
+  if (before_update_) before_update_();
   optimizer_.step(lr);
   optimizer_.zero_grad();
   ++step_;

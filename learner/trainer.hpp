@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,6 +65,8 @@ class Trainer {
   Trainer(Model& model, TrainerConfig config);
 
   StepMetrics train_step(const torch::Tensor& x, const torch::Tensor& y);
+  // Called between backward and the optimizer update (data-parallel gradient sync: learner/ddp).
+  void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
   WindowMetrics take_window();
 
   std::int64_t step() const { return step_; }
@@ -85,6 +88,7 @@ class Trainer {
   TrainerConfig config_;
   Optimizer optimizer_;
   std::int64_t step_ = 0;
+  std::function<void()> before_update_;
 
   torch::Tensor window_loss_;     // sum of loss * batch, on the device
   torch::Tensor window_correct_;  // on the device

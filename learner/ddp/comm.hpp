@@ -1,0 +1,61 @@
+// The collectives the data-parallel ranks use, behind one interface with two backends:
+//   Gloo (CPU tensors): c10d::ProcessGroupGloo from LibTorch, every op async on Gloo's threads, each
+//                       failing after learner.collective_timeout_s (gloo_comm.cpp).
+//   NCCL (CUDA tensors): one communicator per rank on a stream of its own, fenced with CUDA events
+//                       against the compute stream (nccl_comm.cpp, built where NCCL is found).
+// Both are made from the rendezvous store (rendezvous.hpp).
+//
+// Ordering: every rank must issue the same collectives in the same order (Gloo matches them by a
+// sequence tag, NCCL by call order). GradSync issues buckets strictly in bucket order for this reason.
+// Threads: one thread issues ops at a time (the training thread, or the autograd thread while it runs
+// backward for that training thread: never both at once). Pending::wait may run on the issuing thread
+// only. abort() may be called from any thread (the watchdog's): afterwards every op fails.
+// Failure: a dead peer, a hung peer past the timeout, or an abort make wait() throw a UserError that
+// says which op failed; the caller adds the step and the peers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace c10d {
+class Store;
+}
+
+namespace tandem::ddp {
+
+struct RankInfo;
+
+// An op in flight. wait() returns once its result is in the tensor (Gloo), or once the compute
+// stream is fenced behind it (NCCL: later kernels on the compute stream see the result).
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  // Sums `t` (contiguous, float32) over all ranks in place; async.
+  virtual std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t) = 0;
+  // Rank `root`'s bytes of `t` (contiguous, any dtype) into every rank's `t`; blocks until done.
+  virtual void broadcast(const at::Tensor& t, int root) = 0;
+  // Makes every op in flight and every later op fail fast (ncclCommAbort; Gloo: the process exits
+  // on its own timeout or through the watchdog, so this only marks the communicator broken).
+  virtual void abort() = 0;
+  virtual const char* backend() const = 0;
+};
+
+// Gloo over the store, for CPU tensors; `timeout` bounds every collective.
+std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
+                                        std::chrono::milliseconds timeout);
+// NCCL over the store (rank 0 puts the unique id in it), on GPU `device`. A UserError where this
+// build has no NCCL.
+std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
+                                        int device, std::chrono::milliseconds timeout);
+
+}  // namespace tandem::ddp

@@ -1,0 +1,7 @@
+// See gloo/rendezvous/store.h here: incomplete types are all ProcessGroupGloo.hpp needs of these.
+#pragma once
+
+namespace gloo::transport {
+class Device;
+class UnboundBuffer;
+}  // namespace gloo::transport

@@ -1,0 +1,89 @@
+// GradSync: data-parallel gradient averaging for one model replica per rank (DDP without Python).
+//
+//   GradSync sync(flat, params, comm, rank, {first_mb, mb, timeout});   // after flatten, before training
+//   sync.broadcast_from_rank0(optimizer_state);                          // start, and after a resume
+//   loop: sync.vote_stop(local_stop); forward; backward;  sync.finish(step);  optimizer step;
+//         if (sync.stop_agreed()) break;
+//
+// Layout: every trainable parameter's .grad is a view into ONE float32 buffer, packed densely in
+// registration order (so the optimizer's fused flat update still applies), plus one trailing element:
+// the stop vote. Buckets are contiguous ranges of that buffer in REVERSE registration order -- the
+// last layers' gradients are ready first in backward -- the first learner.bucket_first_mb, the rest
+// learner.bucket_mb (a parameter larger than a bucket is a bucket of its own).
+// Hooks: a post-hook on each parameter's AccumulateGrad node (LibTorch 1.13 has no post-accumulate
+// hook on tensors; torch's reducer does the same) counts the bucket down; when a bucket's last
+// gradient has accumulated, that bucket and any ready ones after it are scaled by 1/world (the
+// average, one mul per bucket) and their all-reduce is launched, while backward goes on. Buckets are
+// launched strictly in bucket order, the same on every rank, which the backends need (comm.hpp).
+// finish() launches what backward did not reach (parameters unused this step), waits for every
+// bucket, then (models with buffers: BatchNorm's running statistics) broadcasts rank 0's buffers,
+// so the ranks' flat parameters AND buffers stay bitwise equal (docs/DATA_PARALLEL.md says why).
+// Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0; after finish() every rank sees the same
+// sum, so every rank stops after the same step at no extra collective.
+//
+// Threads: the training thread calls everything; the hooks run on the autograd thread that executes
+// backward for it (the same thread on CPU), never concurrently with those calls. A watchdog thread
+// ends the process with one line naming the step and the peers if finish() is still waiting
+// collective_timeout + 5 s after it began (Gloo's own timeout should have fired first).
+// Lifetime: hooks stay registered on the model's AccumulateGrad nodes after GradSync is destroyed;
+// they then do nothing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+namespace tandem {
+class FlatParams;
+}
+
+namespace tandem::ddp {
+
+class Communicator;
+struct RankInfo;
+
+struct GradSyncOptions {
+  double bucket_first_mb = 1.0;
+  double bucket_mb = 25.0;
+  std::chrono::milliseconds timeout{30000};
+};
+
+struct SyncTimes {
+  double allreduce_s = 0;  // first bucket launched -> every bucket done (as seen by finish)
+  double exposed_s = 0;    // time finish() spent waiting after backward ended: communication not hidden
+};
+
+class GradSync {
+ public:
+  // `params`: the model's trainable parameters in registration order, float32, on one device.
+  // `flat`: the model's flat parameters (its buffers are what finish() broadcasts from rank 0).
+  GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Communicator& comm, const RankInfo& rank,
+           GradSyncOptions options);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Rank 0's parameters, buffers and `extra` tensors (optimizer state) into every rank's.
+  void broadcast_from_rank0(const std::vector<at::Tensor>& extra = {});
+  // Rank 0's value of `value` (a resume step, a version) on every rank.
+  std::int64_t agree(std::int64_t value);
+
+  void vote_stop(bool stop);       // before backward: this rank wants to stop after this step
+  void finish(std::int64_t step);  // after backward, before the optimizer step; UserError on failure
+  bool stop_agreed() const { return stop_agreed_; }
+  SyncTimes last_times() const { return times_; }
+  std::size_t bucket_count() const;
+  const at::Tensor& grad_buffer() const;  // the flat gradients (+ the vote element at the end)
+
+ private:
+  struct State;
+  struct Local;
+  std::shared_ptr<State> state_;  // shared with the hooks, which outlive this object
+  std::unique_ptr<Local> local_;  // the watchdog
+  bool stop_agreed_ = false;
+  SyncTimes times_;
+};
+
+}  // namespace tandem::ddp

@@ -1,0 +1,42 @@
+// Session: what a data-parallel rank sets up once before training: the rendezvous store (rendezvous.hpp)
+// and the communicator (comm.hpp: Gloo for CPU training, NCCL for CUDA). Made only when WORLD_SIZE > 1:
+// a single rank needs neither store nor process group.
+//
+// Threads: main's thread. Destroy it after everything that uses its communicator (GradSync).
+#pragma once
+
+#include <c10/util/intrusive_ptr.h>
+
+#include <memory>
+
+#include "learner/ddp/comm.hpp"
+#include "learner/ddp/grad_sync.hpp"
+#include "learner/ddp/rank_env.hpp"
+
+namespace tandem {
+class Config;
+}
+
+namespace tandem::ddp {
+
+class Session {
+ public:
+  // `cuda_device` < 0: Gloo on CPU tensors; else NCCL on that GPU. Reads learner.rendezvous_timeout_s,
+  // learner.collective_timeout_s. UserError naming the missing ranks when the rendezvous fails.
+  static std::unique_ptr<Session> start(const RankInfo& rank, const Config& config, int cuda_device);
+  ~Session();
+
+  const RankInfo& rank() const { return rank_; }
+  Communicator& comm() { return *comm_; }
+  // The gradient-sync options from the config (bucket sizes, the collective timeout).
+  const GradSyncOptions& sync_options() const { return sync_options_; }
+
+ private:
+  Session() = default;
+  RankInfo rank_;
+  GradSyncOptions sync_options_;
+  c10::intrusive_ptr<c10d::Store> store_;  // rank 0 serves it: it outlives the communicator
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace tandem::ddp
