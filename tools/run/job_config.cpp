@@ -34,7 +34,7 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.max_restarts", T::integer, "5", "restarts allowed per actor before the job fails (learners are never restarted)", 0, 100000},
     {"run.restart_backoff_s", T::real, "0.5", "delay before restarting a crashed actor; doubles with each crash in a row", 0.0, 3600.0},
     {"run.restart_backoff_max_s", T::real, "30", "the longest restart delay", 0.0, 3600.0},
-    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); 0 = off", 0.0, 86400.0},
+    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); data-parallel learner ranks: at most half of learner.collective_timeout_s, so a hung rank is named before its peers time out; 0 = off", 0.0, 86400.0},
     {"run.start_timeout_s", T::real, "300", "time a process has from spawn to reporting itself running; 0 = off", 0.0, 86400.0},
     {"run.stop_timeout_s", T::real, "60", "after a stop request (end, Ctrl-C), time to exit before SIGTERM (learners checkpoint meanwhile)", 0.0, 86400.0},
     {"run.kill_timeout_s", T::real, "5", "after SIGTERM, time before SIGKILL; also the grace for the others when a process fails", 0.0, 3600.0},
