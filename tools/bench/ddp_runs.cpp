@@ -1,5 +1,7 @@
 #include "tools/bench/ddp_runs.hpp"
 
+#include <sys/wait.h>
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -31,7 +33,7 @@ int run_echoed(const std::string& command) {
   while (std::fgets(buf, sizeof buf, pipe) != nullptr) fmt::print("  | {}", buf);
   const int status = ::pclose(pipe);
   std::fflush(stdout);
-  return status;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);  // as the shell says it
 }
 
 std::string find_tandem(const std::string& given) {
