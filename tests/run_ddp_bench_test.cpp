@@ -63,7 +63,7 @@ TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the rank
           doctest::timeout(240)) {
   SmallCache cache;
   const auto r = test::run_command(
-      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 20 --warmup 10", tandem_binary_path(), cache.name));
+      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20", tandem_binary_path(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -18,10 +19,11 @@
 namespace tandem::bench {
 namespace {
 
-// Learner ranks report a window of this many steps at a time; the launcher samples them this often,
-// well within one window, so no window is missed.
-constexpr int kReportEvery = 10;
+// Learner ranks report a window of steps at a time, ten windows per measurement; the launcher samples
+// the control block this often and logs the window it finds, so a window shorter than this (a tiny
+// model) may go unseen, which only thins the sample.
 constexpr double kMetricsInterval = 0.05;
+int report_every(const DdpBenchOptions& o) { return std::max(10, o.steps / 10); }
 
 // Runs `command` (stderr merged), echoing each line under ours; returns its exit status.
 int run_echoed(const std::string& command) {
@@ -71,7 +73,7 @@ publish_every_steps = 0
 checkpoint_every_steps = 0
 report_every_steps = {}
 )",
-                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch, o.warmup + o.steps, kReportEvery);
+                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch, o.warmup + o.steps, report_every(o));
 }
 
 double mean(const std::vector<double>& v) {
@@ -80,7 +82,7 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : sum / static_cast<double>(v.size());
 }
 
-// Each rank's windows after the warmup (one record per window: the launcher logs a row when its
+// Each rank's windows wholly after the warmup (one record per window: the launcher logs a row when its
 // metrics change), averaged per rank, then over the ranks.
 DdpResult read_metrics(const std::filesystem::path& file, const DdpBenchOptions& o, int ranks) {
   std::ifstream in(file);
@@ -90,12 +92,13 @@ DdpResult read_metrics(const std::filesystem::path& file, const DdpBenchOptions&
     Json r = Json::parse(line, nullptr, false);
     if (!r.is_object() || r.value("role", "") != "learner" || !r.contains("seconds")) continue;
     const std::uint64_t step = r.value("step", std::uint64_t{0});
-    if (step <= static_cast<std::uint64_t>(o.warmup)) continue;
+    if (step < static_cast<std::uint64_t>(o.warmup + report_every(o))) continue;
     const std::string process = r.value("process", "");
     windows[process][step] = std::move(r);
   }
   if (static_cast<int>(windows.size()) != ranks)
-    fail("{} has measured windows from {} of {} ranks: raise --steps", file.string(), windows.size(), ranks);
+    fail("{} has measured windows from {} of {} ranks (each window was shorter than the launcher's {} s sampling): "
+         "raise --steps", file.string(), windows.size(), ranks, kMetricsInterval);
   std::vector<double> step_s, allreduce_s, exposed_s;
   for (const auto& [process, records] : windows) {
     std::vector<double> s, a, e;
