@@ -24,7 +24,7 @@ std::vector<std::string> inherited_environment() {
   static const std::vector<std::string_view> kOwned = {
       "TANDEM_JOB", "TANDEM_ROLE", "TANDEM_INDEX", "TANDEM_RUN_DIR", "TANDEM_CONFIG", "TANDEM_LEARNERS",
       "TANDEM_ACTORS", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-      "MASTER_PORT", "TANDEM_DETERMINISTIC"};
+      "MASTER_PORT", "GROUP_WORLD_SIZE", "TANDEM_DETERMINISTIC"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
@@ -52,12 +52,13 @@ ChildProcess::Spec child_spec(const JobConfig& cfg, const Job& job, shm::Role ro
   set("TANDEM_LEARNERS", std::to_string(cfg.learners));
   set("TANDEM_ACTORS", std::to_string(cfg.actors));
   if (cfg.deterministic) set("TANDEM_DETERMINISTIC", "1");
-  if (role == shm::Role::learner) {  // torchrun's variables (one node)
-    set("RANK", std::to_string(index));
+  if (role == shm::Role::learner) {  // torchrun's variables: this node's ranks among every node's
+    set("RANK", std::to_string(cfg.global_rank(index)));
     set("LOCAL_RANK", std::to_string(index));
-    set("WORLD_SIZE", std::to_string(cfg.learners));
+    set("WORLD_SIZE", std::to_string(cfg.world_size()));
     set("LOCAL_WORLD_SIZE", std::to_string(cfg.learners));
-    set("GROUP_RANK", "0");
+    set("GROUP_RANK", std::to_string(cfg.node_rank));
+    set("GROUP_WORLD_SIZE", std::to_string(cfg.nnodes));
     set("MASTER_ADDR", cfg.master_addr);
     set("MASTER_PORT", std::to_string(job.master_port));
   }

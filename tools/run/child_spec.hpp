@@ -1,8 +1,10 @@
 // How the launcher starts a learner rank or an actor: the program and arguments from [run] with
 // their placeholders filled in, and an environment that is the launcher's own minus the variables it
 // sets, plus those: TANDEM_JOB, TANDEM_ROLE, TANDEM_INDEX, TANDEM_RUN_DIR, TANDEM_CONFIG,
-// TANDEM_LEARNERS, TANDEM_ACTORS, and for learners torchrun's RANK, LOCAL_RANK, WORLD_SIZE,
-// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT (one node).
+// TANDEM_LEARNERS, TANDEM_ACTORS (this node's), and for learners torchrun's RANK (global: node_rank x
+// local ranks + LOCAL_RANK), LOCAL_RANK, WORLD_SIZE (every node's ranks), LOCAL_WORLD_SIZE,
+// GROUP_RANK (the node), GROUP_WORLD_SIZE (nodes), MASTER_ADDR, MASTER_PORT (the same for every rank
+// of every node).
 #pragma once
 
 #include <cstdint>

@@ -34,7 +34,7 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.max_restarts", T::integer, "5", "restarts allowed per actor before the job fails (learners are never restarted)", 0, 100000},
     {"run.restart_backoff_s", T::real, "0.5", "delay before restarting a crashed actor; doubles with each crash in a row", 0.0, 3600.0},
     {"run.restart_backoff_max_s", T::real, "30", "the longest restart delay", 0.0, 3600.0},
-    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); 0 = off", 0.0, 86400.0},
+    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); data-parallel learner ranks: at most half of learner.collective_timeout_s, so a hung rank is named before its peers time out; 0 = off", 0.0, 86400.0},
     {"run.start_timeout_s", T::real, "300", "time a process has from spawn to reporting itself running; 0 = off", 0.0, 86400.0},
     {"run.stop_timeout_s", T::real, "60", "after a stop request (end, Ctrl-C), time to exit before SIGTERM (learners checkpoint meanwhile)", 0.0, 86400.0},
     {"run.kill_timeout_s", T::real, "5", "after SIGTERM, time before SIGKILL; also the grace for the others when a process fails", 0.0, 3600.0},
@@ -100,6 +100,34 @@ std::filesystem::path resolve_program(const std::string& key, const std::string&
        value, here.empty() ? std::string("the tandem binary") : here.string(), key);
 }
 
+// The multi-node flags, checked against each other and the config before anything starts: a rank
+// placed wrongly would otherwise wait out learner.rendezvous_timeout_s.
+void apply_node_flags(JobConfig& j, const NodeFlags& n) {
+  if (n.nnodes < 1 || n.nnodes > 4096) fail("--nnodes {} is out of range: use 1..4096", n.nnodes);
+  if (n.node_rank >= n.nnodes)
+    fail("--node-rank {} is not below --nnodes {}: number the nodes 0..{}", n.node_rank, n.nnodes, n.nnodes - 1);
+  if (n.master_port > 65535 || n.master_port < -1 || n.master_port == 0)
+    fail("--master-port {} is not a TCP port: use 1..65535 (the same on every node)", n.master_port);
+  if (static_cast<std::uint64_t>(n.nnodes) * j.learners > (1u << 20))
+    fail("--nnodes {} x run.learners {} ranks is too many: use fewer nodes or ranks per node", n.nnodes, j.learners);
+  if (!n.master_addr.empty()) {
+    if (n.master_addr.find_first_of(" \t\n") != std::string::npos)
+      fail("--master-addr \"{}\" is not a host name or address: give node 0's address", n.master_addr);
+    j.master_addr = n.master_addr;
+  }
+  if (n.master_port > 0) j.master_port = static_cast<std::uint16_t>(n.master_port);
+  if (n.nnodes > 1) {
+    // Every node must name the same rendezvous point, so neither may be left to a default.
+    if (n.master_addr.empty())
+      fail("--nnodes {} needs --master-addr HOST: the address of node 0 that every node can reach", n.nnodes);
+    if (j.master_port == 0)
+      fail("--nnodes {} needs --master-port PORT (or run.master_port): the same free port on every node; node 0's "
+           "rank 0 listens on it", n.nnodes);
+  }
+  j.nnodes = n.nnodes;
+  j.node_rank = n.node_rank;
+}
+
 }  // namespace
 
 std::span<const ConfigKey> run_keys() { return kRunKeys; }
@@ -110,7 +138,8 @@ std::vector<ConfigKey> job_schema() {
   return keys;
 }
 
-JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides) {
+JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides,
+                          const NodeFlags& nodes) {
   const auto schema = job_schema();
   Config config = file.empty() ? Config::parse(kDefaultJobConfig, "<default: examples/fmnist-cnn.toml>", overrides, schema)
                                : Config::load(file, overrides, schema);
@@ -157,6 +186,8 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
   j.deterministic = c.boolean("run.deterministic");
+  j.collective_timeout_s = c.real("learner.collective_timeout_s");
+  apply_node_flags(j, nodes);
   check_job_inputs(c, j.learners);  // what the children would otherwise find out at start
   return j;
 }

@@ -29,6 +29,18 @@ struct ProgramSpec {
 
 enum class StatusMode { automatic, live, plain, off };
 
+// Where this launcher's ranks sit among every node's: `tandem run --nnodes M --node-rank K
+// --master-addr HOST --master-port P`. Node K runs run.learners local ranks, global ranks
+// K * run.learners + i, in a world of M * run.learners; each node runs its own run.actors actors,
+// which follow that node's weight slab (its local rank 0 publishes). Fields left unset keep the
+// config's values (run.master_addr, run.master_port).
+struct NodeFlags {
+  std::uint32_t nnodes = 1;
+  std::uint32_t node_rank = 0;
+  std::string master_addr{};   // empty: run.master_addr
+  int master_port = -1;        // -1: run.master_port
+};
+
 // The [run] section, typed and checked beyond the schema (programs exist, names are valid).
 struct JobConfig {
   Config config;
@@ -54,10 +66,17 @@ struct JobConfig {
   std::string master_addr{};
   std::uint16_t master_port = 0;         // 0 = a free port chosen at start
   bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1
+  std::uint32_t nnodes = 1;              // --nnodes
+  std::uint32_t node_rank = 0;           // --node-rank
+  double collective_timeout_s = 0;       // learner.collective_timeout_s: a rank's hang must be seen before it
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
   // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).
-  static JobConfig load(const std::filesystem::path& file, std::span<const std::string> overrides);
+  static JobConfig load(const std::filesystem::path& file, std::span<const std::string> overrides,
+                        const NodeFlags& nodes = {});
+
+  std::uint32_t world_size() const { return nnodes * learners; }
+  std::uint32_t global_rank(std::uint32_t local_rank) const { return node_rank * learners + local_rank; }
 };
 
 // The config without its [run] section, as TOML (what the children read).

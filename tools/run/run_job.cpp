@@ -1,6 +1,7 @@
 #include "tools/run/run_job.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -42,6 +43,32 @@ std::uint16_t free_port() {
   return ntohs(addr.sin_port);
 }
 
+// What would otherwise surface only as every rank timing out at the rendezvous: a master address
+// that does not resolve, or (on the node whose rank 0 hosts the store) a port already taken.
+void check_rendezvous(const JobConfig& cfg) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(cfg.master_addr.c_str(), nullptr, &hints, &found); rc != 0)
+    fail("master address \"{}\" (--master-addr or run.master_addr) does not resolve: {}: give node 0's host name or "
+         "IP address", cfg.master_addr, ::gai_strerror(rc));
+  ::freeaddrinfo(found);
+  if (cfg.node_rank != 0 || cfg.master_port == 0) return;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TANDEM_CHECK_SYS(fd);
+  const int one = 1;  // as the store's listener does, so a port in TIME_WAIT is not taken for busy
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(cfg.master_port);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  if (taken)
+    fail("master port {} (--master-port or run.master_port) is in use on this host, where rank 0 must listen on it: "
+         "choose a free port (the same on every node)", cfg.master_port);
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
@@ -57,8 +84,10 @@ bool use_live_status(StatusMode mode) {
 
 }  // namespace
 
-int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides) {
-  const JobConfig cfg = JobConfig::load(config_file, overrides);
+int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides,
+            const NodeFlags& nodes) {
+  const JobConfig cfg = JobConfig::load(config_file, overrides, nodes);
+  check_rendezvous(cfg);
   // A closed stdout (`tandem run | head`) must not kill the launcher before it has cleaned up; the
   // children get the default disposition back (child_process.cpp).
   ::signal(SIGPIPE, SIG_IGN);
@@ -75,6 +104,10 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
   job.master_port = cfg.master_port != 0 ? cfg.master_port : free_port();
 
   Console console(use_live_status(cfg.status));
+  if (cfg.nnodes > 1)
+    console.message(fmt::format("node {} of {}: ranks {}..{} of {}, rendezvous at {}:{}", cfg.node_rank, cfg.nnodes,
+                                cfg.global_rank(0), cfg.global_rank(cfg.learners - 1), cfg.world_size(),
+                                cfg.master_addr, job.master_port));
   JobResult result;
   {
     Supervisor supervisor(cfg, job, console);

@@ -7,8 +7,11 @@
 #include <span>
 #include <string>
 
+#include "tools/run/job_config.hpp"
+
 namespace tandem::run {
 
-int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides);
+int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides,
+            const NodeFlags& nodes = {});
 
 }  // namespace tandem::run

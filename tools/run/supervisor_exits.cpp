@@ -74,7 +74,7 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
         begin_stop(shm::StopReason::finished, cfg.stop_timeout_s);
       break;
     case Action::restart: schedule_restart(s, d); break;
-    case Action::fail_job: fail_job(s, d.reason); break;
+    case Action::fail_job: fail_job(s, d.reason, status); break;
     case Action::ignore:
     case Action::done:
     case Action::kill_hung: break;  // kill_hung never answers an exit
@@ -103,8 +103,14 @@ void Supervisor::Impl::schedule_restart(Slot& s, const Decision& d) {
   });
 }
 
-void Supervisor::Impl::fail_job(Slot& s, const std::string& what) {
-  if (!failure) {
+void Supervisor::Impl::fail_job(Slot& s, const std::string& what, const ExitStatus& status) {
+  // A rank that loses a peer exits with an error at once, often before the dead peer's exit is handled
+  // (its pipes drain first). The rank that was killed or hung is the cause: it takes the job's failure
+  // over from a rank that only exited with an error, so the report names it and quotes its last lines.
+  const bool rank = s.role == Role::learner && cfg.world_size() > 1;
+  const bool died = !s.signalled_for_stop && (status.signal != 0 || !s.hung.empty());
+  if (!failure || (failure_may_be_echo && rank && died)) {
+    failure_may_be_echo = rank && !died;
     failure = failure_text(s.name, s.last_pid, what, s.output.tail());
     console.warning(fmt::format("{} (pid {}) {}: stopping the job", s.name, s.last_pid, what));
   }

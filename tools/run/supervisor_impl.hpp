@@ -72,7 +72,7 @@ struct Supervisor::Impl {
   void drain_deadlines();
   void on_exit(Slot& s, const ExitStatus& status);
   void schedule_restart(Slot& s, const Decision& d);
-  void fail_job(Slot& s, const std::string& what);
+  void fail_job(Slot& s, const std::string& what, const ExitStatus& status);
   // supervisor_stop.cpp
   void begin_stop(shm::StopReason reason, double grace_s);
   void cancel_pending_restarts();
@@ -102,6 +102,7 @@ struct Supervisor::Impl {
   int signals_received = 0;
   int interrupt_signal = 0;
   std::optional<std::string> failure;
+  bool failure_may_be_echo = false;  // it came from a rank's error exit, which a peer's death may have caused
   std::uint64_t next_metrics_ns = 0, next_status_ns = 0;
   bool finished = false;
 };

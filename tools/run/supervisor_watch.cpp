@@ -7,6 +7,30 @@
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
+namespace {
+
+// A hung rank stalls every other rank at its next collective, and they give up after
+// learner.collective_timeout_s naming it only in their own last lines (they keep beating while they
+// wait). So the launcher looks for a rank's hang sooner, at half that timeout, and the failure it
+// reports names the hung rank itself.
+RestartLimits watch_limits(const JobConfig& cfg, RestartLimits limits, shm::Role role) {
+  const double sooner = cfg.collective_timeout_s / 2;
+  if (role == shm::Role::learner && cfg.world_size() > 1 && limits.heartbeat_timeout_s > sooner)
+    limits.heartbeat_timeout_s = sooner;
+  return limits;
+}
+
+// The policy names run.heartbeat_timeout_s as the limit; say which limit it really was.
+std::string name_the_limit(std::string reason, const JobConfig& cfg, const RestartLimits& used, const RestartLimits& set) {
+  if (used.heartbeat_timeout_s == set.heartbeat_timeout_s) return reason;
+  const std::string from = fmt::format("run.heartbeat_timeout_s = {}", format_seconds(used.heartbeat_timeout_s));
+  if (const auto at = reason.find(from); at != std::string::npos)
+    reason.replace(at, from.size(), fmt::format("learner ranks: half of learner.collective_timeout_s = {}",
+                                                format_seconds(cfg.collective_timeout_s)));
+  return reason;
+}
+
+}  // namespace
 
 void Supervisor::Impl::check_heartbeats() {
   const std::uint64_t now = monotonic_ns();
@@ -18,10 +42,11 @@ void Supervisor::Impl::check_heartbeats() {
     const Watched watched{.reported_running = state != shm::ProcessState::starting,
                           .since_heartbeat = std::chrono::nanoseconds(now > beat ? now - beat : 0),
                           .already_killed = !s->hung.empty() || s->signalled_for_stop};
-    const Decision d = decide(watched, history(*s), phase(), limits);
+    const RestartLimits used = watch_limits(cfg, limits, s->role);
+    const Decision d = decide(watched, history(*s), phase(), used);
     if (d.action != Decision::Action::kill_hung) continue;
-    console.warning(fmt::format("{} (pid {}) {}: killing it", s->name, s->last_pid, d.reason));
-    s->hung = d.reason;
+    s->hung = name_the_limit(d.reason, cfg, used, limits);
+    console.warning(fmt::format("{} (pid {}) {}: killing it", s->name, s->last_pid, s->hung));
     s->child.signal(SIGKILL);
   }
 }

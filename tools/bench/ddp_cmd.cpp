@@ -1,0 +1,118 @@
+// tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks over Gloo, 1 rank and
+// N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run: step time, samples/s,
+// scaling efficiency (N-rank samples/s over N x the 1-rank samples/s, at the same batch per rank),
+// and the all-reduce and exposed (not overlapped) communication time the ranks report.
+#include <stdlib.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "common/error.hpp"
+#include "tools/bench/bench_commands.hpp"
+#include "tools/bench/bench_json.hpp"
+#include "tools/bench/ddp_runs.hpp"
+#include "tools/commands.hpp"
+
+namespace tandem::bench {
+namespace {
+
+// A scratch directory for the configs, run dirs and the peer's results, removed on every exit.
+class WorkDir {
+ public:
+  WorkDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tandem-bench-ddp-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) fail("cannot create a directory under {}: set TMPDIR", pattern);
+    path_ = pattern;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string ms_text(double ms) { return ms < 0 ? std::string("-") : fmt::format("{:.2f}", ms); }
+
+void print_row(const std::string& who, const DdpResult& r, std::optional<double> efficiency) {
+  fmt::print("{:<22} {:>5} {:>10.2f} {:>11.0f} {:>9} {:>13} {:>16}\n", who, r.ranks, r.step_ms, r.samples_per_s,
+             efficiency ? fmt::format("{:.1f} %", *efficiency * 100) : std::string("-"), ms_text(r.allreduce_ms),
+             ms_text(r.exposed_comm_ms));
+}
+
+Json result_json(const DdpResult& r) {
+  Json j = {{"ranks", r.ranks}, {"step_ms", rounded(r.step_ms, 3)}, {"samples_per_s", rounded(r.samples_per_s, 1)}};
+  if (r.allreduce_ms >= 0) j["allreduce_ms"] = rounded(r.allreduce_ms, 3);
+  if (r.exposed_comm_ms >= 0) j["exposed_comm_ms"] = rounded(r.exposed_comm_ms, 3);
+  return j;
+}
+
+int bench_ddp(const DdpBenchOptions& o) {
+  if (o.ranks < 2 || o.ranks > 64) fail("--ranks {} is out of range: use 2..64 (1 rank is always measured too)", o.ranks);
+  if (o.batch < 1) fail("--batch {} must be positive", o.batch);
+  if (o.steps < 20 || o.warmup < 10) fail("--steps {} / --warmup {} are too few: use at least 20 / 10", o.steps, o.warmup);
+  if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
+    fail("dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from /usr/share/datasets/fashion-mnist` "
+         "first, or pass --dataset NAME",
+         o.dataset, o.dataset);
+  WorkDir work;
+  const DdpResult one = run_tandem_ranks(o, 1, work.path());
+  const DdpResult many = run_tandem_ranks(o, o.ranks, work.path());
+  std::optional<DdpResult> peer_one, peer_many;
+  if (o.peer) {
+    peer_one = run_peer_ranks(o, 1, work.path());
+    peer_many = run_peer_ranks(o, o.ranks, work.path());
+  }
+  const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
+
+  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, Gloo; {} steps after {} warmup\n",
+             o.dataset, o.batch, o.steps, o.warmup);
+  fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
+             "all-reduce ms", "exposed comm ms");
+  print_row("tandem", one, std::nullopt);
+  print_row("tandem", many, efficiency);
+  Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", "gloo"},
+               {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
+               {"one_rank", result_json(one)}, {"ranks", result_json(many)},
+               {"scaling_efficiency", rounded(efficiency, 4)}};
+  if (o.peer) {
+    const double peer_efficiency = peer_many->samples_per_s / (o.ranks * peer_one->samples_per_s);
+    print_row("PyTorch DDP (peer)", *peer_one, std::nullopt);
+    print_row("PyTorch DDP (peer)", *peer_many, peer_efficiency);
+    const double ratio = many.samples_per_s / peer_many->samples_per_s;
+    fmt::print("\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP (goal > 1); scaling {:.1f} % vs {:.1f} % "
+               "(goal >= 95 %)\n",
+               o.ranks, many.samples_per_s, peer_many->samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
+    line["peer"] = {{"one_rank", result_json(*peer_one)}, {"ranks", result_json(*peer_many)},
+                    {"scaling_efficiency", rounded(peer_efficiency, 4)}};
+    line["ratio_samples_per_s"] = rounded(ratio, 3);
+  }
+  emit_json_line(line, o.json);
+  return 0;
+}
+
+}  // namespace
+
+void add_ddp_command(CLI::App& app) {
+  static DdpBenchOptions o;
+  auto* cmd = app.add_subcommand("ddp", "data-parallel step time and scaling of the learner ranks over Gloo, 1 and N ranks");
+  cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache with 1x28x28 images (the fmnist cnn)")->capture_default_str();
+  cmd->add_option("--ranks", o.ranks, "ranks of the data-parallel run (beside 1 rank)")->capture_default_str();
+  cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "measured steps per run")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "steps before the measurement")->capture_default_str();
+  cmd->add_option("--json", o.json, "also write the JSON line to this file");
+  cmd->add_flag("--peer", o.peer, "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
+  cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")->capture_default_str();
+  cmd->add_option("--peer-script", o.peer_script, "path of ddp_peer.py (default: found in the source tree)");
+  cmd->add_option("--tandem", o.tandem, "the tandem launcher (default: next to tandem-bench)");
+  tools::on_run(cmd, [] { return bench_ddp(o); });
+}
+
+}  // namespace tandem::bench

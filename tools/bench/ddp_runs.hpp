@@ -1,0 +1,40 @@
+// The runs behind `tandem-bench ddp`: Tandem's learner ranks started by `tandem run` (the way a user
+// starts them) with the fmnist cnn and no actors, measured from the metrics every rank reports into
+// <run_dir>/metrics.jsonl; and the PyTorch DDP peer (bench/peers/ddp_peer.py) under torchrun.
+// Both run in the foreground, one after the other, with their output echoed under ours.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace tandem::bench {
+
+struct DdpBenchOptions {
+  std::string dataset = "fmnist";
+  int ranks = 2;
+  int batch = 128;           // per rank
+  int steps = 300;           // measured steps, after the warmup
+  int warmup = 60;
+  bool peer = false;
+  std::string python = "python3";
+  std::string peer_script;
+  std::string tandem;        // the launcher; default: next to tandem-bench
+  std::string json;
+};
+
+// One configuration's numbers. Times are means per step over the measured steps, over the ranks.
+struct DdpResult {
+  int ranks = 0;
+  double step_ms = 0;
+  double samples_per_s = 0;    // all ranks together
+  double allreduce_ms = -1;    // -1: the ranks did not report it (one rank needs no all-reduce)
+  double exposed_comm_ms = -1;
+};
+
+// `tandem run` with `ranks` learner ranks; fails naming the run when it does not succeed.
+DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
+// ddp_peer.py under torchrun with `ranks` processes.
+DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
+
+}  // namespace tandem::bench
