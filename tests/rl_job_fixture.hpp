@@ -114,11 +114,11 @@ restart_backoff_s = 0.1
       if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
     return rows;
   }
-  // The rows of one process ("learner.0", "actor.1").
+  // The metrics rows of one process ("learner.0", "actor.1"), without its spawn and exit events.
   std::vector<nlohmann::json> metrics_of(const std::string& process) const {
     std::vector<nlohmann::json> out;
     for (auto& r : metrics())
-      if (r.value("process", "") == process) out.push_back(r);
+      if (r.value("process", "") == process && !r.contains("event")) out.push_back(r);
     return out;
   }
 
