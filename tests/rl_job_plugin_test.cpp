@@ -1,6 +1,6 @@
 // A user's env plugin in a whole job, loaded with dlopen by the rollout actors and the learner: the
 // example corridor (examples/plugin_env) is learned, and a plugin that crashes in step fails the job
-// in one headline line naming the process and the signal, with nothing left in /dev/shm.
+// in one headline line naming the process, the signal and the plugin, with nothing left in /dev/shm.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -64,8 +64,8 @@ TEST_CASE("the plugin example trains through dlopen" * doctest::timeout(180)) {
   CHECK(job.segments_left().empty());
 }
 
-TEST_CASE("a job whose env plugin crashes in step fails in one line naming the actor and the signal, leaving nothing "
-          "in /dev/shm" * doctest::timeout(120)) {
+TEST_CASE("a job whose env plugin crashes in step fails in one line naming the actor, the signal and the plugin, "
+          "leaving nothing in /dev/shm" * doctest::timeout(120)) {
   test::RlJob job("rlcrash", 2, plugin_job(test::env_or_fail("TANDEM_CRASH_PLUGIN"), 100'000));
   job.start();
   const int rc = job.wait(90s);
@@ -73,7 +73,8 @@ TEST_CASE("a job whose env plugin crashes in step fails in one line naming the a
   INFO(out);
   CHECK(rc == 1);
   // The headline: "tandem: job <id> failed after <t>: actor.N (pid P) was killed by SIGSEGV 3 times in a
-  // row, the same way each time: restarting it again would not help; its last 3 lines:"
+  // row, the same way each time: restarting it again would not help; the actor died by signal 11
+  // (SIGSEGV) inside env plugin '<path>': fix the plugin, ...; its last 3 lines:"
   const auto at = out.find(fmt::format("job {} failed", job.id()));
   REQUIRE(at != std::string::npos);
   const std::string headline = out.substr(at, out.find('\n', at) - at);
@@ -81,6 +82,8 @@ TEST_CASE("a job whose env plugin crashes in step fails in one line naming the a
   CHECK(headline.find("actor.") != std::string::npos);
   CHECK(headline.find("SIGSEGV") != std::string::npos);
   CHECK(headline.find("restarting it again would not help") != std::string::npos);  // not a restart loop
+  CHECK(headline.find("inside env plugin '" + test::env_or_fail("TANDEM_CRASH_PLUGIN") + "': fix the plugin") !=
+        std::string::npos);
   CHECK(out.find("succeeded") == std::string::npos);
   CHECK(job.segments_left().empty());
 }

@@ -157,6 +157,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
   j.deterministic = c.boolean("run.deterministic");
+  if (c.string("env.name") == "plugin") j.env_plugin = c.string("env.plugin");
   check_job_inputs(c, j.learners);  // what the children would otherwise find out at start
   return j;
 }

@@ -54,6 +54,7 @@ struct JobConfig {
   std::string master_addr{};
   std::uint16_t master_port = 0;         // 0 = a free port chosen at start
   bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1
+  std::string env_plugin{};              // env.plugin of an env.name = "plugin" job: named when an actor crashes
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
   // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).
