@@ -69,6 +69,7 @@ struct JobConfig {
   std::uint32_t nnodes = 1;              // --nnodes
   std::uint32_t node_rank = 0;           // --node-rank
   double collective_timeout_s = 0;       // learner.collective_timeout_s: a rank's hang must be seen before it
+  std::string env_plugin{};              // env.plugin of an env.name = "plugin" job: named when an actor crashes
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
   // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).

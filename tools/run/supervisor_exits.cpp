@@ -1,9 +1,11 @@
 // Reaping the job's processes and carrying out what the policy decides about each exit.
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <algorithm>
 
 #include "common/clock.hpp"
+#include "envs/plugin_env.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
@@ -60,7 +62,13 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
   note_reported_version(s);
   const auto& tail = s.output.tail().lines();
   const Exited exited{status, s.hung, s.signalled_for_stop, tail.empty() ? std::string() : tail.back()};
-  const Decision d = decide(exited, history(s), phase(), limits);
+  Decision d = decide(exited, history(s), phase(), limits);
+  // An actor stepping a user's env plugin that dies by a fault signal most likely died inside it: the
+  // line says so and what to do, rather than leave the user to guess from "killed by SIGSEGV".
+  const int sig = status.signal;
+  if (s.role == Role::actor && !cfg.env_plugin.empty() && !s.signalled_for_stop &&
+      (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT))
+    d.reason += "; " + envs::plugin_crash_message(cfg.env_plugin, sig);
   const bool ok = status.success() && s.hung.empty();
   s.last_exit = s.hung.empty() ? status.describe() : s.hung;
   control.end_process(s.row, ok ? ProcessState::exited : ProcessState::failed, status.value());
