@@ -88,7 +88,7 @@ JobRun run_job(const std::string& tandem, const std::string& config, const std::
   const fs::path log_file = run_dir.string() + ".log";
   std::string command = fmt::format("{} run {} --set run.run_dir={}", shell_quote(tandem), shell_quote(config),
                                     shell_quote(run_dir.string()));
-  for (const auto& s : sets) command += " " + shell_quote(s);
+  for (const auto& s : sets) command += fmt::format(" {}", shell_quote(s));
   fmt::print("  $ {}\n", command);
   std::fflush(stdout);
   JobRun run;
@@ -107,9 +107,13 @@ JobRun run_job(const std::string& tandem, const std::string& config, const std::
 }
 
 std::string last_lines(const std::string& text, int count) {
-  std::size_t at = text.size();
-  for (int n = 0; n <= count && at != std::string::npos && at > 0; ++n) at = text.rfind('\n', at - 1);
-  return at == std::string::npos ? text : text.substr(at + 1);
+  std::size_t start = text.size();
+  if (start > 0 && text[start - 1] == '\n') --start;  // the final newline ends the last line
+  for (int n = 0; n < count && start > 0; ++n) {
+    const std::size_t newline = text.rfind('\n', start - 1);
+    start = newline == std::string::npos ? 0 : newline;
+  }
+  return start == 0 ? text : text.substr(start + 1);
 }
 
 void require_success(const JobRun& run, const std::string& what) {
