@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "tests/harness.hpp"
@@ -58,6 +61,15 @@ TEST_CASE("bench rollout: an out-of-range option is one line naming it, and no s
   CHECK(r.status > 0);
   CHECK(r.status < 126);
   CHECK(r.output.find("--slots 1 is out of range") != std::string::npos);
+  CHECK(ring_bench_segments() == 0);
+}
+
+TEST_CASE("bench rollout: Ctrl-C while the rings run leaves no segment in /dev/shm" * doctest::timeout(60)) {
+  auto bench = test::spawn_program({test::tandem_binary(), "bench", "rollout", "--no-job", "--seconds", "50"});
+  // Interrupt once its ring segment exists (polled: how long it takes to appear is not what is tested).
+  while (ring_bench_segments() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bench.kill(SIGINT);
+  CHECK(bench.wait() == 128 + SIGINT);
   CHECK(ring_bench_segments() == 0);
 }
 

@@ -19,8 +19,8 @@ namespace tandem::bench {
 
 struct RolloutBenchOptions {
   // (a)
-  std::uint32_t envs = 1024;   // E null envs per actor
-  std::uint32_t steps = 256;   // T steps per slot
+  std::uint32_t envs = 256;    // E null envs per actor: 1.1 MB slots stay in cache (docs/BENCHMARKS.md)
+  std::uint32_t steps = 64;    // T steps per slot
   std::uint32_t slots = 4;     // slots per ring
   std::uint32_t actors = 1;    // actor threads, one ring each
   double seconds = 3.0;        // measurement time of (a)

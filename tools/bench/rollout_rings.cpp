@@ -64,7 +64,6 @@ struct PhaseSampler {
     const Sample now{thread_cpu_s(), steps};
     if (seen == warmup) figures.at_start = now;
     if (p == stopping) figures.at_end = now;
-    if (p == stopping && seen == warmup) figures.at_end = figures.at_start;
     seen = p;
     return p == stopping;
   }
@@ -182,6 +181,7 @@ Json measure_rings(const RolloutBenchOptions& o) {
   auto rings = shm::ExperienceRings::create(
       job, {.num_actors = o.actors, .slots_per_ring = o.slots, .steps = o.steps, .envs = o.envs, .obs_dim = 4,
             .action_kind = shm::ActionKind::discrete, .action_dim = 1, .logits_dim = 2});
+  shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, "exp"));  // Ctrl-C leaves no segment
   const double env_only = env_only_steps_per_cpu_s(o);
 
   std::atomic<int> phase{warmup};
