@@ -178,10 +178,11 @@ void check_options(const RolloutBenchOptions& o) {
 Json measure_rings(const RolloutBenchOptions& o) {
   check_options(o);
   const std::string job = fmt::format("rollout-bench-{}", ::getpid());
+  // Before the segment exists: a Ctrl-C at any point after shm_open leaves no segment behind.
+  shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, "exp"));
   auto rings = shm::ExperienceRings::create(
       job, {.num_actors = o.actors, .slots_per_ring = o.slots, .steps = o.steps, .envs = o.envs, .obs_dim = 4,
             .action_kind = shm::ActionKind::discrete, .action_dim = 1, .logits_dim = 2});
-  shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, "exp"));  // Ctrl-C leaves no segment
   const double env_only = env_only_steps_per_cpu_s(o);
 
   std::atomic<int> phase{warmup};
