@@ -1,4 +1,7 @@
-// tandem-actor [config.toml] [--set key=value ...]: an actor of a job. Role `evaluator` (actor.role):
+// tandem-actor [config.toml] [--set key=value ...]: an actor of a job. With learner.algo = "ppo" or
+// "vtrace" it is a rollout actor (actor.role = "rollout": actor/rollout_loop.hpp) or, for
+// actor.role = "evaluator" and the last actor.evaluators actors of a rollout job, an RL evaluator
+// (actor/rl_evaluator.hpp). With learner.algo = "supervised", role `evaluator`:
 // follows the learner's weight slab /tandem.<job>.weights and evaluates each new version on the
 // cache's test split in place, at most every actor.min_interval_s (the newest version wins). Results
 // go into the control block (step = evaluations, version, accuracy, loss, seconds) and as JSON lines
@@ -20,8 +23,12 @@
 #include <thread>
 #include <vector>
 
+#include "actor/actor_context.hpp"
+#include "actor/attach.hpp"
 #include "actor/evaluator.hpp"
 #include "actor/follower.hpp"
+#include "actor/rl_evaluator.hpp"
+#include "actor/rollout_loop.hpp"
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
 #include "common/log.hpp"
@@ -39,35 +46,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Waits for the learner's slab and attaches. A slab that exists is retried until wait_s too, since the
-// learner may still be writing it; the last attach error (e.g. a signature mismatch) is then thrown.
-actor::Follower attach_follower(const std::string& slab, FlatParams& flat, const std::string& model, double wait_s,
-                                const std::function<bool()>& stop, shm::HeartbeatThread* heartbeat) {
-  const auto t0 = Clock::now();
-  while (!shm::Segment::exists(slab)) {
-    if (stop()) fail("stopped while waiting for the weight slab /{}", slab);
-    if (seconds_since(t0) > wait_s)
-      fail("the weight slab /{} did not appear within actor.wait_weights_s = {} s: is the learner running?", slab, wait_s);
-    if (heartbeat) heartbeat->tick();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (;;) {  // it exists, but may not be ready yet
-    try {
-      return actor::Follower(slab, flat, {.model = model});
-    } catch (const UserError&) {
-      if (seconds_since(t0) > wait_s || stop()) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-}
-
-int run(const ProgramArgs& args) {
-  const Config config = load_program_config(args.file, args.overrides);
-  catch_stop_signals();
-
-  shm::JobProcess process("actor");
+// The supervised evaluator: a dataset cache's test split, one evaluation per version.
+int run_evaluator(const Config& config, shm::JobProcess& process, const actor::ActorContext& ctx) {
   shm::ControlClient* client = process.client();
-  shm::HeartbeatThread* heartbeat = process.heartbeat();
   const std::string& job = process.job();
   const std::string& run_dir = process.run_dir();
   auto stop = [&] { return process.stop_requested(); };
@@ -91,8 +72,8 @@ int run(const ProgramArgs& args) {
                                     .max_samples = config.integer("actor.max_samples")});
 
   const std::string slab = shm::job_segment_name(job, "weights");
-  actor::Follower follower = attach_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"),
-                                             stop, heartbeat);
+  actor::Follower follower =
+      actor::wait_for_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"), ctx);
   if (client) client->set_state(shm::ProcessState::running);
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
             config.string("data.name"), slab);
@@ -135,7 +116,7 @@ int run(const ProgramArgs& args) {
   };
 
   while (!stop()) {
-    if (heartbeat) heartbeat->tick();
+    process.tick();
     if (follower.has_new() && (evaluations == 0 || seconds_since(last_eval) >= min_interval)) evaluate_newest(stop);
     else std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -147,10 +128,32 @@ int run(const ProgramArgs& args) {
   return 0;
 }
 
+int run(const ProgramArgs& args) {
+  const Config config = load_program_config(args.file, args.overrides);
+  catch_stop_signals();
+  shm::JobProcess process("actor");
+  shm::ControlClient* client = process.client();
+  const actor::ActorContext ctx{.job = process.job(), .run_dir = process.run_dir(),
+                                .index = client ? client->index() : 0, .client = client,
+                                .stop = [&] { return process.stop_requested(); }, .tick = [&] { process.tick(); }};
+  const bool rollout = config.string("actor.role") == "rollout";
+  if (config.string("learner.algo") == "supervised") {
+    if (rollout)
+      fail("config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = "
+           "\"ppo\" or \"vtrace\"");
+    return run_evaluator(config, process, ctx);
+  }
+  // A rollout job's last actor.evaluators actors evaluate; by hand (no launcher) the role decides.
+  const auto evaluators = static_cast<std::uint64_t>(config.integer("actor.evaluators"));
+  if (rollout && (!client || ctx.index + evaluators < client->block().descriptor().actor_count))
+    return actor::run_rollout_actor(config, ctx);
+  return actor::run_rl_evaluator(config, ctx);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tandem-actor: the actor program `tandem run` starts (role evaluator)", "tandem-actor"};
+  CLI::App app{"tandem-actor: the actor program `tandem run` starts (evaluator, rollout actor)", "tandem-actor"};
   tandem::ProgramArgs args;
   tandem::add_program_args(app, args);
   CLI11_PARSE(app, argc, argv);

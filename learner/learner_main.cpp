@@ -28,6 +28,7 @@
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "learner/model_publisher.hpp"
+#include "learner/rl/rl_learner.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/job_process.hpp"
@@ -104,6 +105,7 @@ int run(const ProgramArgs& args) {
   catch_stop_signals();
 
   shm::JobProcess process("learner");
+  if (config.string("learner.algo") != "supervised") return run_rl_learner(config, process);
   shm::ControlClient* client = process.client();
   shm::HeartbeatThread* heartbeat = process.heartbeat();
   const std::string& job = process.job();

@@ -191,13 +191,13 @@ ExperienceRings ExperienceRings::attach(std::string_view job) { return Experienc
 
 RingControl& ExperienceRings::ring(std::uint32_t actor) const { return ring_at(segment_, actor); }
 
-std::optional<SlotView> ExperienceRings::peek(std::uint32_t actor) const {
+std::optional<SlotView> ExperienceRings::peek(std::uint32_t actor, std::uint64_t ahead) const {
   RingControl& r = ring(actor);
   const std::uint64_t tail = r.tail.load(std::memory_order_relaxed);  // ours
   const std::uint64_t head = r.head.load(std::memory_order_acquire);  // the slot's bytes come with it
   check_positions(segment_.name(), actor, head, tail, descriptor().slots_per_ring);
-  if (tail == head) return std::nullopt;
-  return SlotView(slot_at(segment_, actor, tail), &descriptor(), tail);
+  if (head - tail <= ahead) return std::nullopt;
+  return SlotView(slot_at(segment_, actor, tail + ahead), &descriptor(), tail + ahead);
 }
 
 bool ExperienceRings::verify(std::uint32_t actor, const SlotView& slot) const {

@@ -79,9 +79,11 @@ class ExperienceRings {
   const ExperienceDescriptor& descriptor() const { return segment_.descriptor_as<ExperienceDescriptor>(); }
   const std::string& segment_name() const { return segment_.name(); }
   RingControl& ring(std::uint32_t actor) const;
+  Segment& segment() { return segment_; }  // to persist() it, or host-register its mapping
 
-  // The slot at tail if the actor has committed one the learner has not released; else nothing.
-  [[nodiscard]] std::optional<SlotView> peek(std::uint32_t actor) const;
+  // The slot `ahead` places past tail if the actor has committed it; else nothing. A learner may hold
+  // several slots of a ring (ahead = 0, 1, ...) and release them oldest first.
+  [[nodiscard]] std::optional<SlotView> peek(std::uint32_t actor, std::uint64_t ahead = 0) const;
   // True if the slot's checksum and seq match; false counts a refusal (the slot is not data).
   [[nodiscard]] bool verify(std::uint32_t actor, const SlotView& slot) const;
   void release(std::uint32_t actor) const;  // tail += 1 (release)

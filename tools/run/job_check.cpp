@@ -81,10 +81,50 @@ void check_labels(const shm::DatasetCache& cache, const shm::SplitSpec& s, const
   }
 }
 
+// An RL job: rollout actors, an actor-critic, the env; no dataset cache.
+void check_rl_job(const Config& c) {
+  const std::string algo = c.string("learner.algo");
+  const std::int64_t actors = c.integer("run.actors"), evaluators = c.integer("actor.evaluators");
+  if (c.string("actor.role") != "rollout")
+    fail("config: learner.algo = \"{}\" learns from rollout actors: set actor.role = \"rollout\" (actor.evaluators "
+         "of them evaluate)", algo);
+  if (evaluators >= actors)
+    fail("config: actor.evaluators = {} leaves no rollout actor among run.actors = {}: raise run.actors or lower "
+         "actor.evaluators", evaluators, actors);
+  const std::string model = c.string("model.name");
+  if (model != "actor_critic_mlp" && std::find(kBuiltinModels.begin(), kBuiltinModels.end(), model) != kBuiltinModels.end())
+    fail("config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "
+         "TorchScript actor-critic returning (params, value)", model, algo);
+  const std::string env = c.string("env.name"), plugin = c.string("env.plugin");
+  std::error_code ec;
+  if (env == "plugin" && plugin.empty())
+    fail("config: env.name = \"plugin\" but env.plugin is empty: set it to the path of your env's shared library");
+  if (env == "plugin" && !std::filesystem::is_regular_file(plugin, ec))
+    fail("config: env.plugin = \"{}\" is not a file: give the path of a shared library implementing "
+         "envs/tandem_env.h", plugin);
+  if (env != "plugin" && !plugin.empty())
+    fail("config: env.plugin = \"{}\" is set but env.name = \"{}\": set env.name = \"plugin\" to load it, or "
+         "remove env.plugin", plugin, env);
+  const std::int64_t per_update = c.integer("rl.slots_per_update"), rollout = actors - evaluators;
+  if (c.boolean("run.deterministic") && per_update % rollout != 0)
+    fail("config: run.deterministic needs rl.slots_per_update = {} to be a multiple of the {} rollout actors: "
+         "set it to {}", per_update, rollout, std::max(rollout, per_update / rollout * rollout));
+}
+
 }  // namespace
+
+std::uint32_t rollout_actor_count(const Config& c) {
+  if (c.string("actor.role") != "rollout") return 0;
+  const std::int64_t n = c.integer("run.actors") - c.integer("actor.evaluators");
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(n, 0));
+}
 
 void check_job_inputs(const Config& c, std::uint32_t learners) {
   check_model(c);
+  if (c.string("learner.algo") != "supervised") return check_rl_job(c);
+  if (c.string("actor.role") == "rollout" && c.integer("run.actors") > 0)
+    fail("config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = \"ppo\" "
+         "or \"vtrace\"");
   if (c.string("learner.feed") == "device" && c.string("learner.device") != "cuda")
     fail("config: learner.feed = \"device\" needs learner.device = \"cuda\": use learner.feed = \"host\"");
 

@@ -1,0 +1,220 @@
+#include "actor/rollout_loop.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <thread>
+
+#include "actor/attach.hpp"
+#include "actor/rl_setup.hpp"
+#include "actor/rollout.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/program.hpp"
+#include "envs/vec_env.hpp"
+
+namespace tandem::actor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Sleeps 10 us, doubling to 1 ms, between polls of something another process will change.
+class Backoff {
+ public:
+  void wait() {
+    std::this_thread::sleep_for(std::chrono::microseconds(us_));
+    us_ = std::min(us_ * 2, 1000);
+  }
+  void reset() { us_ = 10; }
+
+ private:
+  int us_ = 10;
+};
+
+// Deterministic mode's half of the lockstep: ring index n acts with version first + n / k.
+class Lockstep {
+ public:
+  Lockstep(std::uint64_t k, double wait_s) : k_(k), wait_s_(wait_s) {}
+
+  // Loads the version ring index slot.index() must act with; false when a stop came first.
+  bool load(Follower& follower, const shm::SlotView& slot, const shm::ExperienceDescriptor& d, const ActorContext& ctx) {
+    const std::uint64_t n = slot.index();
+    if (!first_ && !(first_ = find_first(follower, slot, d, ctx))) return false;
+    std::uint64_t target = *first_ + n / k_;
+    Backoff backoff;
+    for (;;) {
+      const std::uint64_t latest = follower.reader().latest_version();
+      if (latest > target) {
+        // Only a lost first_version gets here (the learner cannot pass a version without this slot).
+        log::warn("deterministic mode: slot {} should act with version {} but the slab is at {}: following it", n,
+                  target, latest);
+        first_ = latest - std::min(latest, n / k_);
+        target = latest;
+      }
+      if (latest == target && follower.version() != target) (void)follower.update();
+      if (follower.version() == target) return true;
+      if (ctx.stopping()) return false;
+      ctx.beat();
+      backoff.wait();
+    }
+  }
+
+ private:
+  // Slot 0: the version the learner published first. After a restart: from the last committed slot,
+  // when a kill did not tear it (one slot per ring shares it with the slot being written).
+  std::optional<std::uint64_t> find_first(const Follower& follower, const shm::SlotView& slot,
+                                          const shm::ExperienceDescriptor& d, const ActorContext& ctx) const {
+    const std::uint64_t n = slot.index();
+    if (n > 0) {
+      const std::byte* prev = slot.bytes() - (n % d.slots_per_ring) * d.slot_stride +
+                              ((n - 1) % d.slots_per_ring) * d.slot_stride;
+      const auto* h = reinterpret_cast<const shm::TrajectoryHeader*>(prev);
+      if (h->seq == n - 1 && shm::slot_checksum(prev, d) == h->checksum && h->policy_version >= (n - 1) / k_)
+        return h->policy_version - (n - 1) / k_;
+    }
+    const auto t0 = Clock::now();
+    Backoff backoff;
+    while (follower.reader().latest_version() == 0) {
+      if (ctx.stopping()) return std::nullopt;
+      if (seconds_since(t0) > wait_s_)
+        fail("deterministic mode: the learner published no weights within actor.wait_weights_s = {} s", wait_s_);
+      ctx.beat();
+      backoff.wait();
+    }
+    const std::uint64_t latest = follower.reader().latest_version();
+    return latest - std::min(latest, n / k_);
+  }
+
+  std::uint64_t k_;
+  double wait_s_;
+  std::optional<std::uint64_t> first_;
+};
+
+// What the actor reports: totals from its ring, rates and means over a window.
+class Reporter {
+ public:
+  Reporter(const ActorContext& ctx, const shm::ExperienceWriter& writer)
+      : ctx_(ctx), writer_(writer), steps_per_slot_(std::uint64_t{writer.descriptor().steps} * writer.descriptor().envs) {}
+
+  void slot_done(const SlotStats& s, const shm::SlotView& slot, std::uint64_t lag) {
+    const auto* returns = slot.episode_returns();
+    const auto* lengths = slot.episode_lengths();
+    for (std::uint32_t i = 0; i < s.episodes; ++i) {
+      recent_.emplace_back(returns[i], lengths[i]);
+      if (recent_.size() > 100) recent_.pop_front();
+    }
+    lag_sum_ += static_cast<double>(lag);
+    ++lag_slots_;
+    ++slots_;
+  }
+
+  void maybe_report(std::uint64_t version, bool force = false) {
+    if (!ctx_.client || (!force && seconds_since(last_) < 0.2)) return;
+    shm::ProcessMetrics m;
+    const std::uint64_t head = writer_.ring().head.load(std::memory_order_relaxed);
+    m.step = head;
+    m.version = version;
+    m.env_steps = head * steps_per_slot_;
+    const double dt = seconds_since(last_);
+    m.env_steps_per_s = static_cast<double>(slots_ * steps_per_slot_) / std::max(dt, 1e-9);
+    if (!recent_.empty()) {
+      double r = 0, l = 0;
+      for (const auto& [ret, len] : recent_) r += ret, l += len;
+      m.episode_return = r / static_cast<double>(recent_.size());
+      m.episode_length = l / static_cast<double>(recent_.size());
+    }
+    if (lag_slots_ > 0) m.policy_lag_avg = lag_sum_ / static_cast<double>(lag_slots_);
+    m.ring_full_waits = writer_.ring().full_waits.load(std::memory_order_relaxed);
+    ctx_.client->report(m);
+    slots_ = lag_slots_ = 0;
+    lag_sum_ = 0;
+    last_ = Clock::now();
+  }
+
+ private:
+  const ActorContext& ctx_;
+  const shm::ExperienceWriter& writer_;
+  std::uint64_t steps_per_slot_;
+  std::deque<std::pair<float, std::uint32_t>> recent_;
+  double lag_sum_ = 0;
+  std::uint64_t lag_slots_ = 0, slots_ = 0;
+  Clock::time_point last_ = Clock::now();
+};
+
+}  // namespace
+
+int run_rollout_actor(const Config& config, const ActorContext& ctx) {
+  const bool deterministic = deterministic_mode();
+  torch::set_num_threads(deterministic ? 1 : static_cast<int>(config.integer("actor.threads")));
+  if (config.string("actor.device") == "cuda") log::info("note: rollout actors run their policy on the CPU");
+
+  const EnvSource source(config);
+  const PolicyHead head = policy_head_for(source.spec());
+  Model model = make_rl_model(config, source.spec());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  const double wait_s = config.real("actor.wait_weights_s");
+  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  Follower follower = wait_for_follower(slab, flat, config.string("model.name"), wait_s, ctx);
+  shm::ExperienceWriter writer = wait_for_rings(ctx, wait_s);
+  const shm::ExperienceDescriptor& d = writer.descriptor();
+
+  // A restart draws new episodes and actions rather than replaying the killed incarnation's.
+  const std::uint32_t restarts = ctx.client ? ctx.client->restarts() : 0;
+  const auto seed = static_cast<std::uint64_t>(config.integer("env.seed"));
+  const std::uint64_t env_seed = restarts == 0 ? seed : envs::splitmix64_mix(seed + restarts);
+  envs::VecEnv env(source.make(static_cast<int>(config.integer("env.envs"))), env_seed, ctx.index);
+  const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
+      envs::env_seed(seed, ctx.index, (std::uint64_t{1} << 40) + restarts));  // never an env's seed
+  Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, "exp"), generator);
+
+  std::optional<Lockstep> lockstep;
+  if (deterministic) {
+    const auto per_update = static_cast<std::uint64_t>(config.integer("rl.slots_per_update"));
+    if (per_update % d.num_actors != 0)
+      fail("config: run.deterministic needs rl.slots_per_update = {} to be a multiple of the {} rollout actors",
+           per_update, d.num_actors);
+    lockstep.emplace(per_update / d.num_actors, wait_s);
+  }
+
+  if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
+  log::info("rollout: {} x {} steps of '{}' per slot into ring {} at slot {}, {}{}", d.envs, d.steps,
+            source.spec().name, ctx.index, writer.ring().head.load(), model.describe(),
+            deterministic ? ", deterministic" : "");
+
+  Reporter reporter(ctx, writer);
+  const std::function<bool()> stop = [&] { return ctx.stopping(); };
+  Backoff backoff;
+  while (!ctx.stopping()) {
+    ctx.beat();
+    const std::optional<shm::SlotView> slot = writer.begin_write();
+    if (!slot) {  // full: the learner has not caught up
+      reporter.maybe_report(follower.version());
+      backoff.wait();
+      continue;
+    }
+    backoff.reset();
+    if (lockstep) {
+      if (!lockstep->load(follower, *slot, d, ctx)) break;
+    } else {
+      (void)follower.update();
+    }
+    const std::uint64_t version = follower.version();
+    const SlotStats stats = rollout.fill(*slot, version, stop);
+    if (!stats.complete) break;
+    const std::uint64_t latest = follower.reader().latest_version();
+    reporter.slot_done(stats, *slot, latest - std::min(latest, version));
+    writer.commit(*slot);
+    reporter.maybe_report(version);
+  }
+  reporter.maybe_report(follower.version(), true);
+  if (ctx.client) ctx.client->set_state(shm::ProcessState::stopping);
+  return 0;
+}
+
+}  // namespace tandem::actor

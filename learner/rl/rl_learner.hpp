@@ -1,0 +1,27 @@
+// The RL learner (learner.algo = "ppo" | "vtrace"): tandem-learner runs it instead of the supervised
+// loop. It creates /tandem.<job>.exp with one ring per rollout actor (rl_setup.hpp), publishes the
+// initial weights, then repeats: gather rl.slots_per_update verified slots (slot_gather.hpp), one
+// update (update.hpp), release the slots, publish the new weights. Policy lag (the learner's version
+// minus each slot's behaviour version), env steps, the mean return and length of the last 100
+// finished training episodes and the loss go to the control block after every update.
+//
+// It finishes (exit 0, final publish, final checkpoint) when it has consumed rl.total_env_steps, or
+// with rl.stop_on_return once the 100-episode mean reaches rl.stop_return, logging
+//   solved: mean return X over the last 100 episodes at env step N, T s
+// (T: seconds since the learner started; benchmarks parse this line). A stop request (launcher, SIGINT,
+// SIGTERM) checkpoints and exits 0 too. A start resumes from the run dir's newest checkpoint: the
+// model, Adam's state, the update count, the env steps and the weight versions continue.
+//
+// Deterministic mode (TANDEM_DETERMINISTIC=1): one LibTorch thread, seeded minibatch order, slots in a
+// fixed order (k = slots_per_update / R per actor per update), every publish committed. Actor a acts
+// its n-th slot with version first_version + floor(n / k), first_version being the first published.
+#pragma once
+
+#include "common/config.hpp"
+#include "shm/job_process.hpp"
+
+namespace tandem {
+
+int run_rl_learner(const Config& config, shm::JobProcess& process);
+
+}  // namespace tandem

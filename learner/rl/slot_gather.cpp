@@ -1,0 +1,57 @@
+#include "learner/rl/slot_gather.hpp"
+
+namespace tandem::rl {
+
+SlotGatherer::SlotGatherer(shm::ExperienceRings& rings, std::uint32_t rollout_actors, std::uint32_t slots_per_update,
+                           std::uint32_t deterministic_per_actor)
+    : rings_(rings),
+      actors_(rollout_actors),
+      per_update_(slots_per_update),
+      per_actor_(deterministic_per_actor),
+      held_(rollout_actors, 0) {
+  good_.reserve(slots_per_update);
+}
+
+bool SlotGatherer::take(std::uint32_t a) {
+  for (;;) {
+    const std::optional<shm::SlotView> slot = rings_.peek(a, held_[a]);
+    if (!slot) return false;
+    if (rings_.verify(a, *slot)) {
+      ++held_[a];
+      good_.push_back({a, *slot});
+      return true;
+    }
+    ++refused_;
+    if (held_[a] == 0)
+      rings_.release(a);  // at the front: gone at once, the actor may reuse it
+    else
+      ++held_[a];         // behind held slots: released with them, oldest first
+  }
+}
+
+bool SlotGatherer::gather(const std::function<bool()>& keep_waiting) {
+  while (good_.size() < per_update_) {
+    bool progress = false;
+    if (per_actor_ > 0) {
+      // Fixed order: position p of the update's batch comes from actor p % R.
+      progress = take(static_cast<std::uint32_t>(good_.size() % actors_));
+    } else {
+      for (std::uint32_t i = 0; i < actors_ && good_.size() < per_update_; ++i) {
+        const std::uint32_t a = (cursor_ + i) % actors_;
+        progress = take(a) || progress;
+      }
+      cursor_ = (cursor_ + 1) % actors_;
+    }
+    if (!progress && !keep_waiting()) return false;
+  }
+  return true;
+}
+
+void SlotGatherer::release() {
+  for (std::uint32_t a = 0; a < actors_; ++a) {
+    for (; held_[a] > 0; --held_[a]) rings_.release(a);
+  }
+  good_.clear();
+}
+
+}  // namespace tandem::rl

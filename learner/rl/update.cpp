@@ -1,0 +1,164 @@
+#include "learner/rl/update.hpp"
+
+#include <torch/torch.h>
+
+#include "learner/rl/returns.hpp"
+
+namespace tandem::rl {
+namespace {
+
+// A non-owning view of `count` elements at `ptr`, shaped `sizes`.
+torch::Tensor view_of(void* ptr, std::vector<std::int64_t> sizes, torch::Dtype dtype) {
+  return torch::from_blob(ptr, sizes, torch::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
+Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescriptor& d, const torch::Device& device) {
+  const std::int64_t T = d.steps, E = d.envs, D = d.obs_dim, A = d.action_dim;
+  const bool discrete = d.action_kind == static_cast<std::uint32_t>(shm::ActionKind::discrete);
+  std::vector<torch::Tensor> obs, fin, act, rew, term, trunc, lp;
+  auto put = [&](std::vector<torch::Tensor>& into, torch::Tensor view) {
+    into.push_back(view.to(device, /*non_blocking=*/true));  // on the CPU: the view itself
+  };
+  for (const HeldSlot& h : slots) {
+    const shm::SlotView& v = h.view;
+    put(obs, view_of(v.observations(), {T + 1, E, D}, torch::kFloat32));
+    put(fin, view_of(v.final_observations(), {T, E, D}, torch::kFloat32));
+    if (discrete)
+      put(act, view_of(v.discrete_actions(), {T, E}, torch::kInt64));
+    else
+      put(act, view_of(v.continuous_actions(), {T, E, A}, torch::kFloat32));
+    put(rew, view_of(v.rewards(), {T, E}, torch::kFloat32));
+    put(term, view_of(v.terminated(), {T, E}, torch::kUInt8));
+    put(trunc, view_of(v.truncated(), {T, E}, torch::kUInt8));
+    put(lp, view_of(v.log_probs(), {T, E}, torch::kFloat32));
+  }
+  // One copy out of the slots, into the batch (the slots stay held until the update is done).
+  return {torch::cat(obs, 1), torch::cat(fin, 1), torch::cat(act, 1), torch::cat(rew, 1),
+          torch::cat(term, 1), torch::cat(trunc, 1), torch::cat(lp, 1)};
+}
+
+RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, const RlSettings& settings,
+                     at::Generator generator)
+    : model_(model), head_(head), optimizer_(optimizer), s_(settings), generator_(std::move(generator)) {}
+
+RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {
+  const auto lead = obs.sizes().slice(0, obs.dim() - 1);
+  const std::int64_t D = obs.size(-1);
+  auto out = model_.forward_heads(obs.reshape({-1, 1, 1, D}));
+  std::vector<std::int64_t> params_shape(lead.begin(), lead.end());
+  params_shape.push_back(head_.params_dim());
+  return {out[0].reshape(params_shape), out[1].reshape(lead)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> RlUpdater::values_of(const Batch& b) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor values = heads(b.observations).value;  // [T + 1, N]
+  torch::Tensor final_values = torch::zeros_like(b.rewards);
+  // Only the truncated, not terminated, steps bootstrap from a final observation: value those alone.
+  const torch::Tensor need = (b.truncated.to(torch::kBool) & ~b.terminated.to(torch::kBool)).reshape({-1});
+  const torch::Tensor idx = need.nonzero().squeeze(1);
+  if (idx.numel() > 0) {
+    const torch::Tensor fin = b.final_observations.reshape({-1, b.final_observations.size(-1)}).index_select(0, idx);
+    final_values.view({-1}).index_copy_(0, idx, heads(fin).value);
+  }
+  return {values, final_values};
+}
+
+void RlUpdater::step(const torch::Tensor& loss, double lr) {
+  loss.backward();
+  if (s_.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model_.parameters(), s_.max_grad_norm);
+  optimizer_.step(lr);
+  optimizer_.zero_grad();
+}
+
+UpdateStats RlUpdater::update(const Batch& batch, double lr) {
+  return s_.algo == "vtrace" ? vtrace(batch, lr) : ppo(batch, lr);
+}
+
+UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
+  const auto [values, final_values] = values_of(b);
+  const std::int64_t T = b.steps();
+  const GaeResult g = gae({b.rewards, values, final_values, b.terminated, b.truncated}, s_.gamma, s_.gae_lambda);
+  const torch::Device dev = b.rewards.device();
+  const std::int64_t B = T * b.columns(), D = b.observations.size(-1);
+  const torch::Tensor obs = b.observations.narrow(0, 0, T).reshape({B, D});
+  const torch::Tensor act = head_.is_continuous() ? b.actions.reshape({B, -1}) : b.actions.reshape({B});
+  const torch::Tensor old_lp = b.log_probs.reshape({B});
+  const torch::Tensor adv_all = g.advantages.to(dev).reshape({B}), ret_all = g.returns.to(dev).reshape({B});
+  const torch::Tensor old_v = values.narrow(0, 0, T).reshape({B});
+
+  UpdateStats st;
+  std::int64_t n = 0;
+  const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
+  for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
+    const torch::Tensor perm = torch::randperm(B, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
+    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
+      const torch::Tensor idx = perm.narrow(0, m * mb, mb);
+      const Heads h = heads(obs.index_select(0, idx));
+      const torch::Tensor lp = head_.log_prob(h.params, act.index_select(0, idx));
+      const torch::Tensor ratio = (lp - old_lp.index_select(0, idx)).exp();
+      torch::Tensor adv = adv_all.index_select(0, idx);
+      if (s_.norm_adv && mb > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+      const torch::Tensor pg = torch::max(-adv * ratio, -adv * ratio.clamp(1 - s_.clip_coef, 1 + s_.clip_coef)).mean();
+      const torch::Tensor ret = ret_all.index_select(0, idx), v_old = old_v.index_select(0, idx);
+      torch::Tensor v_loss;
+      if (s_.clip_value) {
+        const torch::Tensor clipped = v_old + (h.value - v_old).clamp(-s_.clip_coef, s_.clip_coef);
+        v_loss = 0.5 * torch::max((h.value - ret).pow(2), (clipped - ret).pow(2)).mean();
+      } else {
+        v_loss = 0.5 * (h.value - ret).pow(2).mean();
+      }
+      const torch::Tensor ent = head_.entropy(h.params).mean();
+      const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
+      step(loss, lr);
+      st.loss += loss.item<double>();
+      st.policy_loss += pg.item<double>();
+      st.value_loss += v_loss.item<double>();
+      st.entropy += ent.item<double>();
+      ++n;
+    }
+  }
+  st.loss /= n, st.policy_loss /= n, st.value_loss /= n, st.entropy /= n;
+  return st;
+}
+
+UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
+  const std::int64_t T = b.steps(), N = b.columns();
+  const torch::Device dev = b.rewards.device();
+  UpdateStats st;
+  std::int64_t n = 0;
+  const std::int64_t mb = N / s_.minibatches;  // whole trajectories: minibatches split the columns
+  for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
+    const torch::Tensor perm = torch::randperm(N, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
+    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
+      const torch::Tensor cols = perm.narrow(0, m * mb, mb);
+      Batch sub{b.observations.index_select(1, cols), b.final_observations.index_select(1, cols),
+                b.actions.index_select(1, cols),      b.rewards.index_select(1, cols),
+                b.terminated.index_select(1, cols),   b.truncated.index_select(1, cols),
+                b.log_probs.index_select(1, cols)};
+      const auto final_values = values_of(sub).second;
+      const Heads h = heads(sub.observations);  // [T + 1, mb, P], [T + 1, mb]
+      const torch::Tensor params = h.params.narrow(0, 0, T);
+      const torch::Tensor lp = head_.log_prob(params, sub.actions);  // target policy, [T, mb]
+      const torch::Tensor log_rhos = lp.detach() - sub.log_probs;
+      const VtraceResult vt = rl::vtrace({sub.rewards, h.value.detach(), final_values, sub.terminated, sub.truncated},
+                                         log_rhos, s_.gamma, s_.rho_bar, s_.c_bar);
+      const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
+      const torch::Tensor v_loss = 0.5 * (vt.vs.to(dev) - h.value.narrow(0, 0, T)).pow(2).mean();
+      const torch::Tensor ent = head_.entropy(params).mean();
+      const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
+      step(loss, lr);
+      st.loss += loss.item<double>();
+      st.policy_loss += pg.item<double>();
+      st.value_loss += v_loss.item<double>();
+      st.entropy += ent.item<double>();
+      ++n;
+    }
+  }
+  st.loss /= n, st.policy_loss /= n, st.value_loss /= n, st.entropy /= n;
+  return st;
+}
+
+}  // namespace tandem::rl

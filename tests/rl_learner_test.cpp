@@ -1,0 +1,270 @@
+// The RL learner (learner/rl) against an in-test producer: a child of this binary runs the learner
+// under a control block as `tandem run` would, while the test writes random CartPole steps into its
+// rings through ExperienceWriter, as a rollout actor would.
+#include "tests/torch_doctest.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/program.hpp"
+#include "common/torch/safetensors.hpp"
+#include "envs/vec_env.hpp"
+#include "learner/rl/rl_learner.hpp"
+#include "learner/rl/rl_setup.hpp"
+#include "learner/rl/update.hpp"
+#include "learner/trainer.hpp"
+#include "shm/control_block.hpp"
+#include "shm/experience_ring.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using namespace tandem::test;
+
+namespace {
+
+// Runs the learner on child_args()[0] (a job config) in the job of TANDEM_JOB.
+TANDEM_CHILD("rl-learner") {
+  try {
+    const Config config = load_program_config(child_args()[0], {});
+    catch_stop_signals();
+    shm::JobProcess process("learner");
+    return run_rl_learner(config, process);
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+}
+
+std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra = "") {
+  const std::string path = dir.file("job.toml");
+  std::ofstream out(path);
+  out << "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 0\n"
+      << "[rl]\nrollout_steps = 16\nslots_per_ring = 2\nslots_per_update = 2\ntotal_env_steps = 1024\n"
+      << "update_epochs = 2\nminibatches = 2\n"
+      << "[learner]\nalgo = \"" << algo << "\"\noptimizer = \"adam\"\nlr = 0.001\nweight_decay = 0.0\n"
+      << "checkpoint_every_steps = 0\nreport_every_steps = 1\n"
+      << "[model]\nname = \"actor_critic_mlp\"\n"
+      << "[actor]\nrole = \"rollout\"\nevaluators = 0\n"
+      << extra;
+  return path;
+}
+
+// A rollout actor without a policy: uniformly random CartPole actions, every field as a real one
+// writes it, tagged with version 1 (the learner's first) whatever the learner publishes since.
+class RandomProducer {
+ public:
+  RandomProducer(const std::string& job, std::uint32_t actor)
+      : writer_(shm::ExperienceWriter::attach(job, actor)),
+        envs_(make_envs(writer_.descriptor().envs), 7, actor),
+        rng_(envs::env_seed(11, actor, 0)) {}
+
+  // Writes one slot if the ring has room; `corrupt` commits it with a wrong checksum.
+  bool write(bool corrupt = false) {
+    const auto slot = writer_.begin_write();
+    if (!slot) return false;
+    const shm::ExperienceDescriptor& d = writer_.descriptor();
+    const std::uint32_t T = d.steps, E = d.envs, D = d.obs_dim;
+    std::uint32_t episodes = 0;
+    std::vector<std::int32_t> actions(E);
+    std::fill_n(slot->final_observations(), std::size_t{T} * E * D, 0.0f);
+    for (std::uint32_t t = 0; t < T; ++t) {
+      std::copy(envs_.observations().begin(), envs_.observations().end(), slot->observations() + t * E * D);
+      for (std::uint32_t e = 0; e < E; ++e) {
+        actions[e] = static_cast<std::int32_t>(rng_.next() % 2);
+        slot->discrete_actions()[t * E + e] = actions[e];
+        slot->log_probs()[t * E + e] = std::log(0.5f);
+        slot->logits()[(t * E + e) * 2] = slot->logits()[(t * E + e) * 2 + 1] = 0.0f;
+        slot->values()[t * E + e] = 0.0f;
+      }
+      REQUIRE(envs_.step(std::span<const std::int32_t>(actions)));
+      for (std::uint32_t e = 0; e < E; ++e) {
+        const std::uint32_t i = t * E + e;
+        slot->rewards()[i] = envs_.rewards()[e];
+        slot->terminated()[i] = envs_.terminated()[e];
+        slot->truncated()[i] = envs_.truncated()[e];
+        if (envs_.terminated()[e] || envs_.truncated()[e]) {
+          std::copy_n(envs_.final_observations().begin() + e * D, D, slot->final_observations() + i * D);
+          slot->episode_returns()[episodes] = static_cast<float>(envs_.episode_returns()[e]);
+          slot->episode_lengths()[episodes++] = static_cast<std::uint32_t>(envs_.episode_lengths()[e]);
+        }
+      }
+    }
+    std::copy(envs_.observations().begin(), envs_.observations().end(), slot->observations() + T * E * D);
+    std::fill_n(slot->values() + T * E, E, 0.0f);
+    slot->header().policy_version = 1;
+    slot->header().episodes = episodes;
+    if (!corrupt) {
+      writer_.commit(*slot);
+    } else {  // the writer's protocol by hand, with a checksum that cannot match
+      slot->header().seq = slot->index();
+      slot->header().checksum = shm::slot_checksum(slot->bytes(), d) ^ 1;
+      writer_.ring().head.store(slot->index() + 1, std::memory_order_release);
+    }
+    return true;
+  }
+  const shm::RingControl& ring() const { return writer_.ring(); }
+
+ private:
+  static std::vector<std::unique_ptr<envs::Env>> make_envs(std::uint32_t n) {
+    std::vector<std::unique_ptr<envs::Env>> v;
+    for (std::uint32_t i = 0; i < n; ++i) v.push_back(envs::make_env("CartPole-v1"));
+    return v;
+  }
+  shm::ExperienceWriter writer_;
+  envs::VecEnv envs_;
+  envs::Rng rng_;
+};
+
+struct LearnerRun {
+  int status = -1;
+  std::optional<shm::ProcessMetrics> metrics;
+  std::uint64_t refused = 0;
+  std::string checkpoint;
+};
+
+// Runs the learner child in a fresh job with `actors` rollout rings, feeding every ring until the
+// learner exits; the first slot of ring 0 is corrupt when `corrupt_first`.
+LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint32_t actors, bool corrupt_first,
+                       bool deterministic = false) {
+  const std::string job = unique_name("rl");
+  shm::ControlBlock block = shm::ControlBlock::create({.job = job, .learners = 1, .actors = actors,
+                                                       .run_dir = dir.path().string()});
+  ::setenv("TANDEM_JOB", job.c_str(), 1);
+  ::setenv("TANDEM_ROLE", "learner", 1);
+  ::setenv("TANDEM_INDEX", "0", 1);
+  ::setenv("TANDEM_ACTORS", std::to_string(actors).c_str(), 1);
+  if (deterministic) ::setenv("TANDEM_DETERMINISTIC", "1", 1);
+  Child learner = spawn_child("rl-learner", {config});
+  for (const char* v : {"TANDEM_JOB", "TANDEM_ROLE", "TANDEM_INDEX", "TANDEM_ACTORS", "TANDEM_DETERMINISTIC"})
+    ::unsetenv(v);
+
+  LearnerRun run;
+  const std::string exp = shm::job_segment_name(job, "exp");
+  // The rings are ready once the learner has built its model (attach refuses them until then).
+  std::vector<std::unique_ptr<RandomProducer>> producers;
+  while (producers.size() < actors && !learner.wait_for(std::chrono::milliseconds(1), run.status)) {
+    try {
+      producers.push_back(std::make_unique<RandomProducer>(job, static_cast<std::uint32_t>(producers.size())));
+    } catch (const UserError&) {
+    }
+  }
+  if (run.status < 0) {
+    bool corrupt = corrupt_first;
+    while (!learner.wait_for(std::chrono::milliseconds(1), run.status)) {
+      bool wrote = false;
+      for (auto& p : producers) {
+        wrote = p->write(corrupt) || wrote;
+        corrupt = false;
+      }
+      if (!wrote) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (const auto& p : producers) run.refused += p->ring().refused.load();
+  }
+  run.metrics = block.read_metrics(block.row_of(shm::Role::learner, 0));
+  if (auto latest = latest_checkpoint(dir.path().string())) run.checkpoint = *latest;
+  // What the launcher does when a job ends: the learner keeps them for the job's actors.
+  shm::Segment::unlink("/" + exp);
+  shm::Segment::unlink("/" + shm::job_segment_name(job, "weights"));
+  return run;
+}
+
+// The largest difference between the checkpoint's model and the untrained one of the same seed.
+double distance_from_initial(const std::string& checkpoint, const std::string& config_path) {
+  const Config config = load_program_config(config_path, {});
+  const envs::EnvSpec env = rl::env_spec_for(config);
+  Model initial = rl::rl_model(config, env, rl::policy_head_for(env));
+  const safetensors::Contents c = safetensors::load_file(checkpoint);
+  double most = 0;
+  for (const auto& [name, t] : initial.named_parameters())
+    most = std::max(most, (c.at("model." + name) - t).abs().max().item<double>());
+  return most;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("rl learner: PPO and V-trace train on the rings' slots, report lag and episodes, and skip a corrupt slot" *
+          doctest::timeout(120)) {
+  for (const std::string algo : {"ppo", "vtrace"}) {
+    CAPTURE(algo);
+    TempDir dir;
+    const std::string config = write_config(dir, algo);
+    const LearnerRun run = run_learner(dir, config, 2, true);
+    REQUIRE(run.status == 0);
+    CHECK(run.refused == 1);
+    REQUIRE(run.metrics);
+    CHECK(run.metrics->env_steps == 1024);  // the budget, from good slots only
+    CHECK(run.metrics->step == 8);          // 1024 / (2 slots x 16 steps x 4 envs)
+    CHECK(std::isfinite(run.metrics->episode_return));
+    CHECK(run.metrics->episode_length > 5);
+    // Every slot says version 1; the learner holds version 8 (1 + 7 updates) when it takes its last batch.
+    CHECK(run.metrics->policy_lag_min == 7);
+    CHECK(run.metrics->policy_lag_max == 7);
+    CHECK(run.metrics->policy_lag_avg == 7);
+    REQUIRE_FALSE(run.checkpoint.empty());
+    CHECK(distance_from_initial(run.checkpoint, config) > 1e-4);
+  }
+}
+
+TEST_CASE("rl learner: deterministic mode gives byte-identical final checkpoints over the same slots" *
+          doctest::timeout(120)) {
+  std::string first;
+  for (int round = 0; round < 2; ++round) {
+    TempDir dir;
+    const LearnerRun run = run_learner(dir, write_config(dir, "ppo"), 2, false, true);
+    REQUIRE(run.status == 0);
+    REQUIRE_FALSE(run.checkpoint.empty());
+    const std::string bytes = file_bytes(run.checkpoint);
+    if (round == 0) first = bytes;
+    else CHECK(bytes == first);
+  }
+}
+
+TEST_CASE("rl learner: deterministic mode refuses a batch that does not divide among the rollout actors") {
+  TempDir dir;
+  const LearnerRun run = run_learner(dir, write_config(dir, "ppo"), 3, false, true);
+  CHECK(run.status == 2);  // slots_per_update = 2 over 3 actors
+  CHECK(run.checkpoint.empty());
+}
+
+TEST_CASE("rl learner: a model without a value head is refused naming the model and the env") {
+  TempDir dir;
+  const Config config = load_program_config(write_config(dir, "ppo"), std::vector<std::string>{"model.name=mlp"});
+  const envs::EnvSpec env = rl::env_spec_for(config);
+  const std::string error = error_of([&] { rl::rl_model(config, env, rl::policy_head_for(env)); });
+  CHECK(error.find("model 'mlp'") != std::string::npos);
+  CHECK(error.find("CartPole-v1") != std::string::npos);
+}
+
+TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) actions") {
+  TempDir dir;
+  for (const std::string algo : {"ppo", "vtrace"}) {
+    CAPTURE(algo);
+    const Config config = load_program_config(write_config(dir, algo),
+                                              std::vector<std::string>{"env.name=pendulum", "rl.minibatches=2"});
+    const rl::RlSettings s = rl::rl_settings(config);
+    const envs::EnvSpec env = rl::env_spec_for(config);
+    const PolicyHead head = rl::policy_head_for(env);
+    REQUIRE(head.is_continuous());
+    Model model = rl::rl_model(config, env, head);
+    const torch::Tensor before = model.parameters().front().flatten().clone();
+    Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
+    rl::RlUpdater updater(model, head, optimizer, s, at::detail::createCPUGenerator(0));
+    const std::int64_t T = 8, N = 4;
+    rl::Batch b{torch::randn({T + 1, N, 3}), torch::randn({T, N, 3}), torch::randn({T, N, 1}), torch::randn({T, N}),
+                (torch::rand({T, N}) < 0.1).to(torch::kUInt8), (torch::rand({T, N}) < 0.2).to(torch::kUInt8),
+                torch::full({T, N}, -1.0f)};
+    const rl::UpdateStats st = updater.update(b, 1e-3);
+    CHECK(std::isfinite(st.loss));
+    CHECK(std::isfinite(st.entropy));
+    CHECK((model.parameters().front().flatten() - before).abs().max().item<double>() > 0);
+  }
+}
