@@ -6,6 +6,7 @@
 #include <torch/script.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -120,17 +121,31 @@ struct ResNet18 : Net {
   }
 };
 
+// CleanRL's PPO layout: separate 64x64 tanh trunks for the policy and the value (a shared trunk lets
+// the value loss disturb the policy's features), orthogonal weights with gain sqrt(2), and small heads:
+// policy 0.01 (a near-uniform first policy, log_std ~ 0 for a Gaussian), value 1.0. Zero biases.
 struct ActorCriticMlp : Net {
-  nn::Linear fc1{nullptr}, fc2{nullptr}, policy{nullptr}, value{nullptr};
+  nn::Linear fc1{nullptr}, fc2{nullptr}, policy{nullptr}, vfc1{nullptr}, vfc2{nullptr}, value{nullptr};
   explicit ActorCriticMlp(const ModelSpec& s) {
-    fc1 = register_module("fc1", nn::Linear(s.channels * s.height * s.width, 64));
-    fc2 = register_module("fc2", nn::Linear(64, 64));
-    policy = register_module("policy", nn::Linear(64, s.num_classes));
-    value = register_module("value", nn::Linear(64, 1));
+    const std::int64_t in = s.channels * s.height * s.width;
+    fc1 = register_module("fc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
+    fc2 = register_module("fc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
+    policy = register_module("policy", layer(nn::Linear(64, s.num_classes), 0.01));
+    vfc1 = register_module("vfc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
+    vfc2 = register_module("vfc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
+    value = register_module("value", layer(nn::Linear(64, 1), 1.0));
+  }
+  static nn::Linear layer(nn::Linear l, double gain) {
+    torch::NoGradGuard no_grad;
+    nn::init::orthogonal_(l->weight, gain);
+    nn::init::zeros_(l->bias);
+    return l;
   }
   std::vector<Tensor> heads(const Tensor& x) override {
-    Tensor h = torch::tanh(fc2->forward(torch::tanh(fc1->forward(x.flatten(1)))));
-    return {policy->forward(h), value->forward(h).squeeze(-1)};
+    const Tensor f = x.flatten(1);
+    const Tensor h = torch::tanh(fc2->forward(torch::tanh(fc1->forward(f))));
+    const Tensor v = torch::tanh(vfc2->forward(torch::tanh(vfc1->forward(f))));
+    return {policy->forward(h), value->forward(v).squeeze(-1)};
   }
 };
 
