@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/error.hpp"
 #include "common/torch/models.hpp"
@@ -67,6 +68,34 @@ TEST_CASE("models: the actor-critic mlp has a value head beside its policy logit
   REQUIRE(heads.size() == 2);
   CHECK(heads[0].sizes() == torch::IntArrayRef({7, 3}));
   CHECK(heads[1].sizes() == torch::IntArrayRef({7}));
+}
+
+TEST_CASE("models: the actor-critic mlp's outputs and gradients equal LibTorch's own linear layers") {
+  Model m = Model::create({.name = "actor_critic_mlp", .channels = 4, .height = 1, .width = 1, .num_classes = 2});
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : m.named_parameters()) p[name] = t;
+  const torch::Tensor x = torch::randn({37, 4, 1, 1});
+  auto lin = [&](const std::string& l, const torch::Tensor& in) { return torch::linear(in, p[l + ".weight"], p[l + ".bias"]); };
+  const torch::Tensor f = x.flatten(1);
+  const torch::Tensor logits = lin("policy", torch::tanh(lin("fc2", torch::tanh(lin("fc1", f)))));
+  const torch::Tensor value = lin("value", torch::tanh(lin("vfc2", torch::tanh(lin("vfc1", f))))).squeeze(-1);
+  const auto heads = m.forward_heads(x);
+  CHECK(torch::allclose(heads[0], logits, 1e-5, 1e-6));
+  CHECK(torch::allclose(heads[1], value, 1e-5, 1e-6));
+  auto grads = [&](const torch::Tensor& loss) {
+    for (auto& [name, t] : p) t.mutable_grad() = torch::Tensor();
+    loss.backward();
+    std::map<std::string, torch::Tensor> g;
+    for (auto& [name, t] : p) g[name] = t.grad().clone();
+    return g;
+  };
+  const auto theirs = grads((logits.pow(2).sum() + value.sin().sum()));
+  const auto ours = grads((heads[0].pow(2).sum() + heads[1].sin().sum()));
+  REQUIRE(ours.size() == 12);
+  for (const auto& [name, g] : theirs) {
+    CAPTURE(name);
+    CHECK(torch::allclose(ours.at(name), g, 1e-4, 1e-6));
+  }
 }
 
 TEST_CASE("models: resnet18 has ResNet-18's parameter count and torchvision's names") {
