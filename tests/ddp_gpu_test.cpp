@@ -13,7 +13,7 @@
 #include "tests/ddp_rank_child.hpp"
 #include "tests/harness.hpp"
 
-TANDEM_GPU_TEST_BINARY();
+TANDEM_MULTI_GPU_TEST_BINARY(2);
 
 using namespace tandem::test;
 

@@ -20,7 +20,7 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 
-__attribute__((weak)) bool tandem_test_requires_gpu() { return false; }
+__attribute__((weak)) int tandem_test_gpus_required() { return 0; }
 
 namespace tandem::test {
 namespace {
@@ -179,9 +179,9 @@ int main(int argc, char** argv) {
     }
     return tandem::run_main("test-child", it->second);
   }
-  if (tandem_test_requires_gpu() && tandem::cuda::device_count() == 0) {
-    fmt::print("SKIP: no CUDA GPU is visible ({}); these tests run on the GPU machine\n",
-               tandem::cuda::compiled() ? "built with CUDA, but no device" : "built without CUDA");
+  if (const int needed = tandem_test_gpus_required(); needed > 0 && tandem::cuda::device_count() < needed) {
+    fmt::print("SKIP: these tests need {} CUDA GPU(s) and {} visible ({}); they run on the GPU machine\n", needed,
+               tandem::cuda::device_count(), tandem::cuda::compiled() ? "built with CUDA" : "built without CUDA");
     return 77;
   }
   doctest::Context context(argc, argv);

@@ -91,7 +91,10 @@ CommandResult run_command(const std::string& command);
 // A GPU test binary says so once, in any of its files: TANDEM_GPU_TEST_BINARY();
 // Without a visible GPU it then prints why and exits 77, which meson reports as SKIP.
 #define TANDEM_GPU_TEST_BINARY() \
-  bool tandem_test_requires_gpu() { return true; }
+  int tandem_test_gpus_required() { return 1; }
+// A binary whose every case needs `n` GPUs: with fewer it exits 77 (skipped, saying why), never "OK".
+#define TANDEM_MULTI_GPU_TEST_BINARY(n) \
+  int tandem_test_gpus_required() { return n; }
 
 #define TANDEM_CHILD_CAT2(a, b) a##b
 #define TANDEM_CHILD_CAT(a, b) TANDEM_CHILD_CAT2(a, b)
