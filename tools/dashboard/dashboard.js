@@ -105,6 +105,15 @@ function seriesPoints(source, field, xAxis) {
   return ranks.length === 1 ? [["", ranks[0][1]]] : ranks;  // "learners": one series per rank
 }
 
+// 41000 -> "41k": tick labels that fit the axis.
+function compact(v) {
+  if (v === null || v === undefined) return "";
+  const a = Math.abs(v);
+  if (a >= 1e6) return `${+(v / 1e6).toPrecision(3)}M`;
+  if (a >= 1e4) return `${+(v / 1e3).toPrecision(3)}k`;
+  return String(+v.toPrecision(4));
+}
+
 function drawChart(spec, xAxis) {
   const labels = [];
   const tables = [];
@@ -132,7 +141,7 @@ function drawChart(spec, xAxis) {
   const plot = new uPlot({
     width, height: 260,
     scales: { x: { time: false } },
-    axes: [{ label: xAxis === "step" ? "step" : "wall time (s)" }, {}],
+    axes: [{ label: xAxis === "step" ? "step" : "wall time (s)" }, { size: 60, values: (u, splits) => splits.map(compact) }],
     series: [{ label: xAxis }, ...labels.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
   }, data, box.querySelector(".plot"));
   charts.set(spec.id, { key, plot });

@@ -65,12 +65,42 @@ void text(cairo_t* cr, double x, double y, const std::string& s, double size, do
   cairo_show_text(cr, s.c_str());
 }
 
+double text_width(cairo_t* cr, const std::string& s, double size) {
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  return e.x_advance;
+}
+
+// Legend entries (a colour square, then the label): right of the title when they fit there, else in
+// rows under it. Returns the y below the legend.
+double draw_legend(cairo_t* cr, const Panel& p, double x0, double y0, double w, double title_w) {
+  constexpr double kGap = 24, kSize = 11;
+  double total = 0;
+  for (const auto& s : p.series) total += text_width(cr, s.label, kSize) + kGap;
+  const bool beside = total <= w - title_w - 40;
+  double x = beside ? x0 + w - 16 - total + kGap : x0 + 26, y = y0 + (beside ? 20 : 40);
+  for (std::size_t i = 0; i < p.series.size(); ++i) {
+    const double label_w = text_width(cr, p.series[i].label, kSize);
+    if (!beside && x + label_w > x0 + w - 16 && x > x0 + 26) x = x0 + 26, y += 16;
+    const Rgb c = kColors[i % std::size(kColors)];
+    cairo_set_source_rgb(cr, c.r, c.g, c.b);
+    cairo_rectangle(cr, x - 14, y - 8, 10, 10);
+    cairo_fill(cr);
+    text(cr, x, y, p.series[i].label, kSize);
+    x += label_w + kGap;
+  }
+  return beside ? y0 + 34 : y + 12;
+}
+
 void draw_panel(cairo_t* cr, const Panel& p, double x0, double y0, double w, double h) {
-  const double left = x0 + 64, right = x0 + w - 16, top = y0 + 34, bottom = y0 + h - 40;
   cairo_set_source_rgb(cr, 0.13, 0.13, 0.13);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
   text(cr, x0 + 12, y0 + 20, p.title, 14);
+  const double title_w = text_width(cr, p.title, 14);
   cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  const double left = x0 + 64, right = x0 + w - 16, bottom = y0 + h - 40;
+  const double top = std::min(draw_legend(cr, p, x0, y0, w, title_w), bottom - 20);
   const Range xr = range_of(p, true), yr = range_of(p, false);
   auto px = [&](double v) { return left + (v - xr.lo) / (xr.hi - xr.lo) * (right - left); };
   auto py = [&](double v) { return bottom - (v - yr.lo) / (yr.hi - yr.lo) * (bottom - top); };
@@ -92,8 +122,7 @@ void draw_panel(cairo_t* cr, const Panel& p, double x0, double y0, double w, dou
   cairo_set_source_rgb(cr, 0.6, 0.6, 0.6);
   cairo_rectangle(cr, left, top, right - left, bottom - top);
   cairo_stroke(cr);
-  // Curves, then the legend above the frame.
-  double legend_x = x0 + w - 16;
+  // The curves, the first series on top.
   for (std::size_t i = p.series.size(); i-- > 0;) {
     const Series& s = p.series[i];
     const Rgb c = kColors[i % std::size(kColors)];
@@ -104,14 +133,6 @@ void draw_panel(cairo_t* cr, const Panel& p, double x0, double y0, double w, dou
       (k == 0 ? cairo_move_to : cairo_line_to)(cr, px(s.points[k].first), py(s.points[k].second));
     if (s.points.size() == 1) cairo_rel_line_to(cr, 0.01, 0);  // one point still shows
     cairo_stroke(cr);
-    cairo_set_font_size(cr, 11);
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s.label.c_str(), &e);
-    legend_x -= e.x_advance;
-    text(cr, legend_x, y0 + 20, s.label, 11);
-    cairo_rectangle(cr, legend_x - 14, y0 + 12, 10, 10);
-    cairo_fill(cr);
-    legend_x -= 24;
   }
 }
 
