@@ -1,13 +1,18 @@
 // The dashboard's routes over a run dir (dashboard_routes.hpp), served as `tandem dashboard` serves a
 // finished run: the page with its chart library inlined, the history read from byte offsets in whole
-// lines, and clean answers to bad offsets.
+// lines, clean answers to bad offsets; and `tandem dashboard`'s answers to bad input.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -88,4 +93,29 @@ TEST_CASE("dashboard routes: an offset that is not a byte count is 400 naming th
     CHECK(status_line(r) == "HTTP/1.0 400 Bad Request");
     CHECK(body(r).find("?metrics=0&eval=0") != std::string::npos);
   }
+}
+
+TEST_CASE("tandem dashboard: a directory that is no run dir, or a port in use, is one line and exit 1" *
+          doctest::timeout(30)) {
+  TempDir empty;
+  auto r = run_command(fmt::format("'{}' dashboard '{}'", tandem_binary(), empty.path().string()));
+  CHECK(r.status == 1);
+  CHECK(r.output.find("has no metrics.jsonl: give the run directory") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+
+  std::ofstream(empty / "metrics.jsonl") << kLine1 << "\n";
+  int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(holder, 1) == 0);
+  REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  r = run_command(fmt::format("'{}' dashboard '{}' --port {}", tandem_binary(), empty.path().string(), ntohs(addr.sin_port)));
+  ::close(holder);
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--port = ") != std::string::npos);
+  CHECK(r.output.find("choose another port, or 0 for a free one") != std::string::npos);
 }

@@ -87,17 +87,28 @@ async function pollHistory() {
   }
 }
 
-// The time of the first learner.0 row at or past `version`: where an evaluation sits on the time axis.
-function timeOfVersion(version) {
-  for (const r of run.rows) if (r.process === "learner.0" && r.version >= version) return r.t;
-  return null;
+// Where each evaluation sits on the time axis: at the first learner.0 row at or past its version
+// (rows come in time order, so their versions ascend; a binary search keeps long runs fast).
+function versionClock() {
+  const rank0 = run.rows.filter((r) => r.process === "learner.0" && typeof r.version === "number");
+  return (version) => {
+    let lo = 0, hi = rank0.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (rank0[mid].version >= version) hi = mid; else lo = mid + 1;
+    }
+    return lo < rank0.length ? rank0[lo].t : null;
+  };
 }
 
 function seriesPoints(source, field, xAxis) {
   const x = (r) => (xAxis === "step" ? r.step : r.t);
   const collect = (rows, xOf) => rows.filter((r) => typeof r[field] === "number" && xOf(r) !== null && xOf(r) !== undefined)
     .map((r) => [xOf(r), r[field]]);
-  if (source === "eval") return [["", collect(run.evals, xAxis === "step" ? (r) => r.step : (r) => timeOfVersion(r.version))]];
+  if (source === "eval") {
+    const clock = xAxis === "step" ? null : versionClock();
+    return [["", collect(run.evals, clock ? (r) => clock(r.version) : (r) => r.step)]];
+  }
   const learners = [...run.processes.keys()].filter((n) => n.startsWith("learner.")).sort();
   if (source === "learner.0") return [["", collect(run.rows.filter((r) => r.process === "learner.0"), x)]];
   const ranks = learners.map((n) => [n.replace("learner.", "rank "), collect(run.rows.filter((r) => r.process === n), x)]);
