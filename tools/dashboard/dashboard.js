@@ -231,7 +231,9 @@ function build() {
     box.append(title, plot);
     section.appendChild(box);
   }
-  document.getElementById("x-axis").addEventListener("change", draw);
+  const axis = document.getElementById("x-axis");
+  if (new URLSearchParams(location.search).get("x") === "time") axis.value = "time";  // a link can pick it
+  axis.addEventListener("change", draw);
   poll();
 }
 
