@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -53,13 +52,15 @@ std::string slurp(const std::filesystem::path& p) {
 // The curves of a cairo SVG: every stroked path kCurveWidth (1.75) wide, as its points.
 std::vector<std::vector<Point>> curves(const std::string& svg) {
   std::vector<std::vector<Point>> out;
-  const std::regex path(R"re(<path style="fill:none;stroke-width:1\.75;[^"]*" d="([^"]*)")re");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), path); it != std::sregex_iterator(); ++it) {
-    std::istringstream d((*it)[1].str());
+  const std::string path = "<path style=\"fill:none;stroke-width:1.75;";
+  for (auto at = svg.find(path); at != std::string::npos; at = svg.find(path, at + 1)) {
+    const auto d = svg.find(" d=\"", at);
+    REQUIRE(d != std::string::npos);
+    std::istringstream ops(svg.substr(d + 4, svg.find('"', d + 4) - (d + 4)));
     std::vector<Point> points;
-    for (std::string op; d >> op;) {
+    for (std::string op; ops >> op;) {
       Point p{};
-      if ((op == "M" || op == "L") && d >> p.x >> p.y) points.push_back(p);
+      if ((op == "M" || op == "L") && ops >> p.x >> p.y) points.push_back(p);
     }
     out.push_back(points);
   }

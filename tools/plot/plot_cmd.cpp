@@ -1,5 +1,7 @@
 // tandem plot RUN_DIR [-o FILE.png|FILE.svg] [--width W] [--height H]: a run's curves as an image.
+#include <cairo.h>
 #include <fmt/format.h>
+#include <fontconfig/fontconfig.h>
 
 #include <filesystem>
 
@@ -22,6 +24,10 @@ void add_plot_commands(CLI::App& app) {
     const std::filesystem::path file = out.empty() ? std::filesystem::path(run_dir) / "curves.png" : std::filesystem::path(out);
     const int rows = static_cast<int>((panels.size() + 1) / 2);
     plot::draw(panels, file, width, height > 0 ? height : std::max(1, rows) * 320);
+    // cairo and fontconfig keep process-wide caches; released here (the command draws once) so that
+    // a leak checker sees only what we allocate.
+    cairo_debug_reset_static_data();
+    FcFini();
     fmt::print("{}: {} charts of {}\n", file.string(), panels.size(), run_dir);
     return 0;
   });
