@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 std::string env_or_fail(const char* name) {
   const char* v = std::getenv(name);
-  INFO(std::string(name) + " is not set (meson sets it)");
+  INFO((std::string(name) + " is not set (meson sets it)"));
   REQUIRE(v != nullptr);
   return v;
 }
