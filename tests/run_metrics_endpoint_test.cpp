@@ -1,6 +1,6 @@
-// The launcher's Prometheus endpoint on its own io_context (run by a thread here, as the
-// supervisor's loop would): the answer to a scrape, to a wrong path, method or a request that is not
-// HTTP, and a silent client that must not hold up anyone else.
+// The launcher's HTTP endpoint on its own io_context (run by a thread here, as the supervisor's loop
+// would): the answer to a route, to a wrong path, method or a request that is not HTTP, and a silent
+// client that must not hold up anyone else. (Its routes: dashboard_routes_test.cpp.)
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -9,6 +9,8 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+
+#include <fmt/format.h>
 
 #include <thread>
 
@@ -24,7 +26,11 @@ namespace {
 struct Served {
   boost::asio::io_context io;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work = boost::asio::make_work_guard(io);
-  run::MetricsEndpoint endpoint{io, 0, [] { return std::string("tandem_step{job=\"j\"} 7\n"); }};
+  run::MetricsEndpoint endpoint{io, 0,
+                                {{"/metrics", [](std::string_view q) {
+                                    return run::HttpAnswer{"text/plain; version=0.0.4; charset=utf-8",
+                                                           fmt::format("tandem_step{{job=\"j\"}} 7 {}\n", q)};
+                                  }}}};
   std::thread thread{[this] { io.run(); }};
   ~Served() {
     boost::asio::post(io, [this] { endpoint.close(); });
@@ -38,19 +44,22 @@ std::string status_line(const std::string& response) { return response.substr(0,
 
 }  // namespace
 
-TEST_CASE("metrics endpoint: GET /metrics answers 200 with the Prometheus text and its content type" *
+TEST_CASE("metrics endpoint: GET of a route answers 200 with its handler's text, content type and query" *
           doctest::timeout(30)) {
   Served s;
   const std::string r = http_get(s.endpoint.port(), "/metrics");
   CHECK(status_line(r) == "HTTP/1.0 200 OK");
   CHECK(r.find("Content-Type: text/plain; version=0.0.4; charset=utf-8") != std::string::npos);
-  CHECK(r.ends_with("\r\n\r\ntandem_step{job=\"j\"} 7\n"));
-  CHECK(status_line(http_exchange(s.endpoint.port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")) == "HTTP/1.1 200 OK");
+  CHECK(r.ends_with("\r\n\r\ntandem_step{job=\"j\"} 7 \n"));
+  const std::string q = http_exchange(s.endpoint.port(), "GET /metrics?a=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  CHECK(status_line(q) == "HTTP/1.1 200 OK");
+  CHECK(q.ends_with(" 7 a=1\n"));
 }
 
 TEST_CASE("metrics endpoint: a wrong path, a wrong method and garbage get 404, 405 and 400" * doctest::timeout(30)) {
   Served s;
   CHECK(status_line(http_get(s.endpoint.port(), "/nothing")) == "HTTP/1.0 404 Not Found");
+  CHECK(status_line(http_get(s.endpoint.port(), "/metricsx")) == "HTTP/1.0 404 Not Found");
   const std::string post = http_exchange(s.endpoint.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   CHECK(status_line(post) == "HTTP/1.1 405 Method Not Allowed");
   CHECK(post.find("Allow: GET") != std::string::npos);

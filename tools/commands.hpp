@@ -17,6 +17,8 @@ void add_shm_commands(CLI::App& app);
 void add_data_commands(CLI::App& app);
 void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
 void add_status_commands(CLI::App& app);
+void add_dashboard_commands(CLI::App& app);  // tools/dashboard/dashboard_cmd.cpp
+void add_plot_commands(CLI::App& app);       // tools/plot/plot_cmd.cpp
 
 // `tandem bench ...` runs tandem-bench (tools/bench/) with the same arguments.
 void add_bench_commands(CLI::App& app);

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   tandem::tools::add_bench_commands(app);
   tandem::tools::add_run_commands(app);
   tandem::tools::add_status_commands(app);
+  tandem::tools::add_dashboard_commands(app);
+  tandem::tools::add_plot_commands(app);
   CLI11_PARSE(app, argc, argv);
   return tandem::run_main("tandem", [&] { return tandem::tools::run_selected(app); });
 }

@@ -41,7 +41,8 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.status", T::string, "\"auto\"", "progress display: live (one line redrawn), plain (a line every status_interval_s), off; auto: live on a terminal", {}, {}, {"auto", "live", "plain", "off"}},
     {"run.status_interval_s", T::real, "10", "seconds between plain status lines", 0.1, 86400.0},
     {"run.metrics_interval_s", T::real, "1", "seconds between samples of the control block into <run_dir>/metrics.jsonl", 0.05, 3600.0},
-    {"run.metrics_port", T::integer, "0", "serve Prometheus text on http://127.0.0.1:<port>/metrics; 0 = off", 0, 65535},
+    {"run.dashboard", T::boolean, "true", "serve the live dashboard (/) and Prometheus text (/metrics) on http://127.0.0.1:<run.metrics_port>; the URL is printed and written to <run_dir>/dashboard.url. false: nothing is served unless run.metrics_port is set"},
+    {"run.metrics_port", T::integer, "0", "loopback port of the dashboard and /metrics; 0 = a free one (nothing is served when run.dashboard is false and this is 0)", 0, 65535},
     {"run.master_addr", T::string, "\"127.0.0.1\"", "MASTER_ADDR given to learner ranks"},
     {"run.master_port", T::integer, "0", "MASTER_PORT given to learner ranks; 0 = a free port chosen at start", 0, 65535},
     {"run.deterministic", T::boolean, "false", "RL: run actors and learner in lockstep (synchronous rollouts, fixed seeds, one thread each) so two runs give byte-identical checkpoints; the children see TANDEM_DETERMINISTIC=1"},
@@ -182,6 +183,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.status_interval_s = c.real("run.status_interval_s");
   j.metrics_interval_s = c.real("run.metrics_interval_s");
   j.metrics_port = static_cast<std::uint16_t>(c.integer("run.metrics_port"));
+  j.dashboard = c.boolean("run.dashboard");
   j.master_addr = c.string("run.master_addr");
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));

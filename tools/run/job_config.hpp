@@ -62,7 +62,8 @@ struct JobConfig {
   StatusMode status = StatusMode::automatic;
   double status_interval_s = 0;
   double metrics_interval_s = 0;
-  std::uint16_t metrics_port = 0;        // 0 = no endpoint
+  std::uint16_t metrics_port = 0;        // 0 = a free port, or no endpoint when !dashboard
+  bool dashboard = true;                 // run.dashboard
   std::string master_addr{};
   std::uint16_t master_port = 0;         // 0 = a free port chosen at start
   bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1

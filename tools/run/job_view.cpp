@@ -22,6 +22,30 @@ std::string number(double v, const char* format = "{:.4f}") {
   return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(format), v);
 }
 
+// NaN-aware accumulations: a field nobody reported stays NaN.
+void add_to(double& sum, double v) {
+  if (!std::isnan(v)) sum = (std::isnan(sum) ? 0 : sum) + v;
+}
+void max_to(double& m, double v) {
+  if (!std::isnan(v) && (std::isnan(m) || v > m)) m = v;
+}
+
+// The RL and data-parallel figures of one process that are present, for the table's last column.
+std::string extra_text(const shm::ProcessMetrics& m) {
+  std::string out;
+  auto put = [&](const char* label, double v, const char* format) {
+    if (!std::isnan(v)) out += fmt::format(fmt::runtime(std::string(out.empty() ? "" : " ") + label + " " + format), v);
+  };
+  if (!std::isnan(m.env_steps_per_s)) out = "env/s " + human_rate(m.env_steps_per_s);
+  put("return", m.episode_return, "{:.1f}");
+  put("len", m.episode_length, "{:.0f}");
+  put("lag", m.policy_lag_avg, "{:.2f}");
+  if (m.ring_full_waits > 0) out += fmt::format("{}ring waits {}", out.empty() ? "" : " ", m.ring_full_waits);
+  put("allreduce", m.allreduce_s, "{:.3f}s");
+  put("exposed", m.exposed_comm_s, "{:.3f}s");
+  return out;
+}
+
 }  // namespace
 
 std::string human_rate(double v) {
@@ -40,6 +64,7 @@ std::string clock_text(double seconds) {
 JobSummary summarize(const shm::ControlBlock& block) {
   JobSummary j;
   std::uint64_t newest_eval_ns = 0;
+  double learner_env_steps_per_s = shm::kNaN, actors_env_steps_per_s = shm::kNaN;
   for (std::uint32_t i = 0; i < block.row_count(); ++i) {
     const auto p = block.snapshot(i);
     j.restarts += p.restarts;
@@ -47,17 +72,24 @@ JobSummary summarize(const shm::ControlBlock& block) {
       ++j.learners;
       if (alive(p.state)) ++j.learners_alive;
       if (!p.metrics) continue;
-      if (!std::isnan(p.metrics->samples_per_s))
-        j.samples_per_s = (std::isnan(j.samples_per_s) ? 0 : j.samples_per_s) + p.metrics->samples_per_s;
+      const auto& m = *p.metrics;
+      add_to(j.samples_per_s, m.samples_per_s);
+      max_to(j.rank_step_s, m.seconds);
+      max_to(j.rank_allreduce_s, m.allreduce_s);
+      max_to(j.rank_exposed_s, m.exposed_comm_s);
       if (p.index == 0) {
         j.have_learner = true;
-        j.step = p.metrics->step;
-        j.published_version = p.metrics->version;
-        j.loss = p.metrics->loss;
+        j.step = m.step;
+        j.published_version = m.version;
+        j.loss = m.loss;
+        learner_env_steps_per_s = m.env_steps_per_s;
+        j.episode_return = m.episode_return;
+        j.policy_lag_avg = m.policy_lag_avg;
       }
     } else {
       ++j.actors;
       if (alive(p.state)) ++j.actors_alive;
+      if (p.metrics) add_to(actors_env_steps_per_s, p.metrics->env_steps_per_s);
       if (!p.metrics || std::isnan(p.metrics->accuracy)) continue;
       // The newest evaluated version; among equals, the latest report.
       const bool newer = !j.have_eval || p.metrics->version > j.eval_version ||
@@ -71,16 +103,26 @@ JobSummary summarize(const shm::ControlBlock& block) {
       }
     }
   }
+  j.env_steps_per_s = std::isnan(learner_env_steps_per_s) ? actors_env_steps_per_s : learner_env_steps_per_s;
+  if (j.learners < 2) j.rank_step_s = j.rank_allreduce_s = j.rank_exposed_s = shm::kNaN;
   return j;
 }
 
 std::string status_text(const JobSummary& j, double elapsed_s) {
   std::string out;
-  if (j.have_learner)
+  const bool rl = !std::isnan(j.env_steps_per_s) || !std::isnan(j.episode_return);
+  if (j.have_learner && rl)
+    out = fmt::format("step {} | {} env steps/s | return {} | lag {} | loss {} | v{}", j.step,
+                      human_rate(j.env_steps_per_s), number(j.episode_return, "{:.1f}"),
+                      number(j.policy_lag_avg, "{:.2f}"), number(j.loss), j.published_version);
+  else if (j.have_learner)
     out = fmt::format("step {} | {} samples/s | loss {} | v{}", j.step, human_rate(j.samples_per_s),
                       number(j.loss), j.published_version);
   else
     out = fmt::format("learners {}/{} starting", j.learners_alive, j.learners);
+  if (!std::isnan(j.rank_step_s))
+    out += fmt::format(" | slowest rank: step {} all-reduce {} exposed {}", number(j.rank_step_s, "{:.3f}s"),
+                       number(j.rank_allreduce_s, "{:.3f}s"), number(j.rank_exposed_s, "{:.3f}s"));
   if (j.have_eval) out += fmt::format(" | eval acc {} (v{})", number(j.eval_accuracy), j.eval_version);
   if (j.actors > 0) out += fmt::format(" | actors {}/{}", j.actors_alive, j.actors);
   out += fmt::format(" | restarts {} | {}", j.restarts, clock_text(elapsed_s));
@@ -98,8 +140,9 @@ std::string status_table(const shm::ControlBlock& block) {
   std::string out = fmt::format("job {}  {}  up {}  stop {}\nrun dir {}\n", d.job, launcher,
                                 clock_text((now - d.started_mono_ns) / 1e9),
                                 stop ? std::string(shm::stop_reason_name(block.stop_reason())) : "no", d.run_dir);
-  out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}\n", "PROCESS", "PID",
-                     "STATE", "HEARTBEAT", "RESTARTS", "VERSION", "STEP", "SAMPLES/S", "LOSS", "ACC", "SECONDS");
+  if (const std::string url = dashboard_url(d.run_dir); !url.empty()) out += fmt::format("dashboard {}\n", url);
+  out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}  {}\n", "PROCESS", "PID",
+                     "STATE", "HEARTBEAT", "RESTARTS", "VERSION", "STEP", "SAMPLES/S", "LOSS", "ACC", "SECONDS", "RL / RANK");
   for (std::uint32_t i = 0; i < block.row_count(); ++i) {
     const auto p = block.snapshot(i);
     const bool live = alive(p.state);
@@ -107,12 +150,12 @@ std::string status_table(const shm::ControlBlock& block) {
     std::string state(shm::state_name(p.state));
     if (p.state == ProcessState::failed && p.exit_status >= 0) state += fmt::format("({})", p.exit_status);
     const auto& m = p.metrics;
-    out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}\n", p.name(),
+    out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}  {}\n", p.name(),
                        p.pid > 0 ? std::to_string(p.pid) : "-", state, beat, p.restarts,
                        m ? std::to_string(m->version) : std::to_string(p.version_seen),
                        m ? std::to_string(m->step) : "-", m ? human_rate(m->samples_per_s) : "-",
                        m ? number(m->loss) : "-", m ? number(m->accuracy) : "-",
-                       m ? number(m->seconds, "{:.3f}") : "-");
+                       m ? number(m->seconds, "{:.3f}") : "-", m ? extra_text(*m) : "");
   }
   out += status_text(summarize(block), (now - d.started_mono_ns) / 1e9) + "\n";
   return out;
@@ -135,6 +178,16 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       {"tandem_loss", "gauge", "learner: training loss; actor: test loss"},
       {"tandem_accuracy", "gauge", "learner: training accuracy; actor: test accuracy"},
       {"tandem_learning_rate", "gauge", "learner: current learning rate"},
+      {"tandem_step_seconds", "gauge", "learner: seconds of the last step; actor: of the last evaluation"},
+      {"tandem_env_steps_total", "counter", "RL: environment steps (learner: trained on; actor: stepped)"},
+      {"tandem_env_steps_per_second", "gauge", "RL: environment steps per second"},
+      {"tandem_episode_return", "gauge", "RL: mean return of recently finished episodes"},
+      {"tandem_episode_length", "gauge", "RL: mean length of recently finished episodes"},
+      {"tandem_policy_lag", "gauge", "RL: learner version minus behaviour version, average of the last update"},
+      {"tandem_policy_lag_max", "gauge", "RL: the largest policy lag of the last update"},
+      {"tandem_ring_full_waits_total", "counter", "RL actor: times its experience ring was full"},
+      {"tandem_allreduce_seconds", "gauge", "data-parallel rank: all-reduce time of the last step"},
+      {"tandem_exposed_comm_seconds", "gauge", "data-parallel rank: communication not hidden behind backward"},
   };
   const std::uint64_t now = monotonic_ns();
   std::vector<shm::ProcessSnapshot> rows;
@@ -158,6 +211,16 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       else if (name == "tandem_loss") v = m->loss;
       else if (name == "tandem_accuracy") v = m->accuracy;
       else if (name == "tandem_learning_rate") v = m->lr;
+      else if (name == "tandem_step_seconds") v = m->seconds;
+      else if (name == "tandem_env_steps_total") v = m->env_steps > 0 ? static_cast<double>(m->env_steps) : shm::kNaN;
+      else if (name == "tandem_env_steps_per_second") v = m->env_steps_per_s;
+      else if (name == "tandem_episode_return") v = m->episode_return;
+      else if (name == "tandem_episode_length") v = m->episode_length;
+      else if (name == "tandem_policy_lag") v = m->policy_lag_avg;
+      else if (name == "tandem_policy_lag_max") v = m->policy_lag_max;
+      else if (name == "tandem_ring_full_waits_total") v = m->ring_full_waits > 0 ? static_cast<double>(m->ring_full_waits) : shm::kNaN;
+      else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
+      else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
       if (std::isnan(v)) continue;
       out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"}} {}\n", f.name, job, p.name(),
                          shm::role_name(p.role), v);

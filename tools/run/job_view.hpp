@@ -1,7 +1,10 @@
 // What a person or a scraper sees of a running job, computed from its control block: the status
-// line, `tandem status`'s table and Prometheus text (metrics.jsonl records: metrics_log.hpp). Pure
-// functions of a block (any process may call them; they only read it).
+// line, `tandem status`'s table, its JSON (`tandem status --json`, the dashboard's /api/state) and
+// Prometheus text (metrics.jsonl records: metrics_log.hpp). Functions of a block (any process may
+// call them; they only read it, and the run dir's dashboard.url).
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -23,6 +26,14 @@ struct JobSummary {
   std::uint64_t eval_version = 0;              // the newest evaluated version
   double eval_accuracy = shm::kNaN;            // and its accuracy and loss
   double eval_loss = shm::kNaN;
+  // RL (rank 0 of an RL learner; env steps/s falls back to the actors' sum before it reports)
+  double env_steps_per_s = shm::kNaN;
+  double episode_return = shm::kNaN;
+  double policy_lag_avg = shm::kNaN;
+  // Data-parallel (more than one rank reported): the slowest rank's step, all-reduce and exposed time
+  double rank_step_s = shm::kNaN;
+  double rank_allreduce_s = shm::kNaN;
+  double rank_exposed_s = shm::kNaN;
 };
 JobSummary summarize(const shm::ControlBlock& block);
 
@@ -32,6 +43,12 @@ std::string status_text(const JobSummary& summary, double elapsed_s);
 std::string status_table(const shm::ControlBlock& block);
 // The Prometheus text exposition (version 0.0.4) of every process.
 std::string prometheus_text(const shm::ControlBlock& block);
+// The job as JSON (job_view_json.cpp): job, run_dir, dashboard, launcher_pid, launcher_alive,
+// elapsed_s, stop, summary, and per process its metrics.jsonl record plus pid, state, exit_status,
+// heartbeat_age_s.
+nlohmann::ordered_json status_json(const shm::ControlBlock& block);
+// The dashboard's URL as the launcher wrote it to <run_dir>/dashboard.url; "" when there is none.
+std::string dashboard_url(const std::string& run_dir);
 
 std::string human_rate(double per_s);             // 850, 35.1k, 1.23M
 std::string clock_text(double seconds);           // 0:42, 1:02:03

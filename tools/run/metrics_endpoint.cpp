@@ -21,24 +21,26 @@ using asio::ip::tcp;
 namespace tandem::run {
 namespace {
 
-constexpr auto kConnectionTimeout = std::chrono::seconds(2);
+constexpr auto kRequestTimeout = std::chrono::seconds(2);
+constexpr auto kResponseTimeout = std::chrono::seconds(10);  // a history chunk is a few MiB at most
 constexpr std::uint32_t kMaxRequestHead = 8192;
-constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr const char* kTextType = "text/plain; charset=utf-8";
 
-// One connection: read one request, answer it, close. The stream's deadline covers both.
+// One connection: read one request, answer it, close, each under the stream's deadline.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, const std::function<std::string()>& body) : stream_(std::move(socket)), body_(body) {
+  Connection(tcp::socket socket, std::shared_ptr<const HttpRoutes> routes)
+      : stream_(std::move(socket)), routes_(std::move(routes)) {
     parser_.header_limit(kMaxRequestHead);
     parser_.body_limit(0);  // GET needs no body
   }
 
   void start() {
-    stream_.expires_after(kConnectionTimeout);
+    stream_.expires_after(kRequestTimeout);
     http::async_read(stream_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::operation_aborted)
         return self->close();
-      if (ec) return self->respond(http::status::bad_request, "bad request: try GET /metrics\n");
+      if (ec) return self->respond({kTextType, "bad request: try GET / or GET /metrics\n", 400});
       self->route();
     });
   }
@@ -46,20 +48,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   void route() {
     const auto& request = parser_.get();
-    const auto target = request.target();
-    if (target != "/metrics" && target != "/") return respond(http::status::not_found, "not found: try /metrics\n");
-    if (request.method() != http::verb::get)
-      return respond(http::status::method_not_allowed, "method not allowed: try GET /metrics\n");
-    respond(http::status::ok, body_());
+    const std::string_view target(request.target().data(), request.target().size());
+    const auto question = target.find('?');
+    const auto route = routes_->find(target.substr(0, question));
+    if (route == routes_->end()) return respond({kTextType, "not found: try / or /metrics\n", 404});
+    if (request.method() != http::verb::get) return respond({kTextType, "method not allowed: try GET\n", 405});
+    respond(route->second(question == std::string_view::npos ? std::string_view() : target.substr(question + 1)));
   }
 
-  void respond(http::status status, std::string content) {
-    response_.result(status);
+  void respond(HttpAnswer answer) {
+    stream_.expires_after(kResponseTimeout);
+    response_.result(answer.status);
     response_.version(parser_.is_header_done() ? parser_.get().version() : 11);
-    response_.set(http::field::content_type, kContentType);
-    if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET");
+    response_.set(http::field::content_type, answer.content_type);
+    response_.set(http::field::cache_control, "no-store");  // live state: a reload must ask again
+    if (answer.status == 405) response_.set(http::field::allow, "GET");
     response_.keep_alive(false);
-    response_.body() = std::move(content);
+    response_.body() = std::move(answer.body);
     response_.prepare_payload();
     http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
   }
@@ -74,21 +79,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   http::request_parser<http::empty_body> parser_;
   http::response<http::string_body> response_;
-  std::function<std::string()> body_;
+  std::shared_ptr<const HttpRoutes> routes_;  // shared: a connection may outlive its endpoint
 };
 
 }  // namespace
 
-MetricsEndpoint::MetricsEndpoint(asio::io_context& io, std::uint16_t port, std::function<std::string()> body)
-    : acceptor_(io), body_(std::move(body)) {
+MetricsEndpoint::MetricsEndpoint(asio::io_context& io, std::uint16_t port, HttpRoutes routes, std::string setting)
+    : acceptor_(io), routes_(std::make_shared<const HttpRoutes>(std::move(routes))) {
   boost::system::error_code ec;
   const tcp::endpoint at(asio::ip::make_address_v4("127.0.0.1"), port);
   acceptor_.open(at.protocol(), ec);
   if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) fail("config: run.metrics_port = {}: cannot listen on 127.0.0.1:{}: {}: choose another port, or 0 for none",
-               port, port, ec.message());
+  if (ec) fail("{} = {}: cannot listen on 127.0.0.1:{}: {}: choose another port, or 0 for a free one", setting, port,
+               port, ec.message());
   port_ = acceptor_.local_endpoint().port();
   accept();
 }
@@ -96,7 +101,7 @@ MetricsEndpoint::MetricsEndpoint(asio::io_context& io, std::uint16_t port, std::
 void MetricsEndpoint::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<Connection>(std::move(socket), body_)->start();
+    if (!ec) std::make_shared<Connection>(std::move(socket), routes_)->start();
     accept();
   });
 }

@@ -1,5 +1,5 @@
 // tandem run [config.toml] [--set key=value ...] [--nnodes M --node-rank K --master-addr H
-// --master-port P] | tandem status [JOB]
+// --master-port P] | tandem status [JOB] [--json]
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -26,6 +26,24 @@ std::vector<std::string> running_jobs() {
     jobs.push_back(s.name.substr(7, s.name.size() - 7 - 4));  // tandem.<job>.ctl
   }
   return jobs;
+}
+
+// `--json`: one object for a job named, else an array of every running job's object.
+int status_json(const std::string& job) {
+  if (!job.empty()) {
+    fmt::print("{}\n", run::status_json(shm::ControlBlock::attach(job, shm::Segment::Access::read_only)).dump(2));
+    return 0;
+  }
+  auto all = nlohmann::ordered_json::array();
+  for (const auto& id : running_jobs()) {
+    try {
+      all.push_back(run::status_json(shm::ControlBlock::attach(id, shm::Segment::Access::read_only)));
+    } catch (const UserError& e) {  // it ended between listing and attaching
+      all.push_back({{"job", id}, {"error", e.what()}});
+    }
+  }
+  fmt::print("{}\n", all.dump(2));
+  return 0;
 }
 
 int status(const std::string& job) {
@@ -85,8 +103,10 @@ void add_run_commands(CLI::App& app) {
 void add_status_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("status", "show a running job's processes and metrics (from its control block)");
   static std::string job;
+  static bool json = false;
   cmd->add_option("job", job, "job id, e.g. fmnist-3f9a; omitted: every running job");
-  on_run(cmd, [] { return status(job); });
+  cmd->add_flag("--json", json, "print JSON (an object for JOB, else an array of every running job) for scripts");
+  on_run(cmd, [] { return json ? status_json(job) : status(job); });
 }
 
 }  // namespace tandem::tools

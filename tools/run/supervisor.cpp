@@ -78,7 +78,7 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
     const Role role = row < cfg.learners ? Role::learner : Role::actor;
     slots.push_back(std::make_unique<Slot>(*this, role, role == Role::learner ? row : row - cfg.learners, row));
   }
-  if (cfg.metrics_port != 0) endpoint.emplace(io, cfg.metrics_port, [this] { return prometheus_text(control); });
+  if (cfg.dashboard || cfg.metrics_port != 0) endpoint.emplace(io, cfg.metrics_port, dashboard_routes(this->job.run_dir, &control));
 }
 
 JobPhase Supervisor::Impl::phase() const {
@@ -176,7 +176,7 @@ JobResult Supervisor::Impl::run() {
   console.message(fmt::format("job {}: {} learner{}, {} actor{}; run dir {}", job.id, cfg.learners,
                               cfg.learners == 1 ? "" : "s", cfg.actors, cfg.actors == 1 ? "" : "s",
                               job.run_dir.string()));
-  if (endpoint) console.message(fmt::format("metrics on http://127.0.0.1:{}/metrics", endpoint->port()));
+  if (endpoint) console.message(announce_dashboard(job.run_dir, endpoint->port()));
   wait_for_signal();
   wait_for_child_exit();
   if (!console.live()) next_status_ns = monotonic_ns() + ns_from_s(cfg.status_interval_s);

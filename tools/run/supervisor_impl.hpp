@@ -19,7 +19,7 @@
 #include "tools/run/child_output.hpp"
 #include "tools/run/child_process.hpp"
 #include "tools/run/job_segments.hpp"
-#include "tools/run/metrics_endpoint.hpp"
+#include "tools/run/dashboard_routes.hpp"
 #include "tools/run/metrics_log.hpp"
 #include "tools/run/policy.hpp"
 #include "tools/run/stop_sequence.hpp"

@@ -1,0 +1,83 @@
+// The RL and data-parallel figures in the status views (job_view.hpp): the status line, `tandem
+// status`'s table, the Prometheus text and the JSON of `tandem status --json` and /api/state, from a
+// control block whose rows report them as the RL learner, rollout actors and DDP ranks do.
+#include <doctest/doctest.h>
+
+#include "shm/control_client.hpp"
+#include "tests/harness.hpp"
+#include "tools/run/job_view.hpp"
+
+using namespace tandem;
+using shm::ControlBlock;
+using shm::ControlClient;
+using shm::ProcessMetrics;
+using shm::Role;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, policy lag and the slowest rank's times") {
+  const std::string job = test::unique_name("views");
+  ControlBlock block = ControlBlock::create({.job = job, .learners = 2, .actors = 1, .run_dir = "/nonexistent"});
+  for (std::uint32_t row = 0; row < 3; ++row) block.begin_spawn(row, 0);
+  auto rank0 = ControlClient::attach(job, Role::learner, 0);
+  auto rank1 = ControlClient::attach(job, Role::learner, 1);
+  auto actor = ControlClient::attach(job, Role::actor, 0);
+  rank0.report({.step = 40, .version = 40, .loss = 0.25, .seconds = 0.1, .env_steps = 81920, .env_steps_per_s = 41000,
+                .episode_return = 187.5, .episode_length = 187, .policy_lag_min = 0, .policy_lag_avg = 1.5,
+                .policy_lag_max = 3, .allreduce_s = 0.02, .exposed_comm_s = 0.004});
+  rank1.report({.step = 40, .seconds = 0.12, .allreduce_s = 0.03, .exposed_comm_s = 0.005});
+  actor.report({.env_steps = 9000, .env_steps_per_s = 20500, .episode_return = 150, .ring_full_waits = 3});
+
+  const std::string line = run::status_text(run::summarize(block), 5);
+  CAPTURE(line);
+  CHECK(has(line, "41.0k env steps/s"));  // the learner's figure, not the actors' sum
+  CHECK(has(line, "return 187.5"));
+  CHECK(has(line, "lag 1.50"));
+  CHECK(has(line, "slowest rank: step 0.120s all-reduce 0.030s exposed 0.005s"));
+
+  const std::string table = run::status_table(block);
+  CAPTURE(table);
+  CHECK(has(table, "env/s 41.0k return 187.5 len 187 lag 1.50 allreduce 0.020s exposed 0.004s"));
+  CHECK(has(table, "allreduce 0.030s exposed 0.005s"));
+  CHECK(has(table, "env/s 20.5k return 150.0 ring waits 3"));
+  CHECK(!has(table, "dashboard "));  // no dashboard.url in the run dir: no line
+
+  const std::string prom = run::prometheus_text(block);
+  const std::string labels = "{job=\"" + job + "\",process=\"";
+  CHECK(has(prom, "tandem_env_steps_per_second" + labels + "learner.0\",role=\"learner\"} 41000\n"));
+  CHECK(has(prom, "tandem_policy_lag" + labels + "learner.0\",role=\"learner\"} 1.5\n"));
+  CHECK(has(prom, "tandem_allreduce_seconds" + labels + "learner.1\",role=\"learner\"} 0.03\n"));
+  CHECK(has(prom, "tandem_ring_full_waits_total" + labels + "actor.0\",role=\"actor\"} 3\n"));
+  CHECK(has(prom, "tandem_env_steps_total" + labels + "learner.0\",role=\"learner\"} 81920\n"));
+
+  const auto json = run::status_json(block);
+  CHECK(json["job"] == job);
+  CHECK(json["dashboard"].is_null());
+  CHECK(json["summary"]["env_steps_per_s"] == 41000.0);
+  CHECK(json["summary"]["policy_lag_avg"] == 1.5);
+  REQUIRE(json["processes"].size() == 3);
+  CHECK(json["processes"][0]["process"] == "learner.0");
+  CHECK(json["processes"][0]["episode_return"] == 187.5);
+  CHECK(json["processes"][1]["allreduce_s"] == 0.03);
+  CHECK(json["processes"][2]["state"] == "starting");
+  CHECK(json["processes"][2]["ring_full_waits"] == 3);
+}
+
+TEST_CASE("status views: a supervised job on one rank keeps samples/s and shows no RL or rank figures") {
+  const std::string job = test::unique_name("views");
+  ControlBlock block = ControlBlock::create({.job = job, .learners = 1, .actors = 0, .run_dir = "/nonexistent"});
+  block.begin_spawn(0, 0);
+  ControlClient::attach(job, Role::learner, 0).report({.step = 7, .samples_per_s = 1500, .loss = 0.5, .seconds = 0.1});
+  const std::string line = run::status_text(run::summarize(block), 5);
+  CAPTURE(line);
+  CHECK(has(line, "step 7 | 1.5k samples/s | loss 0.5000"));
+  CHECK(!has(line, "env steps"));
+  CHECK(!has(line, "slowest rank"));
+  const auto json = run::status_json(block);
+  CHECK(json["summary"]["env_steps_per_s"].is_null());
+  CHECK(!json["processes"][0].contains("episode_return"));
+}
