@@ -146,8 +146,9 @@ TEST_CASE("weight slab: 4 reader processes verifying every read for 10 s see no 
   CHECK(stats.committed > 200);
   CHECK(stats.committed + stats.skipped == stats.calls);
   // A writer that waited for a reader would stall for as long as that reader reads (seconds);
-  // 250 ms leaves room for a busy 2-core CI machine preempting us.
-  CHECK(max_call_ms < 250);
+  // 1 s leaves room for a 2-core machine preempting us under load (380 ms was seen with a training
+  // job running beside the suite).
+  CHECK(max_call_ms < 1000);
 }
 
 // args: slab name, version to lease. Leases exactly that version, then holds it until killed.

@@ -71,14 +71,15 @@ int bench_ddp(const DdpBenchOptions& o) {
   }
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
 
-  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, Gloo; {} steps after {} warmup\n",
-             o.dataset, o.batch, o.steps, o.warmup);
+  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, Gloo, buckets {} MiB then {} MiB; {} "
+             "steps after {} warmup\n", o.dataset, o.batch, o.bucket_first_mb, o.bucket_mb, o.steps, o.warmup);
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
   print_row("tandem", many, efficiency);
   Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", "gloo"},
                {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
+               {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb},
                {"one_rank", result_json(one)}, {"ranks", result_json(many)},
                {"scaling_efficiency", rounded(efficiency, 4)}};
   if (o.peer) {
@@ -107,6 +108,8 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
   cmd->add_option("--steps", o.steps, "measured steps per run")->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "steps before the measurement")->capture_default_str();
+  cmd->add_option("--bucket-first-mb", o.bucket_first_mb, "learner.bucket_first_mb of the ranks")->capture_default_str();
+  cmd->add_option("--bucket-mb", o.bucket_mb, "learner.bucket_mb of the ranks")->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
   cmd->add_flag("--peer", o.peer, "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")->capture_default_str();

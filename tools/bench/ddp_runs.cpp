@@ -72,8 +72,11 @@ warmup_steps = 0
 publish_every_steps = 0
 checkpoint_every_steps = 0
 report_every_steps = {}
+bucket_first_mb = {}
+bucket_mb = {}
 )",
-                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch, o.warmup + o.steps, report_every(o));
+                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch, o.warmup + o.steps, report_every(o),
+                     o.bucket_first_mb, o.bucket_mb);
 }
 
 double mean(const std::vector<double>& v) {

@@ -16,6 +16,8 @@ struct DdpBenchOptions {
   int batch = 128;           // per rank
   int steps = 300;           // measured steps, after the warmup
   int warmup = 60;
+  double bucket_first_mb = 1;  // learner.bucket_first_mb / learner.bucket_mb of the ranks
+  double bucket_mb = 25;
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;
