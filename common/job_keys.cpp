@@ -31,7 +31,7 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.feed", T::string, "\"host\"", "host: CPU worker threads gather batches (copied to the GPU on cuda); device: the whole split is gathered on the GPU (cuda only)", {}, {}, {"host", "device"}},
     {"learner.feed_workers", T::integer, "1", "HostFeed gather threads (0: min(8, cores))", 0, 64},
     {"learner.threads", T::integer, "1", "LibTorch intra-op threads of the learner (CPU training)", 1, 256},
-    {"learner.batch_size", T::integer, "128", "samples per optimizer step", 1, 1048576},
+    {"learner.batch_size", T::integer, "128", "samples per optimizer step, across all learner ranks: each of N data-parallel ranks takes batch_size / N (so run.learners changes the speed, not the training)", 1, 1048576},
     {"learner.epochs", T::real, "4", "training length in epochs of the train split (used when learner.steps = 0)", 0.0, 1.0e6},
     {"learner.steps", T::integer, "0", "training length in optimizer steps; 0: learner.epochs", 0, 1.0e12},
     {"learner.seed", T::integer, "0", "seed of the batch order", 0, 9.0e15},

@@ -52,7 +52,14 @@ TrainerConfig trainer_config(const Config& c, std::int64_t total_steps) {
 feed::FeedOptions feed_options(const Config& c, bool cuda, const ddp::RankInfo& rank) {
   feed::FeedOptions o;
   o.split = c.string("data.train_split");
-  o.batch_size = static_cast<std::uint64_t>(c.integer("learner.batch_size"));
+  // learner.batch_size is one optimizer step's samples across all ranks, so run.learners changes the
+  // speed and not the training: each rank takes its share.
+  const auto batch = static_cast<std::uint64_t>(c.integer("learner.batch_size"));
+  const auto world = static_cast<std::uint64_t>(rank.world_size);
+  if (batch % world != 0)
+    fail("config: learner.batch_size = {} does not divide among the {} learner ranks (it counts one step's samples "
+         "across all ranks): use a multiple of {}", batch, world, world);
+  o.batch_size = batch / world;
   o.seed = static_cast<std::uint64_t>(c.integer("learner.seed"));
   o.drop_last = true;
   for (double v : parse_number_list("data.mean", c.string("data.mean"))) o.mean.push_back(static_cast<float>(v));

@@ -49,6 +49,7 @@ std::string find_tandem(const std::string& given) {
 }
 
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir) {
+  // learner.batch_size counts all ranks' samples: --batch per rank times the ranks.
   // The default job's model and data (examples/fmnist-cnn.toml), one thread per rank, a constant
   // learning rate, and nothing else in the loop: no actors, no publishing or checkpoints on the way.
   return fmt::format(R"([run]
@@ -75,7 +76,7 @@ report_every_steps = {}
 bucket_first_mb = {}
 bucket_mb = {}
 )",
-                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch, o.warmup + o.steps, report_every(o),
+                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
                      o.bucket_first_mb, o.bucket_mb);
 }
 
