@@ -22,7 +22,7 @@ void add_publish_commands(CLI::App& app) {
   static PublishBenchOptions o;
   auto* cmd = app.add_subcommand("publish", "weight publish latency: training blocked, D2H, visible to readers");
   cmd->add_option("--bytes", o.bytes, "flat model size (K, M, G or Ki, Mi, Gi suffixes)");
-  cmd->add_option("--model", o.model, "built-in size: resnet50 (102 MB), 600mb (605 MB, default), 5gb");
+  cmd->add_option("--model", o.model, "built-in size: resnet50 (102 MB), 600mb (605 MB in 256 tensors, default), 5gb, transformer (605 MB in 144 tensors; the peer builds a 12-layer 1024-wide TransformerEncoder)");
   cmd->add_option("--readers", o.readers, "reader processes")->capture_default_str();
   cmd->add_option("--seconds", o.seconds, "how long to publish")->capture_default_str();
   cmd->add_flag("--verify", o.verify, "fill every publish with its version's pattern and check every read");

@@ -18,7 +18,10 @@ ModelSize model_size(const PublishBenchOptions& o) {
   if (m == "resnet50") return {25557032ull * 4 + 53120 * 4 + 53 * 8, 320, "resnet50"};
   if (m == "600mb") return {605000000ull, 256, "600mb"};
   if (m == "5gb") return {5000000000ull, 512, "5gb"};
-  fail("--model '{}' is not a built-in size: use resnet50, 600mb or 5gb, or --bytes N", m);
+  // torch.nn.TransformerEncoder, 12 layers of d_model 1024, 16 heads, feed-forward 4096: 12 tensors and
+  // 12,596,224 float32 parameters per layer. The peer builds exactly that model (--shape transformer).
+  if (m == "transformer") return {12ull * 12596224 * 4, 144, "transformer", "transformer"};
+  fail("--model '{}' is not a built-in size: use resnet50, 600mb, 5gb or transformer, or --bytes N", m);
 }
 
 }  // namespace tandem::bench

@@ -38,6 +38,7 @@ struct ModelSize {
   std::uint64_t bytes;
   int tensors;
   const char* what;
+  const char* peer_shape = "flat";  // publish_peer.py --shape: the peer's tensors' shapes
 };
 
 // --bytes, or one of the built-in --model sizes; fails naming the option when neither parses.

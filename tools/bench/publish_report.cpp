@@ -44,8 +44,8 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
 Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
   const std::string device = o.cpu || cuda::device_count() == 0 ? "cpu" : fmt::format("cuda:{}", o.device);
   const std::string command = fmt::format(
-      "{} {} --bytes {} --tensors {} --seconds {} --device {}", shell_quote(o.python),
-      shell_quote(find_peer_script(o.peer_script, "publish_peer.py")), size.bytes, size.tensors,
+      "{} {} --shape {} --bytes {} --tensors {} --seconds {} --device {}", shell_quote(o.python),
+      shell_quote(find_peer_script(o.peer_script, "publish_peer.py")), size.peer_shape, size.bytes, size.tensors,
       std::max(2.0, o.seconds), device);
   return run_peer(command, "publish_peer");
 }
