@@ -112,6 +112,8 @@ void add_rollout_command(CLI::App& app) {
   cmd->add_option("--job-envs", o.job_envs, "(b) env.envs of the throughput job")->capture_default_str();
   cmd->add_option("--job-rollout-steps", o.job_rollout_steps, "(b) rl.rollout_steps of the throughput job")
       ->capture_default_str();
+  cmd->add_option("--job-algo", o.job_algo, "(b) learner.algo of the throughput job")
+      ->check(CLI::IsMember({"ppo", "vtrace"}))->capture_default_str();
   cmd->add_flag("--peer", o.peer, "(c) also run bench/peers/cleanrl_ppo_peer.py and mp_actor_learner_peer.py");
   cmd->add_option("--python", o.python, "(c) Python with torch and numpy")->capture_default_str();
   cmd->add_option("--peer-steps", o.peer_steps, "(c) the peers' step budget (they stop once solved)")

@@ -135,11 +135,11 @@ Json throughput(const RolloutBenchOptions& o, const std::string& tandem, const f
   std::ofstream(config) << fmt::format(
       "[run]\njob = \"rollout-bench\"\nlearners = 1\nactors = {}\n"
       "[model]\nname = \"actor_critic_mlp\"\n"
-      "[learner]\nalgo = \"ppo\"\noptimizer = \"adam\"\nlr = 2.5e-4\n"
+      "[learner]\nalgo = \"{}\"\noptimizer = \"adam\"\nlr = 2.5e-4\n"
       "[actor]\nrole = \"rollout\"\n"
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
       "[rl]\nrollout_steps = {}\ntotal_env_steps = {}\nstop_on_return = false\n",
-      o.job_actors, o.job_envs, o.job_rollout_steps, o.job_steps);
+      o.job_actors, o.job_algo, o.job_envs, o.job_rollout_steps, o.job_steps);
   const JobRun run = run_job(tandem, config.string(), {}, dir / "throughput");
   require_success(run, "CartPole throughput");
   std::vector<double> rates;
@@ -155,7 +155,7 @@ Json throughput(const RolloutBenchOptions& o, const std::string& tandem, const f
   const double rate = median(rates), end_to_end = env_steps / run.wall_s;
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps/s the learner consumes (median report)", rate / 1e3);
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps / wall s of the whole `tandem run`", end_to_end / 1e3);
-  return {{"actors", o.job_actors},       {"envs", o.job_envs},
+  return {{"algo", o.job_algo},           {"actors", o.job_actors},       {"envs", o.job_envs},
           {"rollout_steps", o.job_rollout_steps}, {"env_steps", env_steps},
           {"wall_s", rounded(run.wall_s, 3)},     {"env_steps_per_s", rounded(rate, 0)},
           {"env_steps_per_s_end_to_end", rounded(end_to_end, 0)}, {"reports", rates.size()}};

@@ -32,6 +32,7 @@ struct RolloutBenchOptions {
   std::uint32_t job_actors = 2;
   std::uint32_t job_envs = 32;
   std::uint32_t job_rollout_steps = 64;
+  std::string job_algo = "ppo";  // learner.algo of the throughput job: ppo or vtrace
   std::uint32_t seeds = 1;     // time-to-solve runs (env.seed 0..seeds-1); the median is reported
   // (c)
   bool peer = false;
