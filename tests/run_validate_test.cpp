@@ -126,6 +126,7 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
       {{"data.std=0"}, "data.std = \"0\" holds 0: every entry must be positive"},
       {{"data.mean=0.5,0.5"}, "data.mean has 2 values"},
       {{"learner.batch_size=100000"}, "learner.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
+      {{"run.learners=2", "learner.batch_size=127"}, "learner.batch_size = 127 does not divide among the 2 learner ranks"},
       {{"actor.batch_size=1000"}, "actor.batch_size = 1000 is larger than split 'test' (512 samples): lower it"},
       {{"learner.lr=nan"}, "learner.lr = nan is not a finite number"},
       {{"actor.wait_weights_s=nan"}, "actor.wait_weights_s = nan is not a finite number"},

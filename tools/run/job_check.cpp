@@ -164,11 +164,16 @@ void check_job_inputs(const Config& c, std::uint32_t learners) {
   if (max_samples > 0) test.end = std::min(test.end, test.begin + max_samples);
   check_labels(cache, test, "data.test_split", classes, data);
 
-  const std::uint64_t per_rank = (train.end - train.begin) / learners;
+  // learner.batch_size counts one step's samples across all ranks; each rank takes its share of the
+  // batch from its share of the split.
   const auto batch = static_cast<std::uint64_t>(c.integer("learner.batch_size"));
-  if (batch > per_rank)
-    fail("config: learner.batch_size = {} is larger than split '{}' ({} samples{}): lower it", batch, train.name,
-         per_rank, learners > 1 ? fmt::format(" per learner of {}", learners) : "");
+  if (batch % learners != 0)
+    fail("config: learner.batch_size = {} does not divide among the {} learner ranks (it counts one step's samples "
+         "across all ranks): use a multiple of {}", batch, learners, learners);
+  const std::uint64_t per_rank = (train.end - train.begin) / learners;
+  if (batch / learners > per_rank)
+    fail("config: learner.batch_size = {} is larger than split '{}' ({} samples): lower it", batch, train.name,
+         train.end - train.begin);
   const auto eval_batch = static_cast<std::uint64_t>(c.integer("actor.batch_size"));
   if (eval_batch > test.end - test.begin)
     fail("config: actor.batch_size = {} is larger than split '{}' ({} samples{}): lower it", eval_batch, test.name,

@@ -21,7 +21,7 @@
 namespace tandem::run {
 
 // Throws a UserError naming the key and the fix on the first problem found.
-void check_job_inputs(const Config& config, std::uint32_t learners);
+void check_job_inputs(const Config& config, std::uint32_t learners);  // learners: all ranks, every node
 
 // How many of run.actors are rollout actors (the first ones); they owe no evaluation of the final
 // version, unlike every other actor.

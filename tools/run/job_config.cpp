@@ -191,7 +191,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.collective_timeout_s = c.real("learner.collective_timeout_s");
   apply_node_flags(j, nodes);
   if (c.string("env.name") == "plugin") j.env_plugin = c.string("env.plugin");
-  check_job_inputs(c, j.learners);  // what the children would otherwise find out at start
+  check_job_inputs(c, j.learners * j.nnodes);  // what the children would otherwise find out at start
   return j;
 }
 
