@@ -34,7 +34,8 @@ void print_summary(const Json& line) {
              figure(number(rings, "steps_per_s_per_actor_core") / 1e6, "M"), "-");
   if (line.contains("job")) {
     const Json& job = line.at("job");
-    fmt::print("{:<40} {:>18} {:>18}\n", "(b) tandem run, CartPole PPO",
+    const std::string algo = job.at("throughput").value("algo", "ppo") == "vtrace" ? "V-trace" : "PPO";
+    fmt::print("{:<40} {:>18} {:>18}\n", "(b) tandem run, CartPole " + algo,
                figure(number(job.at("throughput"), "env_steps_per_s") / 1e3, "k"),
                figure(number(job.at("solve"), "time_to_solve_s"), "s"));
   }
@@ -96,7 +97,7 @@ int bench_rollout(const RolloutBenchOptions& o) {
 void add_rollout_command(CLI::App& app) {
   static RolloutBenchOptions o;
   auto* cmd = app.add_subcommand(
-      "rollout", "RL experience: null env through the rings, CartPole PPO through `tandem run`, Python peers");
+      "rollout", "RL experience: null env through the rings, CartPole PPO or V-trace through `tandem run`, Python peers");
   cmd->add_option("--envs", o.envs, "(a) null envs per actor thread")->capture_default_str();
   cmd->add_option("--steps", o.steps, "(a) steps per slot")->capture_default_str();
   cmd->add_option("--slots", o.slots, "(a) slots per ring")->capture_default_str();

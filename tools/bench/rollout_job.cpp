@@ -1,4 +1,4 @@
-// (b) of `tandem-bench rollout`: CartPole PPO as a user runs it, through `tandem run`.
+// (b) of `tandem-bench rollout`: CartPole PPO or V-trace as a user runs it, through `tandem run`.
 //
 // Throughput: a bench config (actor_critic_mlp 64x64, learner.algo = ppo, actor.role = rollout,
 // --job-actors actors x --job-envs envs, a fixed rl.total_env_steps, no early stop); the figure is the
