@@ -91,16 +91,6 @@ std::uint64_t parse_version(const std::string& file, const std::string& text) {
   return v;
 }
 
-// Keeps the newest `keep` checkpoints in `dir`.
-void prune_checkpoints(const std::string& dir, std::int64_t keep) {
-  std::vector<std::filesystem::path> all;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const auto name = e.path().filename().string();
-    if (name.starts_with("ckpt-") && name.ends_with(".safetensors")) all.push_back(e.path());
-  }
-  std::sort(all.begin(), all.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
-}
 
 // Per-step communication times, averaged over a report window.
 struct CommWindow {

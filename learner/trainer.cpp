@@ -145,6 +145,16 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return fmt::format("{}/ckpt-{:012d}.safetensors", dir, step);
 }
 
+void prune_checkpoints(const std::string& dir, std::int64_t keep) {
+  std::vector<std::filesystem::path> all;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("ckpt-") && name.ends_with(".safetensors")) all.push_back(e.path());
+  }
+  std::sort(all.begin(), all.end());  // equal-width step numbers: name order is step order
+  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
+}
+
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -102,5 +102,7 @@ class Trainer {
 std::string checkpoint_path(const std::string& dir, std::int64_t step);
 // The checkpoint with the highest step in `dir`, if any (ignores temporaries and other files).
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+// Deletes all but the newest `keep` checkpoints in `dir`.
+void prune_checkpoints(const std::string& dir, std::int64_t keep);
 
 }  // namespace tandem

@@ -35,7 +35,7 @@ std::map<std::string, std::string> parse(const std::vector<std::string>& args) {
 
 int train_rank() {
   auto kv = parse(child_args());
-  const int world = std::stoi(kv["world"]), rank_index = std::stoi(kv["rank"]);
+  const int world = std::stoi(kv["world"]);
   const int batch = std::stoi(kv["batch"]), steps = std::stoi(kv["steps"]), stop_at = std::stoi(kv["stop_vote_at"]);
   const bool cuda = kv["device"] == "cuda";
   // The environment torchrun would give, read back through rank_from_env like tandem-learner does.

@@ -109,7 +109,6 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
   const torch::Tensor old_v = values.narrow(0, 0, T).reshape({B});
 
   UpdateStats st;
-  std::int64_t n = 0;
   const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = torch::randperm(B, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
@@ -136,22 +135,16 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
       const torch::Tensor ent = head_.entropy(h.params).mean();
       const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
       step(loss, lr);
-      st.loss += loss.item<double>();
-      st.policy_loss += pg.item<double>();
-      st.value_loss += v_loss.item<double>();
-      st.entropy += ent.item<double>();
-      ++n;
+      st.add(loss, pg, v_loss, ent);
     }
   }
-  st.loss /= n, st.policy_loss /= n, st.value_loss /= n, st.entropy /= n;
-  return st;
+  return st.means();
 }
 
 UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
   const std::int64_t T = b.steps(), N = b.columns();
   const torch::Device dev = b.rewards.device();
   UpdateStats st;
-  std::int64_t n = 0;
   const std::int64_t mb = N / s_.minibatches;  // whole trajectories: minibatches split the columns
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = torch::randperm(N, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
@@ -173,15 +166,10 @@ UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
       const torch::Tensor ent = head_.entropy(params).mean();
       const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
       step(loss, lr);
-      st.loss += loss.item<double>();
-      st.policy_loss += pg.item<double>();
-      st.value_loss += v_loss.item<double>();
-      st.entropy += ent.item<double>();
-      ++n;
+      st.add(loss, pg, v_loss, ent);
     }
   }
-  st.loss /= n, st.policy_loss /= n, st.value_loss /= n, st.entropy /= n;
-  return st;
+  return st.means();
 }
 
 }  // namespace tandem::rl

@@ -41,6 +41,19 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
 
 struct UpdateStats {
   double loss = 0, policy_loss = 0, value_loss = 0, entropy = 0;  // means over the minibatches
+  int minibatches = 0;
+
+  // One minibatch's 0-dim losses (each .item() is a device sync on a GPU).
+  void add(const torch::Tensor& total, const torch::Tensor& policy, const torch::Tensor& value,
+           const torch::Tensor& ent) {
+    loss += total.item<double>(), policy_loss += policy.item<double>(), value_loss += value.item<double>();
+    entropy += ent.item<double>();
+    ++minibatches;
+  }
+  UpdateStats means() const {
+    const double n = minibatches > 0 ? minibatches : 1;
+    return {loss / n, policy_loss / n, value_loss / n, entropy / n, minibatches};
+  }
 };
 
 class RlUpdater {
