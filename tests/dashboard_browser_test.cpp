@@ -22,10 +22,12 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
+#include "tests/tiny_cache.hpp"
 
 namespace {
 
 using namespace tandem;
+using tandem::test::TinyCache;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -50,26 +52,6 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// A tiny learnable cache (as run_programs_test.cpp's): x = 1x8x8 uint8, label = the bright row.
-struct TinyCache {
-  std::string name = test::unique_name("dash");
-  TinyCache() {
-    const std::uint64_t n = 2304;
-    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
-                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
-                          .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
-    auto w = shm::DatasetWriter::create(spec, false);
-    auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
-    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const auto label = static_cast<std::int64_t>((i * 7) % 8);
-      for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
-      y[i] = label;
-    }
-    w.commit(0, 1);
-  }
-  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
-};
 
 // A job of the real programs, its run dir inside a temporary directory.
 struct Job {
@@ -169,7 +151,7 @@ void check_page(const test::TempDir& dir, const std::string& url, const fs::path
 TEST_CASE("dashboard: a live job's page in Chromium shows curves with points and the learner and actors" *
           doctest::timeout(240)) {
   chromium();
-  TinyCache cache;
+  TinyCache cache("dash");
   Job job(cache, 1000000);
   job.start();
   // The launcher prints the URL and writes it where `tandem status` finds it.
@@ -200,7 +182,7 @@ TEST_CASE("dashboard: a live job's page in Chromium shows curves with points and
 TEST_CASE("dashboard: `tandem dashboard RUN_DIR` serves a finished run's curves and processes to Chromium" *
           doctest::timeout(240)) {
   chromium();
-  TinyCache cache;
+  TinyCache cache("dash");
   Job job(cache, 120);
   job.start();
   {

@@ -17,32 +17,13 @@
 #include "shm/segment.hpp"
 #include "tests/ddp_rank_child.hpp"
 #include "tests/harness.hpp"
+#include "tests/tiny_cache.hpp"
 
 using namespace tandem;
 using namespace tandem::test;
 
 namespace {
 
-// A tiny learnable cache: x = 1x8x8 uint8, the label is the row holding the bright band.
-struct TinyCache {
-  std::string name = unique_name("ddp-tiny");
-  TinyCache() {
-    const std::uint64_t n = 2304;
-    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
-                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
-                          .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
-    auto w = shm::DatasetWriter::create(spec, false);
-    auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
-    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const auto label = static_cast<std::int64_t>((i * 7) % 8);
-      for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
-      y[i] = label;
-    }
-    w.commit(0, 1);
-  }
-  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -94,7 +75,7 @@ report_every_steps = 1
 
 TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
           doctest::timeout(180)) {
-  TinyCache cache;
+  TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);
   const int port = free_tcp_port();
@@ -132,7 +113,7 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
     MESSAGE("skipped: no torchrun on PATH (python3-torch provides it)");
     return;
   }
-  TinyCache cache;
+  TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);
   const char* learner = std::getenv("TANDEM_LEARNER");

@@ -21,6 +21,7 @@
 #include "common/process.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tests/harness.hpp"
+#include "tests/tiny_cache.hpp"
 
 using namespace tandem;
 using namespace std::chrono_literals;
@@ -71,19 +72,7 @@ TANDEM_CHILD("make-cache") {
   std::string name;
   for (const auto& a : test::child_args())
     if (a.starts_with("name=")) name = a.substr(5);
-  const std::uint64_t n = 2304;
-  shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
-                        .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
-                        .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
-  auto w = shm::DatasetWriter::create(spec, false);
-  auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
-  auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const std::int64_t label = static_cast<std::int64_t>((i * 7) % 8);
-    for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
-    y[i] = label;
-  }
-  w.commit(0, 1);  // kept after this process exits
+  test::write_tiny_cache(name);  // kept after this process exits
   return 0;
 }
 

@@ -24,12 +24,14 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
+#include "tests/tiny_cache.hpp"
 
 extern char** environ;
 
 namespace {
 
 using namespace tandem;
+using tandem::test::TinyCache;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -40,26 +42,6 @@ std::string env_or_fail(const char* name) {
   return v;
 }
 
-// A tiny learnable cache: x = 1x8x8 uint8, the label is the row holding the brightest pixel band.
-struct TinyCache {
-  std::string name = test::unique_name("tiny");
-  TinyCache() {
-    const std::uint64_t n = 2304;
-    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
-                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
-                          .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
-    auto w = shm::DatasetWriter::create(spec, false);
-    auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
-    auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const std::int64_t label = static_cast<std::int64_t>((i * 7) % 8);
-      for (int p = 0; p < 64; ++p) x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
-      y[i] = label;
-    }
-    w.commit(0, 1);
-  }
-  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
-};
 
 struct Job {
   std::string id = test::unique_name("job");

@@ -1,0 +1,42 @@
+// A tiny learnable dataset cache for tests that run the real programs: 2304 samples of 1x8x8 uint8
+// (2048 train, 256 test) whose label (0..7) is the row holding a bright band, so an mlp learns it in
+// a few hundred steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
+#include "tests/harness.hpp"
+
+namespace tandem::test {
+
+// Writes the cache as /tandem.data.<name>; it stays after this process exits.
+inline void write_tiny_cache(const std::string& name) {
+  const std::uint64_t n = 2304;
+  shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
+                        .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
+                        .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
+  auto w = shm::DatasetWriter::create(spec, false);
+  auto* x = reinterpret_cast<std::uint8_t*>(w.field_data(0));
+  auto* y = reinterpret_cast<std::int64_t*>(w.field_data(1));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const auto label = static_cast<std::int64_t>((i * 7) % 8);
+    for (int p = 0; p < 64; ++p)
+      x[i * 64 + p] = static_cast<std::uint8_t>(((i * 31 + p * 17) % 40) + (p / 8 == label ? 200 : 0));
+    y[i] = label;
+  }
+  w.commit(0, 1);
+}
+
+// The cache under a unique name, removed when the test is done with it.
+struct TinyCache {
+  std::string name;
+  explicit TinyCache(const std::string& prefix = "tiny") : name(unique_name(prefix)) { write_tiny_cache(name); }
+  TinyCache(const TinyCache&) = delete;
+  TinyCache& operator=(const TinyCache&) = delete;
+  ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
+};
+
+}  // namespace tandem::test
