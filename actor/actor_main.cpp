@@ -131,6 +131,7 @@ int run_evaluator(const Config& config, shm::JobProcess& process, const actor::A
 int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
   catch_stop_signals();
+  keep_freed_memory_for_reuse();
   shm::JobProcess process("actor");
   shm::ControlClient* client = process.client();
   const actor::ActorContext ctx{.job = process.job(), .run_dir = process.run_dir(),

@@ -1,10 +1,12 @@
 #include "common/program.hpp"
 
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <limits>
 
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
@@ -47,6 +49,15 @@ void catch_stop_signals() {
 }
 
 int stop_signal() { return g_stop_signal.load(std::memory_order_relaxed); }
+
+void keep_freed_memory_for_reuse() {
+  constexpr int kMmapCeiling = 32 << 20;  // glibc refuses a larger M_MMAP_THRESHOLD on 64-bit
+  constexpr int kNeverTrim = std::numeric_limits<int>::max();
+  constexpr int kHeapGrowth = 64 << 20;  // grow the heap in large steps: fewer brk calls
+  if (::mallopt(M_MMAP_THRESHOLD, kMmapCeiling) != 1 || ::mallopt(M_TRIM_THRESHOLD, kNeverTrim) != 1 ||
+      ::mallopt(M_TOP_PAD, kHeapGrowth) != 1)
+    log::warn("mallopt refused the allocator settings: steps will fault freed memory back in (slower, still correct)");
+}
 
 bool deterministic_mode() {
   const char* v = std::getenv("TANDEM_DETERMINISTIC");

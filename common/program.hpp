@@ -36,6 +36,15 @@ void catch_stop_signals();
 // The last stop signal received, or 0.
 int stop_signal();
 
+// Keeps the memory a loop frees for the next turn of the loop. A training or rollout step frees and
+// reallocates the same tensors every step; glibc's defaults hand freed blocks above its trim and
+// mmap thresholds back to the kernel, so every step faults the same megabytes in again (the kernel
+// zeroes each page): 15 % system time in the cnn's learner, and on a node whose ranks share the
+// memory bus, a fight for bandwidth that costs data-parallel scaling (docs/BENCHMARKS.md). Blocks up
+// to glibc's mmap ceiling (32 MiB) come from the heap and freed memory stays mapped, so a process
+// holds its high-water mark, as PyTorch's caching allocators do on GPUs. Call once at start.
+void keep_freed_memory_for_reuse();
+
 // RL deterministic mode (run.deterministic): TANDEM_DETERMINISTIC=1 in the environment, set by
 // `tandem run` for its children. Actors and learner then run in lockstep with one thread each.
 bool deterministic_mode();

@@ -18,6 +18,7 @@ using namespace tandem;
 int run(const ProgramArgs& args) {
   const Config config = load_program_config(args.file, args.overrides);
   catch_stop_signals();
+  keep_freed_memory_for_reuse();
   const ddp::RankInfo rank = ddp::rank_from_env();
   shm::JobProcess process("learner");
   if (config.string("learner.algo") != "supervised") {

@@ -130,18 +130,26 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-Json throughput(const RolloutBenchOptions& o, const std::string& tandem, const fs::path& dir) {
-  const fs::path config = dir / "throughput.toml";
+// Each algorithm learns as its reference does unless --job-epochs / --job-minibatches say otherwise:
+// PPO as CleanRL's recipe (4 passes of 4 minibatches over each batch, the peers' update), V-trace as
+// IMPALA (one pass, each sample learned from once: the off-policy correction is what makes that safe).
+Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std::string& tandem, const fs::path& dir) {
+  const bool ppo = algo == "ppo";
+  const std::uint32_t epochs = o.job_epochs > 0 ? o.job_epochs : (ppo ? 4 : 1);
+  const std::uint32_t minibatches = o.job_minibatches > 0 ? o.job_minibatches : (ppo ? 4 : 1);
+  const fs::path config = dir / fmt::format("throughput-{}.toml", algo);
   std::ofstream(config) << fmt::format(
       "[run]\njob = \"rollout-bench\"\nlearners = 1\nactors = {}\n"
       "[model]\nname = \"actor_critic_mlp\"\n"
       "[learner]\nalgo = \"{}\"\noptimizer = \"adam\"\nlr = 2.5e-4\n"
       "[actor]\nrole = \"rollout\"\n"
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
-      "[rl]\nrollout_steps = {}\ntotal_env_steps = {}\nstop_on_return = false\n",
-      o.job_actors, o.job_algo, o.job_envs, o.job_rollout_steps, o.job_steps);
-  const JobRun run = run_job(tandem, config.string(), {}, dir / "throughput");
-  require_success(run, "CartPole throughput");
+      "[rl]\nrollout_steps = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\nstop_on_return = false\n",
+      o.job_actors, algo, o.job_envs, o.job_rollout_steps, epochs, minibatches, o.job_steps);
+  fmt::print("\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), through `tandem run`\n",
+             ppo ? "PPO" : "V-trace", epochs, minibatches);
+  const JobRun run = run_job(tandem, config.string(), {}, dir / fmt::format("throughput-{}", algo));
+  require_success(run, fmt::format("CartPole {} throughput", algo));
   std::vector<double> rates;
   double env_steps = 0;
   for (const auto& r : run.learner) {
@@ -155,8 +163,9 @@ Json throughput(const RolloutBenchOptions& o, const std::string& tandem, const f
   const double rate = median(rates), end_to_end = env_steps / run.wall_s;
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps/s the learner consumes (median report)", rate / 1e3);
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps / wall s of the whole `tandem run`", end_to_end / 1e3);
-  return {{"algo", o.job_algo},           {"actors", o.job_actors},       {"envs", o.job_envs},
-          {"rollout_steps", o.job_rollout_steps}, {"env_steps", env_steps},
+  return {{"algo", algo},                  {"actors", o.job_actors},       {"envs", o.job_envs},
+          {"rollout_steps", o.job_rollout_steps}, {"update_epochs", epochs}, {"minibatches", minibatches},
+          {"env_steps", env_steps},
           {"wall_s", rounded(run.wall_s, 3)},     {"env_steps_per_s", rounded(rate, 0)},
           {"env_steps_per_s_end_to_end", rounded(end_to_end, 0)}, {"reports", rates.size()}};
 }
@@ -193,8 +202,10 @@ Json measure_job(const RolloutBenchOptions& o) {
   if (o.job_actors < 1 || o.job_actors > 64) fail("--job-actors {} is out of range: use 1..64", o.job_actors);
   const std::string tandem = launcher(o);
   ScratchDir dir;
-  fmt::print("\n(b) CartPole-v1, actor_critic_mlp 64x64, PPO, through `tandem run`\n");
-  Json out = {{"throughput", throughput(o, tandem, dir.path())}};
+  Json out = {{"throughput", Json::object()}};
+  for (const std::string algo : {"ppo", "vtrace"})
+    if (o.job_algo == algo || o.job_algo == "both") out["throughput"][algo] = throughput(o, algo, tandem, dir.path());
+  fmt::print("\n(b) time-to-solve: {} through `tandem run`\n", example_config(o));
   out["solve"] = time_to_solve(o, tandem, dir.path());
   return out;
 }

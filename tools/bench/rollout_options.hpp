@@ -3,9 +3,11 @@
 //      and write T x E slots into an experience ring (ExperienceWriter); one consumer thread peeks,
 //      verifies (checksum) and releases every slot, as the learner does. Steps/s per actor core =
 //      steps committed / the actor threads' CPU seconds, so a busy shared machine does not count.
-//  (b) job (rollout_job.cpp): the real thing, `tandem run` of a CartPole PPO job with the 64x64
-//      actor_critic_mlp: env steps/s the learner consumes (its env_steps_per_s in metrics.jsonl), and
-//      time-to-solve of the example config (wall seconds of `tandem run` with rl.stop_on_return).
+//  (b) job (rollout_job.cpp): the real thing, `tandem run` of CartPole jobs with the 64x64
+//      actor_critic_mlp: env steps/s the learner consumes (its env_steps_per_s in metrics.jsonl) with
+//      PPO (CleanRL's update: 4 epochs x 4 minibatches) and with V-trace (IMPALA's: each sample learned
+//      from once), and time-to-solve of the example config (wall seconds of `tandem run` with
+//      rl.stop_on_return).
 //  (c) peers (rollout_cmd.cpp): bench/peers/cleanrl_ppo_peer.py and mp_actor_learner_peer.py in the
 //      same run: their env steps/s and time-to-solve, and ours / theirs.
 #pragma once
@@ -32,7 +34,9 @@ struct RolloutBenchOptions {
   std::uint32_t job_actors = 2;
   std::uint32_t job_envs = 32;
   std::uint32_t job_rollout_steps = 64;
-  std::string job_algo = "ppo";  // learner.algo of the throughput job: ppo or vtrace
+  std::string job_algo = "both";  // learner.algo of the throughput job: ppo, vtrace or both
+  std::uint32_t job_epochs = 0;       // rl.update_epochs; 0: the algorithm's recipe (PPO 4, V-trace 1)
+  std::uint32_t job_minibatches = 0;  // rl.minibatches; 0: the algorithm's recipe (PPO 4, V-trace 1)
   std::uint32_t seeds = 1;     // time-to-solve runs (env.seed 0..seeds-1); the median is reported
   // (c)
   bool peer = false;
