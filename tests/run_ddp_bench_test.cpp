@@ -59,11 +59,12 @@ struct SmallCache {
 
 }  // namespace
 
-TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the ranks' all-reduce times" *
+TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the ranks' all-reduce times, and --ceiling "
+          "the same of two independent one-rank jobs" *
           doctest::timeout(240)) {
   SmallCache cache;
   const auto r = test::run_command(
-      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20", tandem_binary_path(), cache.name));
+      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20 --ceiling", tandem_binary_path(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);
@@ -76,6 +77,10 @@ TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the rank
   CHECK(line.at("ranks").at("exposed_comm_ms").get<double>() >= 0);
   CHECK(line.at("scaling_efficiency").get<double>() > 0);
   CHECK(r.output.find("tandem                     2") != std::string::npos);  // the table's 2-rank row
+  CHECK(line.at("independent_jobs").at("ranks") == 2);
+  CHECK(line.at("independent_jobs").at("samples_per_s").get<double>() > 0);
+  CHECK(line.at("contention_ceiling").get<double>() > 0);
+  CHECK(r.output.find("independent 1-rank jobs") != std::string::npos);
 }
 
 TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line naming it" * doctest::timeout(60)) {

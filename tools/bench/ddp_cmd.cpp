@@ -64,7 +64,8 @@ int bench_ddp(const DdpBenchOptions& o) {
   WorkDir work;
   const DdpResult one = run_tandem_ranks(o, 1, work.path());
   const DdpResult many = run_tandem_ranks(o, o.ranks, work.path());
-  std::optional<DdpResult> peer_one, peer_many;
+  std::optional<DdpResult> independent, peer_one, peer_many;
+  if (o.ceiling) independent = run_independent_ranks(o, o.ranks, work.path());
   if (o.peer) {
     peer_one = run_peer_ranks(o, 1, work.path());
     peer_many = run_peer_ranks(o, o.ranks, work.path());
@@ -77,11 +78,20 @@ int bench_ddp(const DdpBenchOptions& o) {
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
   print_row("tandem", many, efficiency);
+  if (independent) {
+    const double ceiling = independent->samples_per_s / (o.ranks * one.samples_per_s);
+    fmt::print("{:<22} {:>5} {:>10.2f} {:>11.0f} {:>9} {:>13} {:>16}\n", "independent 1-rank jobs", o.ranks,
+               independent->step_ms, independent->samples_per_s, fmt::format("{:.1f} %", ceiling * 100), "-", "-");
+  }
   Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", "gloo"},
                {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
                {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb},
                {"one_rank", result_json(one)}, {"ranks", result_json(many)},
                {"scaling_efficiency", rounded(efficiency, 4)}};
+  if (independent) {
+    line["independent_jobs"] = result_json(*independent);
+    line["contention_ceiling"] = rounded(independent->samples_per_s / (o.ranks * one.samples_per_s), 4);
+  }
   if (o.peer) {
     const double peer_efficiency = peer_many->samples_per_s / (o.ranks * peer_one->samples_per_s);
     print_row("PyTorch DDP (peer)", *peer_one, std::nullopt);
@@ -111,6 +121,8 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--bucket-first-mb", o.bucket_first_mb, "learner.bucket_first_mb of the ranks")->capture_default_str();
   cmd->add_option("--bucket-mb", o.bucket_mb, "learner.bucket_mb of the ranks")->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
+  cmd->add_flag("--ceiling", o.ceiling,
+                "also run N independent one-rank jobs at once: the scaling the machine allows with no communication");
   cmd->add_flag("--peer", o.peer, "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of ddp_peer.py (default: found in the source tree)");

@@ -48,12 +48,13 @@ std::string find_tandem(const std::string& given) {
        here.string());
 }
 
-std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir) {
+std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
+                       const std::string& job = "bench-ddp") {
   // learner.batch_size counts all ranks' samples: --batch per rank times the ranks.
   // The default job's model and data (examples/fmnist-cnn.toml), one thread per rank, a constant
   // learning rate, and nothing else in the loop: no actors, no publishing or checkpoints on the way.
   return fmt::format(R"([run]
-job = "bench-ddp"
+job = "{}"
 learners = {}
 actors = 0
 run_dir = "{}"
@@ -76,7 +77,7 @@ report_every_steps = {}
 bucket_first_mb = {}
 bucket_mb = {}
 )",
-                     ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
+                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
                      o.bucket_first_mb, o.bucket_mb);
 }
 
@@ -132,6 +133,31 @@ DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::files
   if (const int status = run_echoed(command); status != 0)
     fail("`{}` failed (status {}): see its output above", command, status);
   return read_metrics(run_dir / "metrics.jsonl", o, ranks);
+}
+
+DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::filesystem::path& work_dir) {
+  // One shell starts them all and waits for each; it fails if any failed.
+  std::string script;
+  std::vector<std::filesystem::path> run_dirs;
+  for (int j = 0; j < jobs; ++j) {
+    run_dirs.push_back(work_dir / fmt::format("independent-{}", j));
+    const auto config = work_dir / fmt::format("independent-{}.toml", j);
+    std::ofstream(config) << job_config(o, 1, run_dirs.back(), fmt::format("bench-ddp-independent-{}", j));
+    script += fmt::format("{} run {} & p{}=$!; ", shell_quote(find_tandem(o.tandem)), shell_quote(config.string()), j);
+  }
+  script += "ok=0; ";
+  for (int j = 0; j < jobs; ++j) script += fmt::format("wait $p{} || ok=1; ", j);
+  script += "exit $ok";
+  const std::string command = "sh -c " + shell_quote(script);
+  if (const int status = run_echoed(command); status != 0)
+    fail("the independent one-rank jobs failed (status {}): see their output above", status);
+  DdpResult sum{.ranks = jobs};
+  for (const auto& dir : run_dirs) {
+    const DdpResult r = read_metrics(dir / "metrics.jsonl", o, 1);
+    sum.step_ms += r.step_ms / jobs;
+    sum.samples_per_s += r.samples_per_s;
+  }
+  return sum;
 }
 
 DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir) {

@@ -18,6 +18,7 @@ struct DdpBenchOptions {
   int warmup = 60;
   double bucket_first_mb = 1;  // learner.bucket_first_mb / learner.bucket_mb of the ranks
   double bucket_mb = 25;
+  bool ceiling = false;      // also run N independent one-rank jobs at once (run_independent_ranks)
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;
@@ -36,6 +37,10 @@ struct DdpResult {
 
 // `tandem run` with `ranks` learner ranks; fails naming the run when it does not succeed.
 DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
+// `jobs` independent one-rank `tandem run`s at once, each training its own model (no communication):
+// what the machine's shared cores, caches and memory bus leave of N x one rank. Its samples/s is the
+// jobs' sum; its step time their mean.
+DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::filesystem::path& work_dir);
 // ddp_peer.py under torchrun with `ranks` processes.
 DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
 
