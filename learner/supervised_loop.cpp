@@ -104,7 +104,9 @@ struct CommWindow {
   double mean(double sum) const { return steps > 0 ? sum / static_cast<double>(steps) : shm::kNaN; }
 };
 
-// Resumes every rank from global rank 0's newest checkpoint; returns its published version.
+// Resumes every rank from global rank 0's newest checkpoint; returns its published version. A rank
+// whose run dir lacks that file (another node's disk) takes it over the wire: rank 0's counters by
+// agreement, its tensors by the broadcast every rank does anyway.
 std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync* sync, const ddp::RankInfo& rank) {
   const std::optional<std::string> latest = latest_checkpoint(run_dir);
   std::uint64_t version = 0;
@@ -112,17 +114,22 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
     const auto meta = trainer.load_checkpoint(*latest);
     if (auto v = meta.find("version"); v != meta.end()) version = parse_version(*latest, v->second);
   }
+  bool over_the_wire = false;
   if (sync) {
     const std::int64_t step = sync->agree(trainer.step());
+    const std::int64_t optimizer_steps = sync->agree(trainer.optimizer().steps_taken());
     if (step != trainer.step()) {
       if (step == 0)
         fail("rank {} found checkpoint {} but rank 0 found none: ranks resume from rank 0's run dir; remove it or "
              "give rank 0 the same run dir", rank.rank, *latest);
       const std::string path = checkpoint_path(run_dir, step);
-      if (!std::filesystem::exists(path))
-        fail("rank {} has no {}, the checkpoint rank 0 resumes from: copy rank 0's run dir to this node", rank.rank, path);
-      const auto meta = trainer.load_checkpoint(path);
-      if (auto v = meta.find("version"); v != meta.end()) version = parse_version(path, v->second);
+      if (std::filesystem::exists(path)) {
+        const auto meta = trainer.load_checkpoint(path);
+        if (auto v = meta.find("version"); v != meta.end()) version = parse_version(path, v->second);
+      } else {
+        trainer.restore_counters(step, optimizer_steps);
+        over_the_wire = true;
+      }
     }
     // Rank 0's bytes, whatever each rank's file held: the replicas start bitwise equal.
     std::vector<at::Tensor> state;
@@ -130,7 +137,10 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
     sync->broadcast_from_rank0(state);
     version = static_cast<std::uint64_t>(sync->agree(static_cast<std::int64_t>(version)));
   }
-  if (trainer.step() > 0)
+  if (over_the_wire)
+    log::info("resumed at step {} (weights version {}) from rank 0's checkpoint, received from rank 0: this run dir "
+              "has no copy of it", trainer.step(), version);
+  else if (trainer.step() > 0)
     log::info("resumed from {} at step {} (weights version {})", checkpoint_path(run_dir, trainer.step()),
               trainer.step(), version);
   return version;

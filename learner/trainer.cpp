@@ -141,6 +141,12 @@ std::map<std::string, std::string> Trainer::load_checkpoint(const std::string& p
   return c.metadata;
 }
 
+void Trainer::restore_counters(std::int64_t step, std::int64_t optimizer_steps) {
+  step_ = step;
+  optimizer_.set_steps_taken(optimizer_steps);
+  reset_window();
+}
+
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return fmt::format("{}/ckpt-{:012d}.safetensors", dir, step);
 }

@@ -80,6 +80,9 @@ class Trainer {
   // Restores weights, buffers, optimizer state and step; returns the file's metadata. A file from
   // another model or optimizer, or a corrupt one, is a UserError naming the file.
   std::map<std::string, std::string> load_checkpoint(const std::string& path);
+  // What a checkpoint restores besides tensors: for a data-parallel rank that receives rank 0's
+  // tensors by broadcast because its node has no copy of rank 0's checkpoint file.
+  void restore_counters(std::int64_t step, std::int64_t optimizer_steps);
 
  private:
   void reset_window();

@@ -107,6 +107,33 @@ TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both rank
   CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
 }
 
+TEST_CASE("data-parallel tandem-learner: a rank whose run dir lacks rank 0's checkpoint (another node's disk) resumes "
+          "from rank 0's state received over the wire" * doctest::timeout(180)) {
+  TinyCache cache("ddp-wire");
+  TempDir dir, other_node;
+  write_job(dir, cache);
+  write_job(other_node, cache);
+  const int port = free_tcp_port();
+  Child r0 = spawn_learner(dir, 0, port, 30, dir.file("r0.log"));
+  Child r1 = spawn_learner(other_node, 1, port, 30, other_node.file("r1.log"));
+  CHECK(r0.wait() == 0);
+  CHECK(r1.wait() == 0);
+  REQUIRE(std::filesystem::exists(dir.file(fmt::format("ckpt-{:012d}.safetensors", 30))));
+  REQUIRE_FALSE(std::filesystem::exists(other_node.file(fmt::format("ckpt-{:012d}.safetensors", 30))));
+
+  Child again0 = spawn_learner(dir, 0, port, 40, dir.file("again0.log"));
+  Child again1 = spawn_learner(other_node, 1, port, 40, other_node.file("again1.log"));
+  CHECK(again0.wait() == 0);
+  CHECK(again1.wait() == 0);
+  const std::string resumed0 = slurp(dir.file("again0.log")), resumed1 = slurp(other_node.file("again1.log"));
+  INFO(resumed0 << resumed1);
+  CHECK(resumed0.find("resumed from") != std::string::npos);
+  CHECK(resumed1.find("resumed at step 30 ") != std::string::npos);
+  CHECK(resumed1.find("received from rank 0") != std::string::npos);
+  CHECK(last_step(resumed0, "finished") == 40);
+  CHECK(last_step(resumed1, "finished") == 40);
+}
+
 TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end and leave nothing in /dev/shm" *
           doctest::timeout(150)) {
   if (run_command("command -v torchrun").status != 0) {
