@@ -31,6 +31,38 @@ nn::Conv2d conv3x3(std::int64_t in, std::int64_t out, std::int64_t stride = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
 }
 
+// A linear layer through oneDNN: Debian's LibTorch multiplies float matrices with the reference BLAS
+// (BLAS_INFO=generic), ~8x slower than oneDNN at the 64x64 layers of an RL policy and ~15x at the
+// cnn's 1568x128 fc1, whose forward and backward took 33 of the cnn's 56 ms step at batch 128
+// (and streamed memory the ranks of a node then fought over). Convolutions already go through
+// oneDNN in LibTorch. Dense in, dense out; the backward pass is two more oneDNN products.
+struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
+  static Tensor product(const Tensor& a, const Tensor& b_rows, const c10::optional<Tensor>& bias) {  // a b_rows^T
+    return at::mkldnn_linear(a.contiguous().to_mkldnn(), b_rows.contiguous(), bias).to_dense();
+  }
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w, const Tensor& b) {
+    ctx->save_for_backward({x, w});
+    return product(x, w, b);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor& g = grads[0];
+    const Tensor gx = ctx->needs_input_grad(0) ? product(g, saved[1].t(), c10::nullopt) : Tensor();
+    return {gx, product(g.t(), saved[0].t(), c10::nullopt), g.sum(0)};
+  }
+};
+
+// nn::Linear's forward, through oneDNN where it applies (2-D float input on a CPU with oneDNN).
+Tensor linear(nn::Linear& l, const Tensor& x) {
+  if (!at::hasMKLDNN() || x.dim() != 2 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat32 ||
+      x.size(0) == 0)
+    return l->forward(x);
+  if (!torch::GradMode::is_enabled() || c10::InferenceMode::is_enabled())
+    return DnnlLinear::product(x, l->weight, l->bias);
+  return DnnlLinear::apply(x, l->weight, l->bias);
+}
+
 struct Mlp : Net {
   nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
   explicit Mlp(const ModelSpec& s) {
@@ -40,9 +72,9 @@ struct Mlp : Net {
     fc3 = register_module("fc3", nn::Linear(256, s.num_classes));
   }
   std::vector<Tensor> heads(const Tensor& x) override {
-    Tensor h = torch::relu(fc1->forward(x.flatten(1)));
-    h = torch::relu(fc2->forward(h));
-    return {fc3->forward(h)};
+    Tensor h = torch::relu(linear(fc1, x.flatten(1)));
+    h = torch::relu(linear(fc2, h));
+    return {linear(fc3, h)};
   }
 };
 
@@ -67,8 +99,8 @@ struct Cnn : Net {
   std::vector<Tensor> heads(const Tensor& x) override {
     Tensor h = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);
     h = torch::max_pool2d(torch::relu(bn2->forward(conv2->forward(h))), 2);
-    h = torch::relu(fc1->forward(h.flatten(1)));
-    return {fc2->forward(h)};
+    h = torch::relu(linear(fc1, h.flatten(1)));
+    return {linear(fc2, h)};
   }
 };
 
@@ -119,39 +151,9 @@ struct ResNet18 : Net {
     Tensor h = torch::relu(bn1->forward(conv1->forward(x)));
     for (auto& b : blocks) h = b->forward(h);
     h = torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
-    return {fc->forward(h)};
+    return {linear(fc, h)};
   }
 };
-
-// A linear layer through oneDNN: LibTorch here multiplies float matrices with the reference BLAS,
-// ~8x slower than oneDNN at the 64x64 layers of an RL policy, where those products dominate an update.
-// Dense in, dense out; the backward pass is two more oneDNN products.
-struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
-  static Tensor product(const Tensor& a, const Tensor& b_rows, const c10::optional<Tensor>& bias) {  // a b_rows^T
-    return at::mkldnn_linear(a.contiguous().to_mkldnn(), b_rows.contiguous(), bias).to_dense();
-  }
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w, const Tensor& b) {
-    ctx->save_for_backward({x, w});
-    return product(x, w, b);
-  }
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const Tensor& g = grads[0];
-    const Tensor gx = ctx->needs_input_grad(0) ? product(g, saved[1].t(), c10::nullopt) : Tensor();
-    return {gx, product(g.t(), saved[0].t(), c10::nullopt), g.sum(0)};
-  }
-};
-
-// nn::Linear's forward, through oneDNN where it applies (2-D float input on a CPU with oneDNN).
-Tensor linear(nn::Linear& l, const Tensor& x) {
-  if (!at::hasMKLDNN() || x.dim() != 2 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat32 ||
-      x.size(0) == 0)
-    return l->forward(x);
-  if (!torch::GradMode::is_enabled() || c10::InferenceMode::is_enabled())
-    return DnnlLinear::product(x, l->weight, l->bias);
-  return DnnlLinear::apply(x, l->weight, l->bias);
-}
 
 // CleanRL's PPO layout: separate 64x64 tanh trunks for the policy and the value (a shared trunk lets
 // the value loss disturb the policy's features), orthogonal weights with gain sqrt(2), and small heads:
