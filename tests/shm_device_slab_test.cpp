@@ -149,3 +149,19 @@ TEST_CASE("device slab: a segment whose exporting process has exited is refused 
   CHECK_THROWS_WITH_AS(WeightSlabReader::attach_device(name), doctest::Contains("which has exited"), UserError);
   CHECK_THROWS_WITH_AS(WeightSlabReader::attach_device(name), doctest::Contains(("tandem shm rm " + name).c_str()), UserError);
 }
+
+TEST_CASE("tandem_shm.py describes a device slab's export record from FORMAT.md and never reads its slots") {
+  const std::string name = shm::device_slab_name(test::unique_name("tandem.test-devslab-py"));
+  std::vector<std::byte> device(WeightSlabWriter::device_slab_bytes(spec_of()));
+  auto w = WeightSlabWriter::create_on_device(name, spec_of(), fake_info(device.size()), device.data());
+  auto slot = w.begin_write();
+  REQUIRE(slot);
+  w.commit(*slot, 7, 0, kBytes, 0);
+  const test::CommandResult out = test::run_command(test::python_with_numpy() + " " + test::source_root() +
+                                                    "/tools/tandem_shm.py --weights " + name);
+  INFO(out.output);
+  REQUIRE(out.status == 0);
+  CHECK(out.output.find("device slab on GPU 0000:19:00.0 (uuid a0a1a2a3a4a5a6a7a8a9aaabacadaeaf)") != std::string::npos);
+  CHECK(out.output.find("exported by pid " + std::to_string(::getpid()) + ", 12582912 bytes; latest version 7") !=
+        std::string::npos);
+}
