@@ -9,6 +9,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/torch/bf16_slot.hpp"
 
 namespace tandem::actor {
@@ -60,8 +61,23 @@ void Follower::attach_device_slab(const std::string& slab_name, int device) {
   device_reader_ = std::move(reader);
 }
 
+bool Follower::exporter_alive() const {
+  const auto id = process_identity(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
+  return id && !id->exited();
+}
+
+void Follower::fall_back_to_host_slab() {
+  device_reader_.reset();  // frees its lease entry
+  mapping_ = cuda::IpcMapping();
+  const at::Tensor& flat = params_.buffer();
+  registration_ = cuda::HostRegistration(const_cast<std::byte*>(reader_.slots_begin()), reader_.slots_span_bytes(),
+                                         /*read_only=*/true);
+  stream_ = cuda::Stream::create(flat.device().index());
+}
+
 std::optional<std::uint64_t> Follower::update() {
   if (!has_new()) return std::nullopt;
+  if (device_reader_ && !exporter_alive()) fall_back_to_host_slab();
   auto lease = active().lease_latest();
   if (!lease || lease->version() <= version_) return std::nullopt;
   const std::uint64_t t0 = monotonic_ns();
@@ -72,6 +88,11 @@ std::optional<std::uint64_t> Follower::update() {
     held_ = std::move(*lease);  // releases the slot the model ran on until now
   } else if (flat.is_cuda()) {
     load_device(*lease);
+    if (device_reader_ && !exporter_alive()) {  // it may have read freed memory: load it again from the host slab
+      lease.reset();
+      fall_back_to_host_slab();
+      return update();
+    }
   } else {
     load_copy(*lease);
   }

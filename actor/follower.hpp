@@ -16,7 +16,10 @@
 //        learner's device slab         (CUDA IPC, closed on destruction); lease, D2D on the follower's
 //                                      stream, wait for it, release: no PCIe transfer. Chosen at
 //                                      construction when that segment exists and its GPU UUID is ours;
-//                                      a CPU model or another GPU follows the host slab.
+//                                      a CPU model or another GPU follows the host slab. The learner's
+//                                      GPU memory dies with it: a copy counts only if the learner was
+//                                      still alive after it finished; once it has exited, the follower
+//                                      drops the mapping and follows the host slab (which outlives it).
 //    It blocks the calling thread for that copy only; it never makes the learner wait.
 //  * version() is the version the model runs (0: its own initial weights), for tagging trajectories.
 #pragma once
@@ -49,11 +52,13 @@ class Follower {
   std::uint64_t version() const { return version_; }
   std::uint64_t step() const { return step_; }
   double last_load_ms() const { return last_load_ms_; }
-  const shm::WeightSlabReader& reader() const { return reader_; }
+  const shm::WeightSlabReader& reader() const { return active(); }  // the slab versions come from
   bool via_device_slab() const { return device_reader_.has_value(); }
 
  private:
   void attach_device_slab(const std::string& slab_name, int device);
+  bool exporter_alive() const;
+  void fall_back_to_host_slab();
   shm::WeightSlabReader& active() { return device_reader_ ? *device_reader_ : reader_; }
   const shm::WeightSlabReader& active() const { return device_reader_ ? *device_reader_ : reader_; }
   void load_copy(const shm::ReadLease& lease);
