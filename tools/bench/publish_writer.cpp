@@ -12,6 +12,7 @@
 
 #include "common/cuda.hpp"
 #include "common/cuda_ipc.hpp"
+#include "common/error.hpp"
 #include "common/process.hpp"
 #include "learner/publisher.hpp"
 #include "shm/verify_pattern.hpp"
@@ -105,6 +106,9 @@ void wait_for_readers(const std::string& slab_name, int readers, bool device) {
 PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize& size) {
   PublishMeasurement m;
   m.gpu = !o.cpu && cuda::device_count() > 0;
+  if (o.device_readers > 0 && !m.gpu)
+    fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible", o.device_readers,
+         o.cpu ? "--cpu was given" : "no GPU is visible");
   const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), "weights");
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
