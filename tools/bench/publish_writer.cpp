@@ -179,11 +179,13 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
 
   auto timings = pub.take_timings();
   timings.pop_back();  // the final version is not a measurement
-  for (const auto& t : timings) {
+  for (const auto& t : timings) {  // a version only one slab took has zeros for the other
     m.snapshot_ms.push_back(t.snapshot_ms);
-    m.d2h_ms.push_back(t.d2h_ms);
-    m.commit_ms.push_back(t.visible_ms);
-    if (device_slab) {
+    if (t.visible_ms > 0) {
+      m.d2h_ms.push_back(t.d2h_ms);
+      m.commit_ms.push_back(t.visible_ms);
+    }
+    if (device_slab && t.device_visible_ms > 0) {
       m.device_copy_ms.push_back(t.device_copy_ms);
       m.device_commit_ms.push_back(t.device_visible_ms);
     }
