@@ -117,6 +117,9 @@ int run_reader(const ReaderOptions& o) {
       watched = v;
     }
   });
+  // A version published before the watcher ran (while a device reader was still creating its CUDA
+  // context, say) was not seen as it appeared: it is read, but not timed.
+  const std::uint64_t watching_since = monotonic_ns();
   auto seen_at = [&](std::uint64_t version, std::uint64_t fallback) {
     std::lock_guard lock(seen_mutex);
     auto it = first_seen_ns.find(version);
@@ -140,7 +143,7 @@ int run_reader(const ReaderOptions& o) {
     if (lease->version() <= last) report.not_increasing++;
     if (o.verify && !loader.verify(*lease)) report.torn++;
     done = lease->step() == kFinalStep;
-    if (!done) {
+    if (!done && lease->snapshot_ns() >= watching_since) {
       report.visible_ms.push_back(double(seen_at(lease->version(), noticed) - lease->snapshot_ns()) / 1e6);
       report.load_ms.push_back(double(loaded - noticed) / 1e6);
     }
