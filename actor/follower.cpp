@@ -2,10 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/torch/bf16_slot.hpp"
 
 namespace tandem::actor {
@@ -25,7 +29,8 @@ Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOpt
     fail("weight slab '/{}': zero-copy loading needs a CPU model and a float32 slab ({} model, {} slab): use copy "
          "mode, or publish without bf16",
          slab_name, flat.device().str(), shm::dtype_name(d.publish_dtype));
-  if (flat.is_cuda()) {
+  if (flat.is_cuda() && options_.mode == LoadMode::copy) attach_device_slab(slab_name, flat.device().index());
+  if (flat.is_cuda() && !device_reader_) {
     cuda::set_device(flat.device().index());
     // Registered read-only: this process maps the slots PROT_READ.
     registration_ = cuda::HostRegistration(const_cast<std::byte*>(reader_.slots_begin()), reader_.slots_span_bytes(),
@@ -34,9 +39,46 @@ Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOpt
   }
 }
 
+// The learner creates the device slab before the host slab, so it exists by now if it will at all.
+// Attach errors (stale, corrupt, foreign) propagate: they name the segment and the fix.
+void Follower::attach_device_slab(const std::string& slab_name, int device) {
+  const std::string name = shm::device_slab_name(slab_name);
+  if (!std::filesystem::exists("/dev/shm/" + name)) return;
+  shm::WeightSlabReader reader = shm::WeightSlabReader::attach_device(name, 1);
+  if (reader.descriptor().model_signature != reader_.descriptor().model_signature ||
+      reader.descriptor().slot_bytes != reader_.descriptor().slot_bytes)
+    fail("device weight slab '/{}' does not match host slab '/{}' (another model): remove both (`tandem shm gc`) and "
+         "restart the job", name, slab_name);
+  // CUDA opens no handle in the process that exported it (a learner following its own slab).
+  if (reader.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid())) return;
+  const cuda::DeviceIdentity ours = cuda::device_identity(device);
+  if (std::memcmp(ours.uuid.data(), reader.device_info().gpu_uuid, ours.uuid.size()) != 0) return;  // another GPU
+  cuda::IpcHandle handle;
+  std::memcpy(handle.data(), reader.device_info().ipc_handle, handle.size());
+  mapping_ = cuda::IpcMapping::open(handle, device);
+  reader.bind_device_slots(static_cast<const std::byte*>(mapping_.data()));
+  stream_ = cuda::Stream::create(device);
+  device_reader_ = std::move(reader);
+}
+
+bool Follower::exporter_alive() const {
+  const auto id = process_identity(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
+  return id && !id->exited();
+}
+
+void Follower::fall_back_to_host_slab() {
+  device_reader_.reset();  // frees its lease entry
+  mapping_ = cuda::IpcMapping();
+  const at::Tensor& flat = params_.buffer();
+  registration_ = cuda::HostRegistration(const_cast<std::byte*>(reader_.slots_begin()), reader_.slots_span_bytes(),
+                                         /*read_only=*/true);
+  stream_ = cuda::Stream::create(flat.device().index());
+}
+
 std::optional<std::uint64_t> Follower::update() {
   if (!has_new()) return std::nullopt;
-  auto lease = reader_.lease_latest();
+  if (device_reader_ && !exporter_alive()) fall_back_to_host_slab();
+  auto lease = active().lease_latest();
   if (!lease || lease->version() <= version_) return std::nullopt;
   const std::uint64_t t0 = monotonic_ns();
   const at::Tensor& flat = params_.buffer();
@@ -46,6 +88,11 @@ std::optional<std::uint64_t> Follower::update() {
     held_ = std::move(*lease);  // releases the slot the model ran on until now
   } else if (flat.is_cuda()) {
     load_device(*lease);
+    if (device_reader_ && !exporter_alive()) {  // it may have read freed memory: load it again from the host slab
+      lease.reset();
+      fall_back_to_host_slab();
+      return update();
+    }
   } else {
     load_copy(*lease);
   }
@@ -66,7 +113,8 @@ void Follower::load_copy(const shm::ReadLease& lease) {
   unpack_bf16_slot(lease.data(), Bf16SlotLayout::of(params_), flat);
 }
 
-// H2D from the pinned slot on our stream; the lease is held until the copy has finished.
+// H2D from the pinned slot (or D2D from the mapped device slot: copy_async lets unified addressing
+// pick the direction) on our stream; the lease is held until the copy has finished.
 void Follower::load_device(const shm::ReadLease& lease) {
   const at::Tensor& flat = params_.buffer();
   torch::NoGradGuard no_grad;

@@ -12,6 +12,14 @@
 //                                      update; needs a float32 (not bf16) slab
 //      CUDA model                      the slot span is cudaHostRegister'ed (read-only) once; lease, H2D
 //                                      on the follower's stream, wait for it, release
+//      CUDA model, same GPU as the     the device slab <slab>.cuda (shm/weight_slab.hpp) is mapped once
+//        learner's device slab         (CUDA IPC, closed on destruction); lease, D2D on the follower's
+//                                      stream, wait for it, release: no PCIe transfer. Chosen at
+//                                      construction when that segment exists and its GPU UUID is ours;
+//                                      a CPU model or another GPU follows the host slab. The learner's
+//                                      GPU memory dies with it: a copy counts only if the learner was
+//                                      still alive after it finished; once it has exited, the follower
+//                                      drops the mapping and follows the host slab (which outlives it).
 //    It blocks the calling thread for that copy only; it never makes the learner wait.
 //  * version() is the version the model runs (0: its own initial weights), for tagging trajectories.
 #pragma once
@@ -21,6 +29,7 @@
 #include <string>
 
 #include "common/cuda.hpp"
+#include "common/cuda_ipc.hpp"
 #include "common/torch/flat_params.hpp"
 #include "shm/weight_slab.hpp"
 
@@ -37,15 +46,21 @@ class Follower {
  public:
   Follower(const std::string& slab_name, FlatParams& params, FollowerOptions options = {});
 
-  bool has_new() const { return reader_.latest_version() > version_; }
+  bool has_new() const { return active().latest_version() > version_; }
   std::optional<std::uint64_t> update();
 
   std::uint64_t version() const { return version_; }
   std::uint64_t step() const { return step_; }
   double last_load_ms() const { return last_load_ms_; }
-  const shm::WeightSlabReader& reader() const { return reader_; }
+  const shm::WeightSlabReader& reader() const { return active(); }  // the slab versions come from
+  bool via_device_slab() const { return device_reader_.has_value(); }
 
  private:
+  void attach_device_slab(const std::string& slab_name, int device);
+  bool exporter_alive() const;
+  void fall_back_to_host_slab();
+  shm::WeightSlabReader& active() { return device_reader_ ? *device_reader_ : reader_; }
+  const shm::WeightSlabReader& active() const { return device_reader_ ? *device_reader_ : reader_; }
   void load_copy(const shm::ReadLease& lease);
   void load_device(const shm::ReadLease& lease);
 
@@ -58,6 +73,8 @@ class Follower {
   shm::ReadLease held_;  // zero-copy: the slot the model runs on
   cuda::HostRegistration registration_;
   cuda::Stream stream_;
+  cuda::IpcMapping mapping_;                          // the device slab's slots, on this GPU
+  std::optional<shm::WeightSlabReader> device_reader_;  // set: versions come from the device slab
 };
 
 }  // namespace tandem::actor

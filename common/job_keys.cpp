@@ -48,6 +48,7 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.publish_every_steps", T::integer, "50", "publish the weights to the slab every N steps (and at the end); 0 = only by time", 0, 1.0e12},
     {"learner.publish_every_ms", T::real, "0", "also publish when this many ms passed; 0 = off", 0.0, 1.0e9},
     {"learner.publish_bf16", T::boolean, "false", "publish bfloat16 weights (half the bytes)"},
+    {"learner.device_slab", T::string, "\"auto\"", "auto: a cuda learner also publishes into a GPU-resident slab (/tandem.<job>.weights.cuda) that cuda actors on the same GPU map through CUDA IPC (a D2D copy, no PCIe); off: host slab only", {}, {}, {"auto", "off"}},
     {"learner.checkpoint_every_steps", T::integer, "500", "write <run_dir>/ckpt-<step>.safetensors every N steps (and at stop and end); 0 = only at stop and end", 0, 1.0e12},
     {"learner.keep_checkpoints", T::integer, "3", "checkpoints kept in the run dir (older ones are deleted)", 1, 1000000},
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block", 1, 1000000},

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <thread>
 
+#include "common/cuda_ipc.hpp"
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "shm/segment.hpp"
@@ -89,10 +92,15 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
   shm::SlabSpec spec = slab_spec_for(params, options.model, options.bf16);
   spec.num_slots = options.slots;
   spec.num_leases = options.leases;
+  at::Tensor flat = params.buffer();
+  if (options.device_slab && flat.is_cuda()) {
+    const std::string device_name = shm::device_slab_name(slab_name);
+    if (options.replace_dead_writer) remove_if_writer_dead(device_name);
+    create_device_slab(device_name, spec, flat.device().index());
+  }
   if (options.replace_dead_writer) remove_if_writer_dead(slab_name);
   slab_ = shm::WeightSlabWriter::create(slab_name, spec);
 
-  at::Tensor flat = params.buffer();
   PublishSource source;
   source.data = static_cast<const std::byte*>(flat.data_ptr());
   source.bytes = spec.slot_bytes;
@@ -106,7 +114,22 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
       pack_bf16_slot(flat, packed, dst);
     };
   }
-  publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when);
+  publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when, device_slab());
+}
+
+// One cudaMalloc for every slot (an IPC handle names a whole allocation), exported for same-GPU actors.
+void ModelPublisher::create_device_slab(const std::string& name, const shm::SlabSpec& spec, int device) {
+  cuda::set_device(device);
+  device_buffer_ = cuda::Buffer::allocate(cuda::Buffer::Kind::device, shm::WeightSlabWriter::device_slab_bytes(spec));
+  shm::DeviceSlabInfo info{};
+  const cuda::IpcHandle handle = cuda::ipc_export(device_buffer_.data());
+  std::memcpy(info.ipc_handle, handle.data(), handle.size());
+  const cuda::DeviceIdentity id = cuda::device_identity(device);
+  std::memcpy(info.gpu_uuid, id.uuid.data(), id.uuid.size());
+  std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
+  info.buffer_bytes = device_buffer_.size();
+  info.exporter_pid = static_cast<std::uint64_t>(::getpid());
+  device_slab_ = shm::WeightSlabWriter::create_on_device(name, spec, info, static_cast<std::byte*>(device_buffer_.data()));
 }
 
 std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s) {
@@ -114,10 +137,11 @@ std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s
   for (;;) {
     publisher_->flush();  // a publish in flight would otherwise coalesce with this one
     const Publisher::Result r = publisher_->publish(step);
-    if (r.outcome != Publisher::Outcome::skipped) {
-      publisher_->flush();
-      return r.version;
-    }
+    publisher_->flush();
+    // Either slab may have skipped it (its slots all leased): both must hold the final version.
+    const bool landed = slab_.latest_version() == r.version &&
+                        (!device_slab_ || device_slab_->latest_version() == r.version);
+    if (r.outcome != Publisher::Outcome::skipped && landed) return r.version;
     if (std::chrono::steady_clock::now() > deadline)
       fail("the final weights (step {}) could not be published to /{} within {} s: readers held every one of its "
            "{} slots the whole time; give the slab more slots or check for a stuck actor",

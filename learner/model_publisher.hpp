@@ -6,8 +6,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/cuda.hpp"
 #include "common/torch/flat_params.hpp"
 #include "learner/publisher.hpp"
 #include "shm/weight_slab.hpp"
@@ -23,6 +25,9 @@ struct ModelPublisherOptions {
   // Replace an existing slab of the same name when the process that created it has exited (a stale
   // slab of a crashed run). A slab whose writer still runs is never replaced: a UserError names it.
   bool replace_dead_writer = false;
+  // A CUDA model also publishes into the device slab <slab_name>.cuda (shm/weight_slab.hpp), created
+  // before the host slab so that an actor that finds the host slab finds it too. Ignored on a CPU model.
+  bool device_slab = false;
 };
 
 // The slab layout for `params` (published dtype applied). Fails on dtypes the slab cannot describe.
@@ -39,9 +44,14 @@ class ModelPublisher {
   std::uint64_t publish_final(std::uint64_t step, double timeout_s);
   Publisher& publisher() { return *publisher_; }
   shm::WeightSlabWriter& slab() { return slab_; }
+  shm::WeightSlabWriter* device_slab() { return device_slab_ ? &*device_slab_ : nullptr; }
 
  private:
+  void create_device_slab(const std::string& name, const shm::SlabSpec& spec, int device);
+  // Destroyed in reverse: the publisher (flushes), then the device slab's name, then its GPU memory.
   shm::WeightSlabWriter slab_;
+  cuda::Buffer device_buffer_;
+  std::optional<shm::WeightSlabWriter> device_slab_;
   std::unique_ptr<Publisher> publisher_;
 };
 

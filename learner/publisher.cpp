@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <optional>
 #include <utility>
 
 #include "common/clock.hpp"
@@ -20,16 +21,21 @@ struct Publisher::Staging {
   enum class State { free, pending, transferring };
   State state = State::free;
   cuda::Buffer buffer;
-  cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done;
+  cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done, device_start, device_done;
   std::uint64_t version = 0, step = 0, call_ns = 0;
-  std::optional<shm::WeightSlabWriter::Slot> slot;
+  std::optional<shm::WeightSlabWriter::Slot> slot, device_slot;  // host slab, device slab
+  PublishTiming timing;
 };
 
-Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options)
-    : slab_(slab), source_(std::move(source)), options_(options), next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
+Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options,
+                     shm::WeightSlabWriter* device_slab)
+    : slab_(slab), device_slab_(device_slab), source_(std::move(source)), options_(options),
+      next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
   if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
     fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
          source_.bytes, slab_.descriptor().slot_bytes, slab_.name());
+  if (device_slab_ && (!on_device() || source_.bytes > device_slab_->descriptor().slot_bytes))
+    throw std::logic_error("publisher: a device slab needs a CUDA source that fits its slots");
   if (!on_device()) return;
 
   // CUDA path: page-lock the slots in place once; every D2H then runs at pinned bandwidth.
@@ -43,6 +49,8 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
     s->snapshot_done = cuda::Event::create(true);
     s->d2h_start = cuda::Event::create(true);
     s->d2h_done = cuda::Event::create(true);
+    s->device_start = cuda::Event::create(true);
+    s->device_done = cuda::Event::create(true);
     staging_.push_back(std::move(s));
   }
   committer_ = std::thread([this] { committer_loop(); });
@@ -158,20 +166,60 @@ Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t ve
   return {skipped ? Outcome::skipped : Outcome::in_flight, version};
 }
 
-// Mutex held. Takes a slot and enqueues the one D2H; no free slot drops this snapshot (counted).
+// Mutex held. Takes a slot in each slab and enqueues the D2D (device slab) then the D2H; a slab with
+// no free slot skips this version (counted); with neither, the snapshot is dropped.
 void Publisher::start_transfer(Staging& s) {
   s.slot = slab_.begin_write();
-  if (!s.slot) {
+  s.device_slot = device_slab_ ? device_slab_->begin_write() : std::nullopt;
+  if (!s.slot) stats_.skipped++;
+  if (device_slab_ && !s.device_slot) stats_.device_skipped++;
+  if (!s.slot && !s.device_slot) {
     s.state = Staging::State::free;
-    stats_.skipped++;
     return;
   }
+  s.timing = PublishTiming{};
+  s.timing.version = s.version;
   TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
-  s.d2h_start.record(publish_stream_.get());
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost,
-                                    publish_stream_.get()));
-  s.d2h_done.record(publish_stream_.get());
+  if (s.device_slot) {
+    s.device_start.record(publish_stream_.get());
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.device_slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToDevice,
+                                      publish_stream_.get()));
+    s.device_done.record(publish_stream_.get());
+  }
+  if (s.slot) {
+    s.d2h_start.record(publish_stream_.get());
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost,
+                                      publish_stream_.get()));
+    s.d2h_done.record(publish_stream_.get());
+  }
   s.state = Staging::State::transferring;
+}
+
+// Mutex held on entry and exit, released while waiting. A failed copy aborts both slots' writes and
+// keeps the error for the training thread.
+bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  try {
+    done.synchronize();
+    lock.lock();
+    return true;
+  } catch (...) {
+    lock.lock();
+    async_error_ = std::current_exception();
+    if (s.slot) slab_.abort(*std::exchange(s.slot, std::nullopt));
+    if (s.device_slot) device_slab_->abort(*std::exchange(s.device_slot, std::nullopt));
+    s.state = Staging::State::free;
+    changed_.notify_all();
+    return false;
+  }
+}
+
+void Publisher::commit_device(Staging& s) {
+  device_slab_->commit(*s.device_slot, s.version, s.step, source_.bytes, s.call_ns);
+  s.device_slot.reset();
+  s.timing.device_visible_ms = double(monotonic_ns() - s.call_ns) / 1e6;
+  s.timing.device_copy_ms = cuda::Event::elapsed_ms(s.device_start, s.device_done);
+  stats_.device_committed++;
 }
 
 void Publisher::committer_loop() {
@@ -185,27 +233,21 @@ void Publisher::committer_loop() {
       return active != nullptr || stopping_;
     });
     if (active == nullptr) return;  // stopping and nothing in flight
-    lock.unlock();
     try {
-      active->d2h_done.synchronize();
-    } catch (...) {
-      lock.lock();
-      async_error_ = std::current_exception();
-      slab_.abort(*active->slot);
-      active->state = Staging::State::free;
-      changed_.notify_all();
-      continue;
-    }
-    lock.lock();
-    try {
-      slab_.commit(*active->slot, active->version, active->step, source_.bytes, active->call_ns);
-      PublishTiming t;
-      t.version = active->version;
-      t.visible_ms = double(monotonic_ns() - active->call_ns) / 1e6;
+      // The device slot first: same-GPU readers must not wait for the D2H behind it.
+      if (active->device_slot && !wait_copy(*active, active->device_done, lock)) continue;
+      if (active->device_slot) commit_device(*active);
+      if (active->slot && !wait_copy(*active, active->d2h_done, lock)) continue;
+      PublishTiming& t = active->timing;
+      if (active->slot) {
+        slab_.commit(*active->slot, active->version, active->step, source_.bytes, active->call_ns);
+        active->slot.reset();
+        t.visible_ms = double(monotonic_ns() - active->call_ns) / 1e6;
+        t.d2h_ms = cuda::Event::elapsed_ms(active->d2h_start, active->d2h_done);
+        stats_.committed++;
+      }
       t.snapshot_ms = cuda::Event::elapsed_ms(active->snapshot_start, active->snapshot_done);
-      t.d2h_ms = cuda::Event::elapsed_ms(active->d2h_start, active->d2h_done);
       record(t);
-      stats_.committed++;
       active->state = Staging::State::free;
       for (auto& s : staging_)
         if (s->state == Staging::State::pending) start_transfer(*s);
@@ -248,6 +290,8 @@ Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version
 }
 void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
+bool Publisher::wait_copy(Staging&, const cuda::Event&, std::unique_lock<std::mutex>&) { return false; }
+void Publisher::commit_device(Staging&) {}
 void Publisher::flush() {}
 void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");

@@ -16,6 +16,12 @@
 //    could not start the next coalesced copy or read event timings; it also runs on the driver's
 //    one callback thread and stalls the publish stream while it runs. Our thread can block on the
 //    event, commit, and immediately enqueue the next D2H, and its errors surface to the caller.
+//  * Device slab (optional, CUDA source only): a second writer whose slots live on the source's GPU
+//    (shm/weight_slab.hpp, "Device slab"). Each transfer then starts with one D2D copy from the
+//    staging buffer into a device slot on the publish stream, and the committer commits that slot as
+//    soon as the copy's event completes, before the D2H into the host slot has finished: same-GPU
+//    readers see the version without any PCIe transfer. Either slab may be full (all slots leased):
+//    that slab skips the version (counted), the other still gets it.
 //  * Coalescing. At most one D2H is in flight. A publish while one is running snapshots into the
 //    other staging buffer; a further publish before that D2H starts overwrites it (the newest
 //    snapshot wins; the dropped one counts as `coalesced`). Nothing queues, nothing grows.
@@ -78,16 +84,21 @@ struct PublishTiming {       // one committed publish
   double snapshot_ms = 0;    // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the memcpy
   double d2h_ms = 0;         // CUDA: the D2H copy (GPU time); CPU: 0
   double visible_ms = 0;     // publish() called -> committed (readers can lease it)
+  double device_copy_ms = 0;     // device slab: the D2D copy into its slot (GPU time); 0 without one
+  double device_visible_ms = 0;  // device slab: publish() called -> committed there
 };
 
 struct PublisherStats {
   std::uint64_t calls = 0, committed = 0, skipped = 0, coalesced = 0;
+  std::uint64_t device_committed = 0, device_skipped = 0;  // the device slab's commits and skips
   double max_call_us = 0, total_call_us = 0;  // host time inside publish(): the training thread's blocking
 };
 
 class Publisher {
  public:
-  Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options = {});
+  // device_slab: a device slab on source.device (CUDA sources only), or null.
+  Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options = {},
+            shm::WeightSlabWriter* device_slab = nullptr);
   ~Publisher();
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
@@ -114,10 +125,13 @@ class Publisher {
   Result publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
   void start_transfer(Staging& s);  // mutex held
   void committer_loop();
+  bool wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock);
+  void commit_device(Staging& s);  // mutex held
   void record(const PublishTiming& t);
   void rethrow_async_error();
 
   shm::WeightSlabWriter& slab_;
+  shm::WeightSlabWriter* device_slab_ = nullptr;
   PublishSource source_;
   PublisherOptions options_;
   std::uint64_t next_version_ = 1;

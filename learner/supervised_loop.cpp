@@ -196,6 +196,7 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
     learner::ModelPublisherOptions popts;
     popts.model = config.string("model.name");
     popts.bf16 = config.boolean("learner.publish_bf16");
+    popts.device_slab = config.string("learner.device_slab") == "auto";
     popts.when.every_steps = static_cast<std::uint64_t>(config.integer("learner.publish_every_steps"));
     popts.when.every_ms = config.real("learner.publish_every_ms");
     popts.when.after_version = resumed_version;

@@ -31,6 +31,7 @@ std::string_view kind_name(Kind kind) {
     case Kind::weights: return "weights";
     case Kind::experience: return "exp";
     case Kind::control: return "ctl";
+    case Kind::weights_cuda: return "weights.cuda";
   }
   return "unknown";
 }

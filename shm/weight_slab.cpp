@@ -17,6 +17,7 @@
 
 #include "common/checked_math.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "shm/weight_slab_layout.hpp"
 
 namespace tandem::shm {
@@ -45,8 +46,9 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
   }
 }
 
-// Every region's place; the control block starts where the segment's payload does (2 MiB).
-SlabDescriptor place_regions(const SlabSpec& spec) {
+// Every region's place; the control block starts where the segment's payload does (2 MiB). A device
+// slab's slots are not in the segment: slots_offset 0, the segment ends after the tensor table.
+SlabDescriptor place_regions(const SlabSpec& spec, bool device) {
   SlabDescriptor d{};
   std::snprintf(d.model, sizeof d.model, "%s", spec.model.c_str());
   d.model_signature = spec.model_signature;
@@ -60,8 +62,12 @@ SlabDescriptor place_regions(const SlabSpec& spec) {
   d.lease_offset = d.control_offset + slab::kControlBytes;
   d.lease_bytes = align_up(std::uint64_t{spec.num_leases} * sizeof(LeaseEntry), 4096);
   d.table_offset = d.lease_offset + d.lease_bytes;
-  d.slots_offset = align_up(d.table_offset + spec.tensors.size() * sizeof(TensorEntry), kSlotAlignment);
+  d.slots_offset = device ? 0 : align_up(d.table_offset + spec.tensors.size() * sizeof(TensorEntry), kSlotAlignment);
   return d;
+}
+std::uint64_t segment_bytes(const SlabDescriptor& d) {
+  if (d.slots_offset != 0) return d.slots_offset + d.num_slots * d.slot_stride;
+  return align_up(d.table_offset + d.num_tensors * sizeof(TensorEntry), 4096);
 }
 
 void write_tensor_table(TensorEntry* table, const std::vector<TensorSpec>& tensors) {
@@ -106,12 +112,23 @@ std::string descriptor_problem(const SlabDescriptor& d, const Segment& seg) {
   const auto table_bytes = checked_mul(d.num_tensors, sizeof(TensorEntry));
   if (d.table_offset % alignof(TensorEntry) != 0 || !region_fits(d.table_offset, table_bytes, size))
     return fmt::format("tensor table of {} entries at {} lies outside the segment", d.num_tensors, d.table_offset);
-  if (d.slot_bytes == 0 || d.slot_bytes > d.slot_stride || d.slot_stride % kSlotAlignment != 0 ||
-      d.slots_offset % kSlotAlignment != 0 || !region_fits(d.slots_offset, checked_mul(d.num_slots, d.slot_stride), size))
-    return fmt::format("{} slots of {} bytes (stride {}) at {} do not fit the {}-byte segment", d.num_slots,
-                       d.slot_bytes, d.slot_stride, d.slots_offset, size);
-  if (!disjoint(d.lease_offset, d.lease_bytes, d.slots_offset, d.num_slots * d.slot_stride))
-    return "its lease table overlaps its slots";
+  if (d.slot_bytes == 0 || d.slot_bytes > d.slot_stride || d.slot_stride % kSlotAlignment != 0)
+    return fmt::format("slots of {} bytes with stride {} (a multiple of 2 MiB >= the slot)", d.slot_bytes, d.slot_stride);
+  if (seg.header().kind == Kind::weights_cuda) {
+    const DeviceSlabInfo& info = slab::device_info_of(seg);
+    if (d.slots_offset != 0) return "a device slab with slots inside the segment";
+    const auto span = checked_mul(d.num_slots, d.slot_stride);
+    if (!span || *span > info.buffer_bytes)
+      return fmt::format("{} slots of stride {} do not fit its {}-byte device buffer", d.num_slots, d.slot_stride,
+                         info.buffer_bytes);
+    if (info.exporter_pid == 0 || info.pci_bus_id[sizeof info.pci_bus_id - 1] != '\0') return "an unnamed exporter";
+  } else {
+    if (d.slots_offset % kSlotAlignment != 0 || !region_fits(d.slots_offset, checked_mul(d.num_slots, d.slot_stride), size))
+      return fmt::format("{} slots of {} bytes (stride {}) at {} do not fit the {}-byte segment", d.num_slots,
+                         d.slot_bytes, d.slot_stride, d.slots_offset, size);
+    if (!disjoint(d.lease_offset, d.lease_bytes, d.slots_offset, d.num_slots * d.slot_stride))
+      return "its lease table overlaps its slots";
+  }
   const auto* table = reinterpret_cast<const TensorEntry*>(seg.base() + d.table_offset);
   if (XXH3_64bits(table, *table_bytes) != d.table_checksum) return "its tensor table does not match its checksum";
   for (std::uint32_t i = 0; i < d.num_tensors; ++i) {
@@ -133,15 +150,32 @@ void check_descriptor(const std::string& name, const SlabDescriptor& d, const Se
 }  // namespace
 
 WeightSlabWriter WeightSlabWriter::create(const std::string& name, const SlabSpec& spec, bool force) {
+  return create_segment(name, spec, force, nullptr, nullptr);
+}
+
+WeightSlabWriter WeightSlabWriter::create_on_device(const std::string& name, const SlabSpec& spec, DeviceSlabInfo info,
+                                                    std::byte* device_slots) {
+  if (device_slots == nullptr || info.buffer_bytes < device_slab_bytes(spec))
+    throw std::logic_error("weight slab: device slots missing or smaller than device_slab_bytes()");
+  info.pci_bus_id[sizeof info.pci_bus_id - 1] = '\0';
+  return create_segment(name, spec, false, &info, device_slots);
+}
+
+std::uint64_t WeightSlabWriter::device_slab_bytes(const SlabSpec& spec) {
+  return std::uint64_t{spec.num_slots} * align_up(spec.slot_bytes, kSlotAlignment);
+}
+
+WeightSlabWriter WeightSlabWriter::create_segment(const std::string& name, const SlabSpec& spec, bool force,
+                                                  const DeviceSlabInfo* device, std::byte* device_slots) {
   check_spec(name, spec);
   if (force && Segment::remove(name).result == Segment::Removal::denied)
     fail("weight slab '/{}' cannot be replaced ({}): choose another job name", name,
          Segment::foreign_owner(name).empty() ? "permission denied" : Segment::foreign_owner(name));
 
-  SlabDescriptor d = place_regions(spec);
-  const std::uint64_t total = d.slots_offset + d.num_slots * d.slot_stride;
+  SlabDescriptor d = place_regions(spec, device != nullptr);
   WeightSlabWriter w;
-  w.segment_ = Segment::create(name, Kind::weights, kWeightSlabLayoutVersion, total - kPayloadAlignment,
+  w.segment_ = Segment::create(name, device ? Kind::weights_cuda : Kind::weights, kWeightSlabLayoutVersion,
+                               segment_bytes(d) - kPayloadAlignment,
                                "another learner is publishing under this job name: stop it, choose another "
                                "job name, or remove the stale segment with `tandem shm gc`");
   if (w.segment_.header().payload_offset != d.control_offset)
@@ -151,6 +185,8 @@ WeightSlabWriter WeightSlabWriter::create(const std::string& name, const SlabSpe
   write_tensor_table(table, spec.tensors);
   d.table_checksum = XXH3_64bits(table, spec.tensors.size() * sizeof(TensorEntry));
   w.segment_.descriptor_as<SlabDescriptor>() = d;
+  if (device) slab::device_info_of(w.segment_) = *device;
+  w.slots_ = device ? device_slots : w.segment_.base() + d.slots_offset;
   // ftruncate zero-filled the control block, slot headers and lease table: latest = 0, seq = 0.
   slab::control_of(w.segment_, d).writer_pid.store(static_cast<std::uint64_t>(::getpid()), std::memory_order_relaxed);
   w.segment_.mark_ready();
@@ -158,18 +194,37 @@ WeightSlabWriter WeightSlabWriter::create(const std::string& name, const SlabSpe
 }
 
 WeightSlabReader WeightSlabReader::attach(const std::string& name, std::uint32_t leases) {
+  return attach_kind(name, leases, false);
+}
+WeightSlabReader WeightSlabReader::attach_device(const std::string& name, std::uint32_t leases) {
+  return attach_kind(name, leases, true);
+}
+
+WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uint32_t leases, bool device) {
   WeightSlabReader r;
-  r.segment_ = Segment::attach(name, Kind::weights, kWeightSlabLayoutVersion, Segment::Access::read_write,
+  r.segment_ = Segment::attach(name, device ? Kind::weights_cuda : Kind::weights, kWeightSlabLayoutVersion,
+                               Segment::Access::read_write,
                                fmt::format("start the learner that publishes '/{}' first, or check the job name", name));
+  r.device_ = device;
   const SlabDescriptor& d = r.descriptor();
   const std::uint64_t size = r.segment_.size();
   check_descriptor(name, d, r.segment_);
+  if (device) {
+    const DeviceSlabInfo& info = slab::device_info_of(r.segment_);
+    const auto exporter = process_identity(static_cast<std::uint32_t>(info.exporter_pid));
+    if (!exporter || exporter->exited())
+      fail("device weight slab '/{}' was exported by process {}, which has exited (its GPU memory is gone): remove "
+           "it (`tandem shm rm {}`) and restart the learner",
+           name, info.exporter_pid, name);
+  } else {
+    r.slots_ = r.segment_.base() + d.slots_offset;
+  }
 
   // Everything but the lease pages becomes read-only for this process (see the contract).
   std::byte* base = r.segment_.base();
   TANDEM_CHECK_SYS(::mprotect(base, d.lease_offset, PROT_READ));
   const std::uint64_t after = d.lease_offset + d.lease_bytes;
-  TANDEM_CHECK_SYS(::mprotect(base + after, size - after, PROT_READ));
+  if (size > after) TANDEM_CHECK_SYS(::mprotect(base + after, size - after, PROT_READ));
 
   r.owner_word_ = slab::own_owner_word();
   r.entries_ = slab::claim_lease_entries(slab::leases_of(r.segment_, d), d.num_leases, leases, r.owner_word_);
@@ -178,6 +233,11 @@ WeightSlabReader WeightSlabReader::attach(const std::string& name, std::uint32_t
          "actors or give the learner more lease entries",
          name, d.num_leases);
   return r;
+}
+
+const DeviceSlabInfo& WeightSlabReader::device_info() const {
+  if (!device_) throw std::logic_error("weight slab: device_info() of a host slab");
+  return slab::device_info_of(segment_);
 }
 
 }  // namespace tandem::shm

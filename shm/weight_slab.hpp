@@ -38,6 +38,14 @@
 //  * Misuse: committing a version not above the latest one, or a slot not begun, throws
 //    std::logic_error; a second writer cannot exist (create is exclusive); a reader that ignores
 //    leases can only see reads fail validation, never a torn one accepted.
+//  * Device slab (/tandem.<job>.weights.cuda, kind weights_cuda): the same descriptor, control
+//    block, lease table and tensor table, but the slots live in one cudaMalloc'ed buffer on the
+//    writer's GPU, exported with cudaIpcGetMemHandle; DeviceSlabInfo (descriptor bytes [256, +128), covered
+//    by the segment's header checksum like the rest of the descriptor)
+//    records the handle, the GPU and the buffer, and slots_offset is 0 (no payload in the segment).
+//    The seqlock and lease protocol is unchanged: only where slot i's bytes lie differs. This code
+//    never touches device memory: the writer is handed the device pointer, a reader binds the one
+//    it mapped (common/cuda_ipc.hpp); copy_latest() is host-only and refuses a device slab.
 //  * Memory model caveat: payload bytes are copied with plain memcpy while the writer may be
 //    writing them (only without a lease); the seqlock check discards such copies. This is the
 //    classic seqlock data race, benign on every platform we run on, and not TSan-clean.
@@ -118,6 +126,23 @@ struct alignas(64) LeaseEntry {
   std::uint64_t reserved[5];
 };
 
+// A device slab's export record, at descriptor offset kDeviceInfoOffset (after SlabDescriptor).
+struct DeviceSlabInfo {
+  std::uint8_t ipc_handle[64];   // cudaIpcMemHandle_t of the slot buffer (slot i at i * slot_stride)
+  std::uint8_t gpu_uuid[16];     // cudaDeviceProp::uuid of the exporter's GPU: readers compare theirs
+  char pci_bus_id[32];           // cudaDeviceGetPCIBusId, NUL-terminated, for messages
+  std::uint64_t buffer_bytes;    // the allocation's size, >= num_slots * slot_stride
+  std::uint64_t exporter_pid;    // the allocation dies with this process
+};
+inline constexpr std::size_t kDeviceInfoOffset = 256;  // from the start of the descriptor
+static_assert(std::is_standard_layout_v<DeviceSlabInfo> && std::is_trivially_copyable_v<DeviceSlabInfo>);
+static_assert(offsetof(DeviceSlabInfo, gpu_uuid) == 64 && offsetof(DeviceSlabInfo, pci_bus_id) == 80);
+static_assert(offsetof(DeviceSlabInfo, buffer_bytes) == 112 && offsetof(DeviceSlabInfo, exporter_pid) == 120);
+static_assert(sizeof(DeviceSlabInfo) == 128 && kDeviceInfoOffset + sizeof(DeviceSlabInfo) <= kDescriptorBytes);
+
+// The device slab that goes with host slab `slab_name`: "<slab_name>.cuda".
+inline std::string device_slab_name(const std::string& slab_name) { return slab_name + ".cuda"; }
+
 struct TensorEntry {
   char name[kTensorNameBytes];    // NUL-terminated
   DType dtype;
@@ -177,6 +202,11 @@ class WeightSlabWriter {
   // first without checking whether its writer still runs (processes that mapped it keep their
   // mappings, but nobody can attach to it any more).
   static WeightSlabWriter create(const std::string& name, const SlabSpec& spec, bool force = false);
+  // A device slab (see the contract): slots at device_slots + i * slot_stride, in the allocation
+  // `info` describes. device_slab_bytes() says how much to allocate.
+  static WeightSlabWriter create_on_device(const std::string& name, const SlabSpec& spec, DeviceSlabInfo info,
+                                           std::byte* device_slots);
+  static std::uint64_t device_slab_bytes(const SlabSpec& spec);
 
   WeightSlabWriter() = default;
   WeightSlabWriter(WeightSlabWriter&&) noexcept = default;
@@ -204,8 +234,11 @@ class WeightSlabWriter {
   void persist() { segment_.persist(); }
 
  private:
+  static WeightSlabWriter create_segment(const std::string& name, const SlabSpec& spec, bool force,
+                                         const DeviceSlabInfo* device, std::byte* device_slots);
   std::uint32_t leased_mask() const;
   Segment segment_;
+  std::byte* slots_ = nullptr;  // slot 0: in the segment, or on the GPU for a device slab
   std::uint64_t latest_version_ = 0;
   std::uint32_t latest_slot_ = ~0u;
   bool writing_ = false;
@@ -256,6 +289,12 @@ class WeightSlabReader {
  public:
   // Attaches (see the contract for the mapping), claims `leases` lease entries for this reader.
   static WeightSlabReader attach(const std::string& name, std::uint32_t leases = 2);
+  // Attaches a device slab; its slots have no address here until bind_device_slots() is given the
+  // mapping of device_info().ipc_handle (lease_latest() refuses until then).
+  static WeightSlabReader attach_device(const std::string& name, std::uint32_t leases = 2);
+  bool on_device() const { return device_; }
+  const DeviceSlabInfo& device_info() const;
+  void bind_device_slots(const std::byte* mapped) { slots_ = mapped; }
 
   WeightSlabReader() = default;
   WeightSlabReader(WeightSlabReader&&) noexcept;
@@ -285,7 +324,10 @@ class WeightSlabReader {
   WeightSlabWriter::Stats stats() const;
 
  private:
+  static WeightSlabReader attach_kind(const std::string& name, std::uint32_t leases, bool device);
   Segment segment_;
+  const std::byte* slots_ = nullptr;  // slot 0 (null: a device slab not bound yet)
+  bool device_ = false;
   std::vector<LeaseEntry*> entries_;  // ours; one is free while its lease word is 0
   std::uint64_t owner_word_ = 0;
   friend class ReadLease;

@@ -23,8 +23,8 @@ inline SlotHeader& slot_header_of(const Segment& seg, const SlabDescriptor& d, s
 inline LeaseEntry* leases_of(const Segment& seg, const SlabDescriptor& d) {
   return reinterpret_cast<LeaseEntry*>(seg.base() + d.lease_offset);
 }
-inline std::byte* slot_data_of(const Segment& seg, const SlabDescriptor& d, std::uint32_t i) {
-  return seg.base() + d.slots_offset + i * d.slot_stride;
+inline DeviceSlabInfo& device_info_of(const Segment& seg) {
+  return *reinterpret_cast<DeviceSlabInfo*>(seg.descriptor() + kDeviceInfoOffset);
 }
 
 WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d);

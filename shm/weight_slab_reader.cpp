@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "common/error.hpp"
@@ -26,11 +27,14 @@ void check_slot(const std::string& name, const SlabDescriptor& d, std::uint32_t 
 }  // namespace
 
 WeightSlabReader::WeightSlabReader(WeightSlabReader&& o) noexcept
-    : segment_(std::move(o.segment_)), entries_(std::move(o.entries_)), owner_word_(o.owner_word_) {
+    : segment_(std::move(o.segment_)), slots_(o.slots_), device_(o.device_), entries_(std::move(o.entries_)),
+      owner_word_(o.owner_word_) {
   o.entries_.clear();
 }
 WeightSlabReader& WeightSlabReader::operator=(WeightSlabReader&& o) noexcept {
   std::swap(segment_, o.segment_);
+  std::swap(slots_, o.slots_);
+  std::swap(device_, o.device_);
   std::swap(entries_, o.entries_);
   std::swap(owner_word_, o.owner_word_);
   return *this;
@@ -49,7 +53,8 @@ std::span<const TensorEntry> WeightSlabReader::tensors() const {
 
 const std::byte* WeightSlabReader::slot_data(std::uint32_t index) const {
   check_slot(name(), descriptor(), index);
-  return slab::slot_data_of(segment_, descriptor(), index);
+  if (slots_ == nullptr) throw std::logic_error("weight slab: a device slab's slots read before bind_device_slots()");
+  return slots_ + std::uint64_t{index} * descriptor().slot_stride;
 }
 std::size_t WeightSlabReader::slots_span_bytes() const { return descriptor().num_slots * descriptor().slot_stride; }
 
@@ -59,6 +64,7 @@ std::uint64_t WeightSlabReader::latest_version() const {
 
 std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
   const SlabDescriptor& d = descriptor();
+  if (slots_ == nullptr) throw std::logic_error("weight slab: lease_latest() on a device slab before bind_device_slots()");
   LeaseEntry* entry = nullptr;
   for (LeaseEntry* e : entries_)
     if (e->lease.load(std::memory_order_relaxed) == 0) {
@@ -104,6 +110,7 @@ std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
 }
 
 std::optional<WeightSlabReader::Copied> WeightSlabReader::copy_latest(std::byte* dst) const {
+  if (device_) throw std::logic_error("weight slab: copy_latest() is a host memcpy; a device slab is leased");
   const SlabDescriptor& d = descriptor();
   const std::uint64_t latest = slab::control_of(segment_, d).latest.load(std::memory_order_acquire);
   if (latest == 0) return std::nullopt;

@@ -22,7 +22,7 @@ WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d) {
 }  // namespace slab
 
 std::byte* WeightSlabWriter::slot_data(std::uint32_t index) const {
-  return slab::slot_data_of(segment_, descriptor(), index);
+  return slots_ + std::uint64_t{index} * descriptor().slot_stride;
 }
 
 std::size_t WeightSlabWriter::slots_span_bytes() const { return descriptor().num_slots * descriptor().slot_stride; }

@@ -55,3 +55,15 @@ TEST_CASE("bench publish: readers in separate processes verify every version and
   CHECK(line.at("reads") > 0);
   CHECK(r.output.find("publish() -> seen by a polling reader") != std::string::npos);
 }
+
+TEST_CASE("bench publish: --device-readers without a GPU publisher is one line naming the option, leaving no slab" *
+          doctest::timeout(60)) {
+  auto r = test::run_command(fmt::format("{} bench publish --cpu --bytes 2M --readers 0 --device-readers 1 --seconds 1",
+                                         test::tandem_binary()));
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--device-readers 1 needs the publisher on a GPU (--cpu was given)") != std::string::npos);
+  CHECK(r.output.find('\n') == r.output.size() - 1);
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    CHECK(entry.path().filename().string().find("bench-publish") == std::string::npos);
+}

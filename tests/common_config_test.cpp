@@ -164,3 +164,18 @@ TEST_CASE("config: number lists refuse NaN and infinities, naming the key") {
     }
   }
 }
+
+TEST_CASE("config: learner.device_slab defaults to auto and accepts only auto or off, naming both") {
+  const std::vector<ConfigKey> schema = tandem::program_schema();
+  CHECK(Config::parse("", "<default>", {}, schema).string("learner.device_slab") == "auto");
+  const std::vector<std::string> off = {"learner.device_slab=off"};
+  CHECK(Config::parse("", "<default>", off, schema).string("learner.device_slab") == "off");
+  try {
+    (void)Config::parse("[learner]\ndevice_slab = \"on\"\n", "job.toml", {}, schema);
+    FAIL("learner.device_slab = \"on\" was accepted");
+  } catch (const tandem::UserError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("learner.device_slab = \"on\" is not one of: auto, off") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+}

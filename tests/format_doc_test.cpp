@@ -148,7 +148,7 @@ TEST_CASE("FORMAT.md: the kind and dtype code tables and the constants match the
   const std::string doc = read_doc();
   const auto tables = parse_tables(doc);
   const Table& kinds = table_under(tables, "### `SegmentHeader`", "code");
-  CHECK(kinds.rows.size() == 4);
+  CHECK(kinds.rows.size() == 5);
   for (const auto& row : kinds.rows) CHECK(shm::kind_name(static_cast<shm::Kind>(std::stoul(row[0]))) == row[1]);
 
   const Table& dtypes = table_under(tables, "### `FieldDesc`", "code");
@@ -293,6 +293,13 @@ TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and size
   check_struct(tables, "TensorEntry", sizeof(TensorEntry),
                {MEMBER(TensorEntry, name), MEMBER(TensorEntry, dtype), MEMBER(TensorEntry, ndim),
                 MEMBER(TensorEntry, shape), MEMBER(TensorEntry, offset), MEMBER(TensorEntry, bytes)});
+  check_struct(tables, "DeviceSlabInfo", sizeof(DeviceSlabInfo),
+               {MEMBER(DeviceSlabInfo, ipc_handle), MEMBER(DeviceSlabInfo, gpu_uuid), MEMBER(DeviceSlabInfo, pci_bus_id),
+                MEMBER(DeviceSlabInfo, buffer_bytes), MEMBER(DeviceSlabInfo, exporter_pid)});
+  const std::string doc = read_doc();
+  CHECK(doc.find(fmt::format("(128 bytes, at byte 64 + {} = {})", kDeviceInfoOffset, kDescriptorOffset + kDeviceInfoOffset)) !=
+        std::string::npos);
+  CHECK(doc.find(fmt::format("| {} | weights.cuda |", static_cast<int>(Kind::weights_cuda))) != std::string::npos);
 }
 
 TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot example matches the layout") {

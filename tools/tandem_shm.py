@@ -145,7 +145,12 @@ def verify(cache):
 
 # ---- weight slab (docs/FORMAT.md, "Weight slab") ------------------------------------------------
 KIND_WEIGHTS = 2
+KIND_WEIGHTS_CUDA = 5  # the device slab: same layout, slots in GPU memory (docs/FORMAT.md, "Device slab")
 WEIGHTS_LAYOUT_VERSION = 1
+DEVICE_SLAB_INFO_OFFSET = 64 + 256
+DEVICE_SLAB_INFO = np.dtype([("ipc_handle", "u1", (64,)), ("gpu_uuid", "u1", (16,)), ("pci_bus_id", "S32"),
+                             ("buffer_bytes", "<u8"), ("exporter_pid", "<u8")])
+assert DEVICE_SLAB_INFO.itemsize == 128
 SLAB_DESCRIPTOR = np.dtype([
     ("model", "S64"), ("model_signature", "<u8"), ("table_checksum", "<u8"), ("publish_dtype", "<u4"),
     ("num_slots", "<u4"), ("num_leases", "<u4"), ("num_tensors", "<u4"), ("slot_bytes", "<u8"),
@@ -171,8 +176,14 @@ class WeightSlab:
             os.close(fd)
         m = self.mapping
         h = np.frombuffer(m[:64].tobytes(), SEGMENT_HEADER)[0]
-        if int(h["magic"]) != MAGIC or int(h["kind"]) != KIND_WEIGHTS or int(h["layout_version"]) != WEIGHTS_LAYOUT_VERSION:
+        kind = int(h["kind"])
+        if int(h["magic"]) != MAGIC or kind not in (KIND_WEIGHTS, KIND_WEIGHTS_CUDA) or \
+                int(h["layout_version"]) != WEIGHTS_LAYOUT_VERSION:
             raise CacheError(f"{path} is not a layout-{WEIGHTS_LAYOUT_VERSION} weight slab")
+        self.device = None  # a device slab's export record: its slots are GPU memory, not in this file
+        if kind == KIND_WEIGHTS_CUDA:
+            at = DEVICE_SLAB_INFO_OFFSET
+            self.device = np.frombuffer(m[at:at + DEVICE_SLAB_INFO.itemsize].tobytes(), DEVICE_SLAB_INFO)[0]
         if int(h["ready"]) != READY:
             raise CacheError(f"{path} is not ready")
         self.d = np.frombuffer(m[DESCRIPTOR_OFFSET:DESCRIPTOR_OFFSET + SLAB_DESCRIPTOR.itemsize].tobytes(), SLAB_DESCRIPTOR)[0]
@@ -185,6 +196,8 @@ class WeightSlab:
 
     def read_latest(self, attempts=1000):
         """(version, step, payload copy) of the newest complete version, or None before the first publish."""
+        if self.device is not None:
+            raise CacheError("a device slab's slots are GPU memory: read them through CUDA IPC, or read the host slab")
         control = int(self.d["control_offset"])
         for _ in range(attempts):
             latest = self._u64(control)
@@ -232,6 +245,11 @@ def weights_main(argv):
     d = slab.d
     print(f"model {d['model'].decode()!r} signature {int(d['model_signature']):016x}, {int(d['num_slots'])} slots "
           f"of {int(d['slot_bytes'])} bytes, {int(d['num_tensors'])} tensors")
+    if slab.device is not None:
+        dev, control = slab.device, int(d["control_offset"])
+        print(f"device slab on GPU {dev['pci_bus_id'].decode()} (uuid {bytes(dev['gpu_uuid']).hex()}), exported by pid "
+              f"{int(dev['exporter_pid'])}, {int(dev['buffer_bytes'])} bytes; latest version {slab._u64(control) >> 8}")
+        return 0
     got = slab.read_latest()
     if got is None:
         raise CacheError(f"{argv[2]}: nothing published yet")

@@ -100,6 +100,7 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   learner::ModelPublisherOptions popts;
   popts.model = config.string("model.name");
   popts.bf16 = config.boolean("learner.publish_bf16");
+  popts.device_slab = config.string("learner.device_slab") == "auto";
   popts.when.after_version = resumed_version;
   popts.replace_dead_writer = true;  // a slab of this job whose writer is dead is stale
   learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);

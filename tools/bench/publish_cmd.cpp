@@ -12,6 +12,8 @@ namespace {
 int bench_publish(const PublishBenchOptions& o) {
   const ModelSize size = model_size(o);
   if (o.readers < 0 || o.readers > 64) fail("--readers {} is out of range: use 0..64", o.readers);
+  if (o.device_readers < -1 || o.device_readers > 64)
+    fail("--device-readers {} is out of range: use 0..64", o.device_readers);
   if (o.seconds <= 0) fail("--seconds must be positive");
   return report_publish(o, size, measure_publish(o, size));
 }
@@ -24,6 +26,8 @@ void add_publish_commands(CLI::App& app) {
   cmd->add_option("--bytes", o.bytes, "flat model size (K, M, G or Ki, Mi, Gi suffixes)");
   cmd->add_option("--model", o.model, "built-in size: resnet50 (102 MB), 600mb (605 MB in 256 tensors, default), 5gb, transformer (605 MB in 144 tensors; the peer builds a 12-layer 1024-wide TransformerEncoder)");
   cmd->add_option("--readers", o.readers, "reader processes")->capture_default_str();
+  cmd->add_option("--device-readers", o.device_readers,
+                  "same-GPU reader processes following the device slab through CUDA IPC (default: 1 on a GPU)");
   cmd->add_option("--seconds", o.seconds, "how long to publish")->capture_default_str();
   cmd->add_flag("--verify", o.verify, "fill every publish with its version's pattern and check every read");
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
@@ -43,6 +47,7 @@ void add_publish_commands(CLI::App& app) {
   reader->add_option("--result", r.result)->required();
   reader->add_option("--seconds", r.seconds);
   reader->add_flag("--verify", r.verify);
+  reader->add_option("--cuda-device", r.cuda_device);
   tools::on_run(reader, [] { return run_reader(r); });
 }
 

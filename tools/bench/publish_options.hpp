@@ -4,6 +4,8 @@
 // The writer runs in this process (publish_writer.cpp): a source buffer of the chosen size (device
 // memory on a GPU, else host memory) published through learner::Publisher into a fresh slab. Readers
 // are separate processes (publish_reader.cpp: this binary re-run as the hidden `publish-reader`).
+// On a GPU the writer also publishes into a device slab (CUDA IPC) that --device-readers same-GPU
+// reader processes follow, so both paths are measured in one run.
 // publish_report.cpp prints the table, the peer's comparison and the JSON line.
 #pragma once
 
@@ -21,6 +23,7 @@ struct PublishBenchOptions {
   std::string bytes;
   std::string model;
   int readers = 2;
+  int device_readers = -1;  // -1: 1 on a GPU, 0 without one
   double seconds = 5;
   bool verify = false;
   std::string json;

@@ -13,6 +13,8 @@
 #include <unordered_map>
 
 #include "common/clock.hpp"
+#include "common/cuda.hpp"
+#include "common/cuda_ipc.hpp"
 #include "common/error.hpp"
 #include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
@@ -54,9 +56,44 @@ ReaderReport read_report(const std::string& path) {
 
 }  // namespace
 
+// Where a reader loads each version: host memory, or (device slab) its own GPU buffer, standing in
+// for an actor's model parameters; verify then copies that buffer back to check the pattern.
+struct Loader {
+  std::vector<std::byte> host;
+  cuda::IpcMapping mapping;
+  cuda::Buffer device;
+  cuda::Stream stream;
+
+  Loader(shm::WeightSlabReader& reader, int cuda_device) : host(reader.descriptor().slot_bytes) {
+    if (cuda_device < 0) return;
+    cuda::IpcHandle handle;
+    std::memcpy(handle.data(), reader.device_info().ipc_handle, handle.size());
+    mapping = cuda::IpcMapping::open(handle, cuda_device);
+    reader.bind_device_slots(static_cast<const std::byte*>(mapping.data()));
+    device = cuda::Buffer::allocate(cuda::Buffer::Kind::device, host.size());
+    stream = cuda::Stream::create(cuda_device);
+  }
+  // The lease stays held until the copy has finished: synchronous on our stream.
+  void copy(void* dst, const void* src, std::size_t bytes) {
+    cuda::copy_async(dst, src, bytes, stream.get());
+    stream.synchronize();
+  }
+  void load(const shm::ReadLease& lease) {
+    if (device.data() == nullptr) {
+      std::memcpy(host.data(), lease.data(), lease.bytes());
+      return;
+    }
+    copy(device.data(), lease.data(), lease.bytes());
+  }
+  bool verify(const shm::ReadLease& lease) {
+    if (device.data() != nullptr) copy(host.data(), device.data(), lease.bytes());
+    return shm::check_verify_pattern(host.data(), lease.bytes(), lease.version());
+  }
+};
+
 int run_reader(const ReaderOptions& o) {
-  auto reader = shm::WeightSlabReader::attach(o.slab, 1);
-  std::vector<std::byte> buf(reader.descriptor().slot_bytes);
+  auto reader = o.cuda_device >= 0 ? shm::WeightSlabReader::attach_device(o.slab, 1) : shm::WeightSlabReader::attach(o.slab, 1);
+  Loader loader(reader, o.cuda_device);
   ReaderReport report;
   std::uint64_t last = 0;
   const std::uint64_t deadline = monotonic_ns() + static_cast<std::uint64_t>((o.seconds + 120) * 1e9);
@@ -80,6 +117,9 @@ int run_reader(const ReaderOptions& o) {
       watched = v;
     }
   });
+  // A version published before the watcher ran (while a device reader was still creating its CUDA
+  // context, say) was not seen as it appeared: it is read, but not timed.
+  const std::uint64_t watching_since = monotonic_ns();
   auto seen_at = [&](std::uint64_t version, std::uint64_t fallback) {
     std::lock_guard lock(seen_mutex);
     auto it = first_seen_ns.find(version);
@@ -97,13 +137,13 @@ int run_reader(const ReaderOptions& o) {
       report.retries++;
       continue;
     }
-    std::memcpy(buf.data(), lease->data(), lease->bytes());
+    loader.load(*lease);
     const std::uint64_t loaded = monotonic_ns();
     if (!lease->still_valid()) report.torn++;  // cannot happen under a lease; counted if it ever does
     if (lease->version() <= last) report.not_increasing++;
-    if (o.verify && !shm::check_verify_pattern(buf.data(), lease->bytes(), lease->version())) report.torn++;
+    if (o.verify && !loader.verify(*lease)) report.torn++;
     done = lease->step() == kFinalStep;
-    if (!done) {
+    if (!done && lease->snapshot_ns() >= watching_since) {
       report.visible_ms.push_back(double(seen_at(lease->version(), noticed) - lease->snapshot_ns()) / 1e6);
       report.load_ms.push_back(double(loaded - noticed) / 1e6);
     }
@@ -121,6 +161,11 @@ pid_t spawn_reader(const std::string& exe, const ReaderOptions& o) {
   std::vector<const char*> argv = {exe.c_str(), "publish-reader", "--slab", o.slab.c_str(),
                                    "--seconds", seconds.c_str(), "--result", o.result.c_str()};
   if (o.verify) argv.push_back("--verify");
+  const std::string cuda_device = std::to_string(o.cuda_device);
+  if (o.cuda_device >= 0) {
+    argv.push_back("--cuda-device");
+    argv.push_back(cuda_device.c_str());
+  }
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {

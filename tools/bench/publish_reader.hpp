@@ -1,5 +1,5 @@
 // One reader process of `tandem-bench publish`: polls `latest`, leases every new version, copies it
-// out (the reader's load), checks the verify pattern (--verify), and writes what it saw to a result
+// out (the reader's load: a memcpy, or a D2D into its own GPU buffer for a device slab), checks the verify pattern (--verify), and writes what it saw to a result
 // file (JSON) that the writer reads back after the reader exits.
 #pragma once
 
@@ -15,6 +15,7 @@ struct ReaderOptions {
   std::string slab, result;
   double seconds = 0;
   bool verify = false;
+  int cuda_device = -1;  // >= 0: `slab` is a device slab; map it on this GPU and load each version D2D
 };
 
 struct ReaderReport {

@@ -32,6 +32,12 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
   row("publish() -> committed (ms)", m.commit_ms);
   row("publish() -> seen by a polling reader (ms)", m.readers.visible_ms);
   row("reader load: lease + copy out (ms)", m.readers.load_ms);
+  if (m.device_readers > 0) {
+    row("device slab: D2D into its slot (ms)", m.device_copy_ms);
+    row("device slab: publish() -> committed (ms)", m.device_commit_ms);
+    row("device slab: publish() -> seen by a same-GPU reader (ms)", m.device.visible_ms);
+    row("device reader load: lease + D2D into its buffer (ms)", m.device.load_ms);
+  }
   fmt::print("training blocked per publish (call + snapshot, median): {:.3f} ms\n", blocked_ms);
   if (m.gpu)
     fmt::print("pinned D2H reference: {:.1f} GB/s -> 1.15 x bytes / bandwidth = {:.2f} ms\n", m.pinned_gbps, bound_ms);
@@ -39,6 +45,9 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
              m.coalesced, m.skipped);
   fmt::print("reads {}, torn reads {}{}, versions not increasing {}, lease retries {}\n", m.readers.reads, m.readers.torn,
              o.verify ? "" : " (pattern not checked: pass --verify)", m.readers.not_increasing, m.readers.retries);
+  if (m.device_readers > 0)
+    fmt::print("device slab: skipped (no free slot) {}, reads {}, torn reads {}, versions not increasing {}\n",
+               m.device_skipped, m.device.reads, m.device.torn, m.device.not_increasing);
 }
 
 Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
@@ -84,6 +93,16 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
                {"not_increasing", readers.not_increasing},
                {"pinned_gb_per_s", rounded(m.pinned_gbps, 2)},
                {"visible_bound_ms", rounded(bound_ms, 4)}};
+  if (m.device_readers > 0) {
+    line["device_readers"] = m.device_readers;
+    line["device_copy_ms_median"] = rounded(percentile(m.device_copy_ms, 0.5), 4);
+    line["device_committed_ms_median"] = rounded(percentile(m.device_commit_ms, 0.5), 4);
+    line["device_visible_ms_median"] = rounded(percentile(m.device.visible_ms, 0.5), 4);
+    line["device_visible_ms_p99"] = rounded(percentile(m.device.visible_ms, 0.99), 4);
+    line["device_reads"] = m.device.reads;
+    line["device_torn_reads"] = m.device.torn;
+    line["device_skipped"] = m.device_skipped;
+  }
   if (o.peer) {
     Json peer = run_publish_peer(o, size);
     const double state_dict_ms = peer.at("state_dict_ms");
@@ -92,12 +111,19 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
     fmt::print("\nstate_dict publish (peer) {:.2f} ms vs ours {:.2f} ms visible: {:.1f}x faster; training blocked "
                "{:.2f} ms vs {:.3f} ms: {:.0f}x less\n",
                state_dict_ms, ours_ms, state_dict_ms / ours_ms, state_dict_ms, blocked_ms, ratio_blocked);
+    if (m.device_readers > 0 && !m.device.visible_ms.empty()) {
+      const double device_ms = percentile(m.device.visible_ms, 0.5);
+      fmt::print("same-GPU actors (device slab) see it in {:.3f} ms: {:.0f}x faster than the peer\n", device_ms,
+                 state_dict_ms / std::max(device_ms, 1e-6));
+      line["ratio_device_visible"] = rounded(state_dict_ms / std::max(device_ms, 1e-6), 1);
+    }
     line["peer"] = std::move(peer);
     line["ratio_visible"] = rounded(state_dict_ms / ours_ms, 2);
     line["ratio_blocked"] = rounded(ratio_blocked, 1);
   }
   emit_json_line(line, o.json);
-  return readers.torn == 0 && readers.not_increasing == 0 ? 0 : 1;
+  const bool clean = readers.torn == 0 && readers.not_increasing == 0 && m.device.torn == 0 && m.device.not_increasing == 0;
+  return clean ? 0 : 1;
 }
 
 }  // namespace tandem::bench

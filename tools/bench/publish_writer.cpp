@@ -5,9 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/cuda.hpp"
+#include "common/cuda_ipc.hpp"
+#include "common/error.hpp"
 #include "common/process.hpp"
 #include "learner/publisher.hpp"
 #include "shm/verify_pattern.hpp"
@@ -67,9 +72,30 @@ shm::SlabSpec slab_spec(const PublishBenchOptions& o, const ModelSize& size) {
   return spec;
 }
 
+// The device slab beside the host slab, as learner::ModelPublisher makes it: one exported allocation.
+struct DeviceSlab {
+  cuda::Buffer buffer;
+  shm::WeightSlabWriter writer;
+
+  DeviceSlab(const std::string& name, const shm::SlabSpec& spec, int device) {
+    cuda::set_device(device);
+    buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device, shm::WeightSlabWriter::device_slab_bytes(spec));
+    shm::DeviceSlabInfo info{};
+    const cuda::IpcHandle handle = cuda::ipc_export(buffer.data());
+    std::memcpy(info.ipc_handle, handle.data(), handle.size());
+    const cuda::DeviceIdentity id = cuda::device_identity(device);
+    std::memcpy(info.gpu_uuid, id.uuid.data(), id.uuid.size());
+    std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
+    info.buffer_bytes = buffer.size();
+    info.exporter_pid = static_cast<std::uint64_t>(::getpid());
+    writer = shm::WeightSlabWriter::create_on_device(name, spec, info, static_cast<std::byte*>(buffer.data()));
+  }
+};
+
 // Waits until every reader holds its lease entry, so that no version goes unseen at the start.
-void wait_for_readers(const std::string& slab_name, int readers) {
-  auto observer = shm::WeightSlabReader::attach(slab_name, 0);
+void wait_for_readers(const std::string& slab_name, int readers, bool device) {
+  if (readers == 0) return;
+  auto observer = device ? shm::WeightSlabReader::attach_device(slab_name, 0) : shm::WeightSlabReader::attach(slab_name, 0);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (observer.lease_table().size() < static_cast<std::size_t>(readers) && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -80,13 +106,22 @@ void wait_for_readers(const std::string& slab_name, int readers) {
 PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize& size) {
   PublishMeasurement m;
   m.gpu = !o.cpu && cuda::device_count() > 0;
+  if (o.device_readers > 0 && !m.gpu)
+    fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible", o.device_readers,
+         o.cpu ? "--cpu was given" : "no GPU is visible");
   const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), "weights");
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
 
   ParameterSource params(m.gpu, o.device, size.bytes);
   m.pinned_gbps = params.pinned_gbps;
-  learner::Publisher pub(slab, params.source);
+  m.device_readers = m.gpu ? (o.device_readers < 0 ? 1 : o.device_readers) : 0;
+  const std::string device_name = shm::device_slab_name(slab_name);
+  std::optional<DeviceSlab> device_slab;
+  // UnlinkOnSignal guards one name (the host slab's); an interrupted run leaves the device slab to
+  // `tandem shm gc`, which removes segments whose creator is gone.
+  if (m.device_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
+  learner::Publisher pub(slab, params.source, {}, device_slab ? &device_slab->writer : nullptr);
   auto fill = [&](std::uint64_t version) {
     if (o.verify) params.fill_verify_pattern(version);
   };
@@ -107,11 +142,17 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     readers.push_back({slab_name, fmt::format("/tmp/{}.reader{}", slab_name, i), o.seconds, o.verify});
     pids.push_back(spawn_reader(exe, readers.back()));
   }
-  wait_for_readers(slab_name, o.readers);
+  for (int i = 0; i < m.device_readers; ++i) {
+    readers.push_back({device_name, fmt::format("/tmp/{}.reader{}", device_name, i), o.seconds, o.verify, o.device});
+    pids.push_back(spawn_reader(exe, readers.back()));
+  }
+  wait_for_readers(slab_name, o.readers, false);
+  wait_for_readers(device_name, m.device_readers, true);
 
-  fmt::print("publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es){}\n", size.what,
-             size.bytes / 1e6, m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds,
-             o.readers, o.verify ? ", verifying every read" : "");
+  fmt::print("publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es) and {} same-GPU "
+             "device-slab reader(s){}\n", size.what, size.bytes / 1e6,
+             m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds, o.readers,
+             m.device_readers, o.verify ? ", verifying every read" : "");
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   std::uint64_t step = 1;
@@ -129,23 +170,31 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     const std::uint64_t v = pub.next_version();
     (void)pub.publish(kFinalStep);  // committed when `latest` shows it; retried otherwise
     pub.flush();
-    if (slab.latest_version() == v) break;
+    if (slab.latest_version() == v && (!device_slab || device_slab->writer.latest_version() == v)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
-  for (std::size_t i = 0; i < pids.size(); ++i) m.readers.add(collect_reader(pids[i], readers[i].result));
+  for (std::size_t i = 0; i < pids.size(); ++i)
+    (readers[i].cuda_device >= 0 ? m.device : m.readers).add(collect_reader(pids[i], readers[i].result));
 
   auto timings = pub.take_timings();
   timings.pop_back();  // the final version is not a measurement
-  for (const auto& t : timings) {
+  for (const auto& t : timings) {  // a version only one slab took has zeros for the other
     m.snapshot_ms.push_back(t.snapshot_ms);
-    m.d2h_ms.push_back(t.d2h_ms);
-    m.commit_ms.push_back(t.visible_ms);
+    if (t.visible_ms > 0) {
+      m.d2h_ms.push_back(t.d2h_ms);
+      m.commit_ms.push_back(t.visible_ms);
+    }
+    if (device_slab && t.device_visible_ms > 0) {
+      m.device_copy_ms.push_back(t.device_copy_ms);
+      m.device_commit_ms.push_back(t.device_visible_ms);
+    }
   }
   const auto st = pub.stats();
   m.calls = st.calls - base_stats.calls - 1;
   m.skipped = st.skipped - base_stats.skipped;
   m.coalesced = st.coalesced - base_stats.coalesced;
+  m.device_skipped = st.device_skipped - base_stats.device_skipped;
   return m;
 }
 

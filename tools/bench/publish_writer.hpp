@@ -18,6 +18,12 @@ struct PublishMeasurement {
   std::vector<double> snapshot_ms, d2h_ms, commit_ms;  // per committed version, from the publisher
   std::uint64_t calls = 0, coalesced = 0, skipped = 0;
   ReaderReport readers;  // every reader's, together
+  // The device slab (GPU only, with device readers): D2D into its slot, publish() -> committed there,
+  // and its same-GPU readers' reports.
+  int device_readers = 0;
+  std::vector<double> device_copy_ms, device_commit_ms;
+  std::uint64_t device_skipped = 0;
+  ReaderReport device;
 };
 
 PublishMeasurement measure_publish(const PublishBenchOptions& options, const ModelSize& size);
