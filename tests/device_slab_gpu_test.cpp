@@ -251,7 +251,10 @@ TEST_CASE("device slab (CUDA): a reader SIGKILLed while mapped and leasing leave
   std::remove(result.c_str());
   CHECK(reads >= 1);
   CHECK(torn == 0);
-  CHECK(slabs.device.stats().reclaimed >= 1);
+  // The dead reader's lease is gone: the writer reclaims it when it needs the slot, or the survivor
+  // does when it claims its entries after the kill (a race either may win).
+  for (const auto& row : observer.lease_table())
+    CHECK_FALSE((row.owner_pid == static_cast<std::uint32_t>(holder.pid()) && row.has_lease));
   CHECK(pub.stats().device_committed >= 20);  // the survivor's own leases may skip a few
 }
 
