@@ -64,6 +64,8 @@ class Evaluator {
   // Zero-copy views of samples [begin, end) of the split (0 = its first sample), as stored.
   torch::Tensor inputs_view(std::int64_t begin, std::int64_t end) const;
   torch::Tensor labels_view(std::int64_t begin, std::int64_t end) const;
+  // Whether the last evaluate() replayed a CUDA graph for its full batches.
+  bool graph_active() const { return graph_ != nullptr; }
   // A raw input batch -> float on the evaluation device, normalised.
   torch::Tensor normalise(const torch::Tensor& raw) const;
 
