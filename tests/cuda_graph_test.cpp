@@ -11,11 +11,19 @@
 #include "actor/evaluator.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
+#include "learner/feed/device_feed.hpp"
+#include "learner/feed/synthetic_dataset.hpp"
 #include "learner/graph_step.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 TANDEM_GPU_TEST_BINARY();
 
@@ -169,3 +177,44 @@ TEST_CASE("the captured step follows the learning-rate schedule") {
   CHECK(relative_l2(graph.params, eager.params) < 1e-4);
   CHECK(relative_l2(constant.params, eager.params) > 1e-3);
 }
+
+#ifdef TANDEM_TORCH_CUDA
+TEST_CASE("DeviceFeed's rows copy and captured gather give next()'s batches, across epochs") {
+  REQUIRE(torch::cuda::is_available());
+  const feed::SyntheticDataset data(test::unique_name("graphfeed"), 1000, 100, {3, 8, 8});
+  const shm::DatasetCache cache = shm::DatasetCache::attach(data.name());
+  feed::FeedOptions o;
+  o.placement = feed::Placement::cuda;
+  o.batch_size = 64;  // 15 full steps per epoch: 40 steps cross two epoch boundaries
+  o.drop_last = true;
+  o.seed = 3;
+  o.mean = {0.4f, 0.5f, 0.6f};
+  o.stddev = {0.2f, 0.3f, 0.4f};
+  feed::DeviceFeed eager(cache, o), graphed(cache, o);
+  const auto gpu = torch::TensorOptions().device(kGpu);
+  const torch::Tensor rows = torch::zeros({64}, gpu.dtype(torch::kInt64));
+  feed::Batch fixed{torch::zeros({64, 3, 8, 8}, gpu.dtype(torch::kFloat)), torch::zeros({64}, gpu.dtype(torch::kInt64))};
+  at::cuda::CUDAGraph graph;
+  {
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+    torch::cuda::synchronize();
+    c10::cuda::CUDAStreamGuard on_side(side);
+    graphed.gather(rows, fixed);  // warm-up
+    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    graphed.gather(rows, fixed);
+    graph.capture_end();
+    torch::cuda::synchronize();
+  }
+  for (int i = 0; i < 40; ++i) {
+    CAPTURE(i);
+    const feed::Step want = eager.next();
+    const feed::Step got = graphed.next_rows(rows);
+    CHECK(got.epoch == want.epoch);
+    CHECK(got.index == want.index);
+    CHECK(got.batches.empty());
+    graph.replay();
+    CHECK(torch::equal(fixed.y, want.batches[0].y));
+    CHECK(torch::equal(fixed.x, want.batches[0].x));  // the same kernel: bitwise
+  }
+}
+#endif
