@@ -29,7 +29,7 @@ const std::vector<ConfigKey> kModel = {
 const std::vector<ConfigKey> kLearner = {
     {"learner.device", T::string, "\"cpu\"", "where the learner trains", {}, {}, {"cpu", "cuda"}},
     {"learner.feed", T::string, "\"host\"", "host: CPU worker threads gather batches (copied to the GPU on cuda); device: the whole split is gathered on the GPU (cuda only)", {}, {}, {"host", "device"}},
-    {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; falls back to eager, saying why once, with a CPU learner, a TorchScript model, data-parallel ranks, or a step that cannot be captured"},
+    {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; supervised learner only; falls back to eager, saying why once, with a CPU learner, a TorchScript model, data-parallel ranks, an RL algo, or a step that cannot be captured"},
     {"learner.feed_workers", T::integer, "1", "HostFeed gather threads (0: min(8, cores))", 0, 64},
     {"learner.threads", T::integer, "1", "LibTorch intra-op threads of the learner (CPU training)", 1, 256},
     {"learner.batch_size", T::integer, "128", "samples per optimizer step, across all learner ranks: each of N data-parallel ranks takes batch_size / N (so run.learners changes the speed, not the training)", 1, 1048576},
