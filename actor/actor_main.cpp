@@ -69,7 +69,8 @@ int run_evaluator(const Config& config, shm::JobProcess& process, const actor::A
                                     .mean = parse_number_list("data.mean", config.string("data.mean")),
                                     .std = parse_number_list("data.std", config.string("data.std")),
                                     .device = device,
-                                    .max_samples = config.integer("actor.max_samples")});
+                                    .max_samples = config.integer("actor.max_samples"),
+                                    .cuda_graph = config.boolean("actor.cuda_graph")});
 
   const std::string slab = shm::job_segment_name(job, "weights");
   actor::Follower follower =

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <optional>
 
+#include "actor/graph_eval.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace tandem {
 namespace {
@@ -76,11 +78,45 @@ torch::Tensor Evaluator::labels_view(std::int64_t begin, std::int64_t end) const
   return torch::from_blob(data, {end - begin}, torch::TensorOptions().dtype(y_type_));
 }
 
-torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const {
-  // Move the compact uint8 batch first, convert on the device.
-  torch::Tensor x = raw.to(config_.device).to(torch::kFloat32);
-  if (x_type_ == torch::kUInt8) x = x.mul_(1.0 / 255.0);
-  return x.sub_(mean_).div_(std_);
+namespace {
+
+// Moves the compact batch first (a no-op for a batch already there), converts on the device.
+torch::Tensor normalise_on(const torch::Tensor& raw, const torch::Device& device, const torch::Tensor& mean,
+                           const torch::Tensor& std) {
+  torch::Tensor x = raw.to(device).to(torch::kFloat32);
+  if (raw.scalar_type() == torch::kUInt8) x = x.mul_(1.0 / 255.0);
+  return x.sub_(mean).div_(std);
+}
+
+}  // namespace
+
+torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const { return normalise_on(raw, config_.device, mean_, std_); }
+
+GraphEval* Evaluator::graph_for(Model& model) const {
+  if (!config_.cuda_graph || graph_refused_ || num_samples() < config_.batch_size) return nullptr;
+  if (graph_ && graph_->matches(model)) return graph_.get();
+  graph_.reset();
+  if (auto why = GraphEval::unsupported(model)) {
+    log::info("actor.cuda_graph = true, evaluating eagerly: {}", *why);
+    graph_refused_ = true;
+    return nullptr;
+  }
+  std::vector<std::int64_t> shape{config_.batch_size};
+  shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
+  graph_x_ = torch::empty(shape, torch::TensorOptions().dtype(x_type_).device(config_.device));
+  graph_y_ = torch::empty({config_.batch_size}, torch::TensorOptions().dtype(y_type_).device(config_.device));
+  // By value: the graph outlives no Evaluator state but these tensors.
+  auto normalise = [device = config_.device, mean = mean_, std = std_](const torch::Tensor& raw) {
+    return normalise_on(raw, device, mean, std);
+  };
+  try {
+    graph_ = std::make_shared<GraphEval>(model, graph_x_, graph_y_, normalise);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    log::warn("actor.cuda_graph: capturing the evaluation failed ({}); evaluating eagerly", what.substr(0, what.find('\n')));
+    graph_refused_ = true;
+  }
+  return graph_.get();
 }
 
 EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) const {
@@ -97,6 +133,7 @@ EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) 
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(config_.device));
   torch::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(config_.device));
   const std::int64_t n = num_samples();
+  GraphEval* graph = graph_for(model);
   EvalResult r;
   for (std::int64_t b = 0; b < n; b += config_.batch_size) {
     if (stop && stop()) {
@@ -105,6 +142,14 @@ EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) 
     }
     const std::int64_t e = std::min(n, b + config_.batch_size);
     r.samples = e;
+    if (e - b == config_.batch_size && graph != nullptr) {  // same kernels as below, one launch
+      graph_x_.copy_(inputs_view(b, e), /*non_blocking=*/true);
+      graph_y_.copy_(labels_view(b, e), /*non_blocking=*/true);
+      auto [batch_loss, batch_correct] = graph->replay();
+      loss_sum.add_(batch_loss);
+      correct.add_(batch_correct);
+      continue;
+    }
     torch::Tensor x = normalise(inputs_view(b, e));
     torch::Tensor y = labels_view(b, e).to(config_.device).to(torch::kInt64);
     torch::Tensor logits = model.forward(x);

@@ -13,6 +13,10 @@
 // Lifetime and threads: the Evaluator borrows the cache, which must outlive it and every view it
 // returns. Views point into a read-only mapping: writing through one is a segfault by design.
 // evaluate() switches the model to eval mode and back, so one thread uses a model at a time.
+// With cuda_graph on a GPU, every full batch replays one CUDA graph of its device-side work
+// (actor/graph_eval.hpp), bitwise equal to eager; the last partial batch runs eagerly. Where a graph
+// cannot be used (a CPU device, a TorchScript model, a refused capture) it evaluates eagerly and logs
+// why, once per Evaluator.
 // A stop callback, when given, is asked before each batch: a stop request ends an evaluation within
 // one batch (the result is then incomplete and must not be reported).
 #pragma once
@@ -21,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +34,8 @@
 
 namespace tandem {
 
+class GraphEval;
+
 struct EvalConfig {
   std::string split = "test";
   std::int64_t batch_size = 1000;
@@ -36,6 +43,7 @@ struct EvalConfig {
   std::vector<double> std = {1.0};
   torch::Device device = torch::kCPU;
   std::int64_t max_samples = 0;  // 0: the whole split, else its first max_samples samples
+  bool cuda_graph = false;       // replay full batches from a CUDA graph (see above)
 };
 
 struct EvalResult {
@@ -56,6 +64,8 @@ class Evaluator {
   // Zero-copy views of samples [begin, end) of the split (0 = its first sample), as stored.
   torch::Tensor inputs_view(std::int64_t begin, std::int64_t end) const;
   torch::Tensor labels_view(std::int64_t begin, std::int64_t end) const;
+  // Whether the last evaluate() replayed a CUDA graph for its full batches.
+  bool graph_active() const { return graph_ != nullptr; }
   // A raw input batch -> float on the evaluation device, normalised.
   torch::Tensor normalise(const torch::Tensor& raw) const;
 
@@ -66,6 +76,12 @@ class Evaluator {
   torch::ScalarType x_type_, y_type_;
   std::vector<std::int64_t> sample_shape_;
   torch::Tensor mean_, std_;           // [1, C, 1, 1] or [1], float, on the device
+
+  // The graph for `model`, captured on first use (nullptr: evaluate eagerly, the reason logged once).
+  GraphEval* graph_for(Model& model) const;
+  mutable std::shared_ptr<GraphEval> graph_;
+  mutable torch::Tensor graph_x_, graph_y_;  // the graph's input buffers: one batch, as stored, on the device
+  mutable bool graph_refused_ = false;
 };
 
 }  // namespace tandem

@@ -29,6 +29,7 @@ const std::vector<ConfigKey> kModel = {
 const std::vector<ConfigKey> kLearner = {
     {"learner.device", T::string, "\"cpu\"", "where the learner trains", {}, {}, {"cpu", "cuda"}},
     {"learner.feed", T::string, "\"host\"", "host: CPU worker threads gather batches (copied to the GPU on cuda); device: the whole split is gathered on the GPU (cuda only)", {}, {}, {"host", "device"}},
+    {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; supervised learner only; falls back to eager, saying why once, with a CPU learner, a TorchScript model, data-parallel ranks, an RL algo, or a step that cannot be captured"},
     {"learner.feed_workers", T::integer, "1", "HostFeed gather threads (0: min(8, cores))", 0, 64},
     {"learner.threads", T::integer, "1", "LibTorch intra-op threads of the learner (CPU training)", 1, 256},
     {"learner.batch_size", T::integer, "128", "samples per optimizer step, across all learner ranks: each of N data-parallel ranks takes batch_size / N (so run.learners changes the speed, not the training)", 1, 1048576},
@@ -64,6 +65,7 @@ const std::vector<ConfigKey> kActor = {
     {"actor.evaluators", T::integer, "0", "with actor.role = \"rollout\": how many of run.actors are RL evaluators instead (the last ones)", 0, 4096},
     {"actor.eval_episodes", T::integer, "10", "RL evaluator: greedy episodes per evaluated version, on seeds of its own", 1, 1000000},
     {"actor.device", T::string, "\"cpu\"", "where the actor runs its model", {}, {}, {"cpu", "cuda"}},
+    {"actor.cuda_graph", T::boolean, "false", "evaluator on cuda: capture the forward and the loss/correct sums of one batch in a CUDA graph and replay it for every full batch (results bitwise equal to eager); the last partial batch, a CPU actor and TorchScript models run eagerly"},
     {"actor.threads", T::integer, "1", "LibTorch intra-op threads of each actor", 1, 256},
     {"actor.batch_size", T::integer, "1000", "evaluation batch size", 1, 1048576},
     {"actor.max_samples", T::integer, "0", "evaluate the first N test samples only; 0 = the whole split", 0, 1.0e12},

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/program.hpp"
 #include "learner/ddp/rank_env.hpp"
 #include "learner/rl/rl_learner.hpp"
@@ -25,6 +26,8 @@ int run(const ProgramArgs& args) {
     if (rank.distributed())  // its updates are not synchronised: N ranks would train N policies
       fail("learner.algo = \"{}\" trains on one learner rank, not {}: set run.learners = 1", config.string("learner.algo"),
            rank.world_size);
+    if (config.boolean("learner.cuda_graph"))
+      log::info("learner.cuda_graph = true, training eagerly: the RL learner's updates are not captured");
     return run_rl_learner(config, process);
   }
   return run_supervised_learner(config, process, rank);

@@ -142,6 +142,74 @@ void Optimizer::update(Param& p, const torch::Tensor& grad, double lr, double bc
   }
 }
 
+// The coefficients step() passes as scalars, as the float the kernels would have used:
+//   sgd:        [-lr, -lr * momentum, unused]
+//   adam/adamw: [-lr / bc1, 1 / sqrt(bc2) (CUDA divides by a host scalar as a multiply by its float
+//               reciprocal), 1 - lr * weight_decay]
+void Optimizer::set_step_coefficients(double lr) {
+  ++steps_;
+  const OptimizerConfig& c = config_;
+  float k[3] = {static_cast<float>(-lr), static_cast<float>(-lr * c.momentum), 0.0f};
+  if (c.kind != "sgd") {
+    const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps_));
+    const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(steps_));
+    k[0] = static_cast<float>(-lr / bc1);
+    k[1] = 1.0f / static_cast<float>(std::sqrt(bc2));
+    k[2] = static_cast<float>(1.0 - lr * c.weight_decay);
+  }
+  if (params_.empty()) return;
+  const torch::Device device = params_[0].value.device();
+  if (!coefficients_.defined()) coefficients_ = torch::empty({3}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  // A fresh pinned block per step: the caching host allocator keeps it until the copy has run, so the
+  // host never overwrites values a queued copy has yet to read.
+  const torch::Tensor host = torch::from_blob(k, {3}, torch::kFloat);
+  if (device.is_cuda()) coefficients_.copy_(host.pin_memory(), /*non_blocking=*/true);
+  else coefficients_.copy_(host);  // CPU parameters: the tests check the formulas here
+}
+
+void Optimizer::step_captured() {
+  torch::NoGradGuard no_grad;
+  if (!coefficients_.defined()) fail("Optimizer::step_captured before set_step_coefficients: a captured step needs its coefficients");
+  if (flat()) {
+    const torch::Tensor g = flat_grad();
+    if (g.defined()) {
+      update_captured(flat_, g);
+      return;
+    }
+  }
+  for (Param& p : params_)
+    if (p.value.grad().defined()) update_captured(p, p.value.grad());
+}
+
+// update() with every step-dependent scalar read from coefficients_: a + alpha * b becomes
+// a + b * k (addcmul with a 0-dim factor), the same product and sum.
+void Optimizer::update_captured(Param& p, const torch::Tensor& grad) const {
+  const OptimizerConfig& c = config_;
+  const torch::Tensor k0 = coefficients_[0], k1 = coefficients_[1], k2 = coefficients_[2];
+  if (c.kind == "sgd") {
+    torch::Tensor g = c.weight_decay != 0.0 ? grad.add(p.value, c.weight_decay) : grad;
+    if (p.buf1.defined()) {
+      p.buf1.mul_(c.momentum).add_(g);
+      if (c.nesterov) {
+        p.value.addcmul_(g, k0).addcmul_(p.buf1, k1);
+        return;
+      }
+      g = p.buf1;
+    }
+    p.value.addcmul_(g, k0);
+  } else {
+    torch::Tensor g = grad;
+    if (c.kind == "adamw")
+      p.value.mul_(k2);
+    else if (c.weight_decay != 0.0)
+      g = grad.add(p.value, c.weight_decay);
+    p.buf1.mul_(c.beta1).add_(g, 1.0 - c.beta1);
+    p.buf2.mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
+    torch::Tensor denom = p.buf2.sqrt().mul_(k1).add_(c.eps);
+    p.value.addcmul_(p.buf1.div(denom), k0);
+  }
+}
+
 void Optimizer::zero_grad() {
   for (Param& p : params_) {
     torch::Tensor g = p.value.grad();

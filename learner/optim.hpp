@@ -58,6 +58,15 @@ class Optimizer {
 
   // One update of every parameter that has a gradient, with learning rate `lr`.
   void step(double lr);
+  // A step that can be captured in a CUDA graph (learner/graph_step.hpp), which would bake step()'s
+  // host-side lr and bias corrections into its kernels. set_step_coefficients(lr) counts the step and
+  // writes them into a small device tensor, on the current stream and never waiting; step_captured()
+  // reads them there, so one capture serves every step. Call set_step_coefficients outside the
+  // graph before each replay. Same per-element formulas as step() (a scalar alpha becomes the same
+  // float read from the tensor). CUDA parameters only.
+  void set_step_coefficients(double lr);
+  void step_captured();
+
   void zero_grad();  // in place: gradient tensors (and views of a flat gradient) stay allocated
 
   std::int64_t steps_taken() const { return steps_; }  // Adam's bias correction counts these
@@ -77,12 +86,14 @@ class Optimizer {
     torch::Tensor buf2;  // adam: exp_avg_sq
   };
   void update(Param& p, const torch::Tensor& grad, double lr, double bc1, double bc2) const;
+  void update_captured(Param& p, const torch::Tensor& grad) const;
   torch::Tensor flat_grad() const;  // the gradients as one tensor, if they tile one buffer in order
 
   std::vector<Param> params_;
   Param flat_;  // defined when the parameters tile one buffer: params_' state are views of its state
   OptimizerConfig config_;
   std::int64_t steps_ = 0;
+  torch::Tensor coefficients_;  // float [3] on the parameters' device: see set_step_coefficients
 };
 
 }  // namespace tandem

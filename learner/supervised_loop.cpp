@@ -20,6 +20,7 @@
 #include "learner/ddp/session.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
+#include "learner/graph_step.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
@@ -214,6 +215,20 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
   else feed.host.emplace(cache, fopts, start / epoch_steps);
   for (std::uint64_t i = 0; i < start % epoch_steps; ++i) feed.next();  // the resumed epoch's done steps
 
+  // learner.cuda_graph: one graph per run; where it cannot be, one line says why and training is eager.
+  std::unique_ptr<GraphStep> graph;
+  if (config.boolean("learner.cuda_graph")) {
+    if (auto why = GraphStep::unsupported(trainer)) {
+      log::info("learner.cuda_graph = true, training eagerly: {}", *why);
+    } else {
+      GraphStep::Gather gather;
+      if (feed.device) gather = [&](const torch::Tensor& rows, feed::Batch& out) { feed.device->gather(rows, out); };
+      graph = std::make_unique<GraphStep>(trainer, feed::describe_feed(cache, fopts).batch_shape(fopts.batch_size),
+                                          std::move(gather));
+      log::info("learner.cuda_graph: the training step is captured after its warm-up and replayed");
+    }
+  }
+
   const std::int64_t report_every = config.integer("learner.report_every_steps");
   const std::int64_t ckpt_every = config.integer("learner.checkpoint_every_steps");
   const std::int64_t keep = config.integer("learner.keep_checkpoints");
@@ -239,10 +254,17 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
     // One rank alone stops at once; data-parallel ranks vote, and all stop after the same step.
     if (!sync && process.stop_requested()) break;
     if (sync) sync->vote_stop(process.stop_requested());
-    feed::Step s = feed.next();
-    for (const auto& b : s.batches) {
-      trainer.train_step(b.x, b.y);
-      samples += b.y.size(0);
+    feed::Step s;
+    if (graph && feed.device) {  // the graph gathers from its index buffer
+      s = feed.device->next_rows(graph->rows());
+      samples += graph->step().samples;
+    } else {
+      s = feed.next();
+      for (const auto& b : s.batches) {
+        if (graph) graph->step(b.x, b.y);
+        else trainer.train_step(b.x, b.y);
+        samples += b.y.size(0);
+      }
     }
     if (sync) comm.add(sync->last_times());
     const auto step = static_cast<std::uint64_t>(trainer.step());

@@ -64,16 +64,28 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
   m.samples = x.size(0);
   m.loss = loss.detach();
   m.correct = logits.detach().argmax(1).eq(y).sum();
-  if (!window_loss_.defined() || window_loss_.device() != m.loss.device()) {
-    window_loss_ = torch::zeros({}, m.loss.options().dtype(torch::kFloat64));
-    window_correct_ = torch::zeros({}, m.correct.options());
-  }
+  window_sums(m.loss.device());
   window_loss_.add_(m.loss * static_cast<double>(m.samples));
   window_correct_.add_(m.correct);
   ++window_steps_;
   window_samples_ += m.samples;
   window_lr_ = lr;
   return m;
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::window_sums(const torch::Device& device) {
+  if (!window_loss_.defined() || window_loss_.device() != device) {
+    window_loss_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+    window_correct_ = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  }
+  return {window_loss_, window_correct_};
+}
+
+void Trainer::count_step(std::int64_t samples, double lr) {
+  ++step_;
+  ++window_steps_;
+  window_samples_ += samples;
+  window_lr_ = lr;
 }
 
 WindowMetrics Trainer::take_window() {

@@ -69,6 +69,15 @@ class Trainer {
   void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
   WindowMetrics take_window();
 
+  // For a step that runs outside train_step, captured in a CUDA graph (learner/graph_step.hpp):
+  // the window's device sums (loss * batch, float64; correct, int64), which keep their addresses
+  // (take_window zeroes them in place) so a graph may add to them; and the host-side bookkeeping of
+  // one such step (step count, window samples, lr).
+  std::pair<torch::Tensor, torch::Tensor> window_sums(const torch::Device& device);
+  void count_step(std::int64_t samples, double lr);
+  bool has_before_update() const { return static_cast<bool>(before_update_); }
+  Optimizer& mutable_optimizer() { return optimizer_; }
+
   std::int64_t step() const { return step_; }
   double current_lr() const;  // for the next step
   const TrainerConfig& config() const { return config_; }

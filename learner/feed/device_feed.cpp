@@ -131,6 +131,41 @@ struct DeviceFeed::Impl {
   }
 #endif
 
+  Step rows_into(const torch::Tensor& rows) {
+#ifdef TANDEM_TORCH_CUDA
+    c10::cuda::CUDAGuard guard(device);
+    last_stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    if (!order_current) upload_order();
+    const std::uint64_t n = sampler.batch_samples(index);
+    if (static_cast<std::uint64_t>(rows.numel()) != n || n != step_samples)
+      fail("DeviceFeed: a captured step takes {} rows, step {} of epoch {} has {}: use drop_last", rows.numel(), index,
+           epoch, n);
+    rows.copy_(order.narrow(0, static_cast<std::int64_t>(index * step_samples), static_cast<std::int64_t>(n)),
+               /*non_blocking=*/true);
+    Step step{epoch, index, {}};
+    if (++index == sampler.length()) {
+      index = 0;
+      ++epoch;
+      order_current = false;
+    }
+    return step;
+#else
+    (void)rows;
+    fail("DeviceFeed needs a CUDA GPU");
+#endif
+  }
+
+  void gather(const torch::Tensor& rows, Batch& out) const {
+#ifdef TANDEM_TORCH_CUDA
+    c10::cuda::CUDAGuard guard(device);
+    normalizer->apply(copy->x, copy->y, rows, 0, out, c10::cuda::getCurrentCUDAStream(device).stream());
+#else
+    (void)rows;
+    (void)out;
+    fail("DeviceFeed needs a CUDA GPU");
+#endif
+  }
+
   Step next() {
 #ifdef TANDEM_TORCH_CUDA
     c10::cuda::CUDAGuard guard(device);
@@ -173,5 +208,7 @@ DeviceFeed& DeviceFeed::operator=(DeviceFeed&&) noexcept = default;
 std::uint64_t DeviceFeed::length() const { return impl_->sampler.length(); }
 const EpochSampler& DeviceFeed::sampler() const { return impl_->sampler; }
 Step DeviceFeed::next() { return impl_->next(); }
+Step DeviceFeed::next_rows(const torch::Tensor& rows) { return impl_->rows_into(rows); }
+void DeviceFeed::gather(const torch::Tensor& rows, Batch& out) const { impl_->gather(rows, out); }
 
 }  // namespace tandem::feed

@@ -34,6 +34,16 @@ class DeviceFeed {
 
   Step next();
 
+  // For a training step captured in a CUDA graph (learner/graph_step.hpp), which gathers from a fixed
+  // index buffer. next_rows() advances exactly like next() but, instead of gathering, copies the
+  // step's rows (batch_size * consumers int64 row numbers, split-relative) into `rows`, a fixed int64
+  // tensor on the feed's GPU, with one D2D copy on the current stream; the Step it returns has no
+  // batches. gather() fills out.x / out.y (allocated, one row per entry of `rows`) from the split's
+  // copy: only kernels on the current stream, no allocation on the kernel path, no wait, so it may be
+  // captured. Steps must be full (drop_last): a short step is a UserError.
+  Step next_rows(const torch::Tensor& rows);
+  void gather(const torch::Tensor& rows, Batch& out) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `tandem-bench graph`: one supervised training step (gather a batch from a
+GPU-resident CIFAR-shaped pool, forward, cross-entropy, backward, SGD Nesterov, zero_grad) and one
+evaluation forward, for the cnn and ResNet-18 built layer for layer as Tandem's C++ models
+(common/torch/models.cpp; torchvision is not needed), eager and under
+torch.compile(mode="reduce-overhead") (CUDA graphs through Inductor). Median step time over --steps
+steps after --warmup, timed with CUDA events. Prints a table, then one JSON line:
+{"bench": "graph_step_peer", "results": [{"model", "batch", "mode", "train_ms", "eval_ms"} ...],
+ "compile_error": "..." (only when torch.compile failed)}.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def conv3x3(cin, cout, stride=1):
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+
+
+class Cnn(nn.Module):  # Tandem's "cnn": two conv-BN-ReLU-maxpool blocks, one hidden layer
+    def __init__(self, c=3, h=32, w=32, classes=10):
+        super().__init__()
+        self.conv1, self.bn1 = conv3x3(c, 16), nn.BatchNorm2d(16)
+        self.conv2, self.bn2 = conv3x3(16, 32), nn.BatchNorm2d(32)
+        self.fc1, self.fc2 = nn.Linear(32 * (h // 4) * (w // 4), 128), nn.Linear(128, classes)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        h = F.max_pool2d(F.relu(self.bn2(self.conv2(h))), 2)
+        return self.fc2(F.relu(self.fc1(h.flatten(1))))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1, self.bn1 = conv3x3(cin, cout, stride), nn.BatchNorm2d(cout)
+        self.conv2, self.bn2 = conv3x3(cout, cout), nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResNet18(nn.Module):  # Tandem's "resnet18" for 32x32 inputs: 3x3 stem, no max-pool
+    def __init__(self, c=3, classes=10):
+        super().__init__()
+        self.conv1, self.bn1 = conv3x3(c, 64), nn.BatchNorm2d(64)
+        blocks, cin = [], 64
+        for layer, width in enumerate([64, 128, 256, 512]):
+            for b in range(2):
+                blocks.append(BasicBlock(cin, width, 2 if layer > 0 and b == 0 else 1))
+                cin = width
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        h = self.blocks(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+
+
+def median_ms(fn, warmup, steps):
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+    for i in range(steps):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def measure(name, batch, mode, args, device):
+    torch.manual_seed(0)
+    model = (Cnn() if name == "cnn" else ResNet18()).to(device)
+    pool_x = torch.randn(batch * 8, 3, 32, 32, device=device)
+    pool_y = torch.randint(0, 10, (batch * 8,), device=device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+
+    def train_body(x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        return loss.detach()
+
+    def eval_body(x, y):
+        with torch.no_grad():
+            return F.cross_entropy(model(x), y, reduction="sum")
+
+    if mode == "compile":
+        train_fn = torch.compile(train_body, mode="reduce-overhead")
+        eval_fn = torch.compile(eval_body, mode="reduce-overhead")
+    else:
+        train_fn, eval_fn = train_body, eval_body
+    step = [0]
+
+    def batch_rows():
+        step[0] += 1
+        return torch.randint(0, pool_x.shape[0], (batch,), device=device)
+
+    def train():
+        rows = batch_rows()
+        train_fn(pool_x.index_select(0, rows), pool_y.index_select(0, rows))
+
+    def evaluate():
+        rows = batch_rows()
+        eval_fn(pool_x.index_select(0, rows), pool_y.index_select(0, rows))
+
+    model.train()
+    train_ms = median_ms(train, args.warmup, args.steps)
+    model.eval()
+    eval_ms = median_ms(evaluate, args.warmup, args.steps)
+    return {"model": name, "batch": batch, "mode": mode, "train_ms": round(train_ms, 4), "eval_ms": round(eval_ms, 4)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--models", default="cnn,resnet18")
+    p.add_argument("--batches", default="128,512")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--no-compile", action="store_true")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("graph_step_peer.py needs a CUDA GPU and torch sees none")
+    device = torch.device("cuda", args.device)
+    torch.cuda.set_device(device)
+    results, compile_error = [], None
+    print(f"{'model':<10} {'batch':>6} {'mode':<8} {'train ms':>9} {'eval ms':>9}")
+    for name in args.models.split(","):
+        for batch in [int(b) for b in args.batches.split(",")]:
+            modes = ["eager"] + ([] if args.no_compile or compile_error else ["compile"])
+            for mode in modes:
+                try:
+                    r = measure(name, batch, mode, args, device)
+                except Exception as e:  # torch.compile needs a working Triton/compiler on the machine
+                    if mode != "compile":
+                        raise
+                    compile_error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    print(f"torch.compile failed, eager only from here: {compile_error}")
+                    continue
+                results.append(r)
+                print(f"{name:<10} {batch:>6} {mode:<8} {r['train_ms']:>9.3f} {r['eval_ms']:>9.3f}")
+    line = {"bench": "graph_step_peer", "torch": torch.__version__, "results": results}
+    if compile_error:
+        line["compile_error"] = compile_error
+    print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+#include "learner/graph_step.hpp"
+
+#include <torch/torch.h>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace tandem {
+
+std::optional<std::string> GraphStep::unsupported(Trainer& trainer) {
+  Model& model = trainer.model();
+  if (!model.nn_module())
+    return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
+  if (!model.device().is_cuda()) return "the learner trains on the CPU (CUDA graphs need learner.device = \"cuda\")";
+  if (trainer.has_before_update())
+    return "data-parallel gradient sync is not captured (its all-reduce starts from autograd hooks and is waited on "
+           "from the host; Gloo cannot be captured at all)";
+#ifndef TANDEM_TORCH_CUDA
+  return "this build's LibTorch has no CUDA";
+#endif
+  return std::nullopt;
+}
+
+#ifdef TANDEM_TORCH_CUDA
+
+struct GraphStep::Impl {
+  Trainer& trainer;
+  Gather gather;
+  int warmup_left;
+  c10::DeviceIndex device;
+  feed::Batch fixed;       // x float [batch, ...], y int64 [batch]: the graph's inputs
+  torch::Tensor rows_;     // int64 [batch]: the gather's indices
+  torch::Tensor loss, correct;                 // the graph's outputs
+  torch::Tensor window_loss, window_correct;   // the trainer's, added to inside the graph
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  bool fallen_back = false;
+
+  Impl(Trainer& t, const std::vector<std::int64_t>& shape, Gather g, int warmup)
+      : trainer(t), gather(std::move(g)), warmup_left(std::max(warmup, 1)) {
+    if (auto why = unsupported(t)) fail("a captured training step is not possible here: {}", *why);
+    if (shape.empty() || shape[0] < 1) fail("a captured training step needs a batch shape with at least one sample");
+    const torch::Device d = t.model().device();
+    device = d.index();
+    c10::cuda::CUDAGuard guard(device);
+    fixed.x = torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat).device(d));
+    fixed.y = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
+    rows_ = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
+    std::tie(window_loss, window_correct) = t.window_sums(d);
+  }
+
+  // One step's device work; eager during warm-up, recorded during capture.
+  void body() {
+    if (gather) gather(rows_, fixed);
+    torch::Tensor logits = trainer.model().forward(fixed.x);
+    torch::Tensor l = torch::nn::functional::cross_entropy(logits, fixed.y);
+    l.backward();
+    Optimizer& opt = trainer.mutable_optimizer();
+    opt.step_captured();
+    opt.zero_grad();
+    torch::NoGradGuard no_grad;
+    loss = l.detach();
+    correct = logits.detach().argmax(1).eq(fixed.y).sum();
+    window_loss.add_(loss * static_cast<double>(fixed.y.size(0)));
+    window_correct.add_(correct);
+  }
+
+  // Runs `fn` on a side stream ordered after, and before, the caller's stream.
+  template <class Fn>
+  void on_side_stream(Fn&& fn) {
+    const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device);
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
+    cuda_wait(caller, side);
+    {
+      c10::cuda::CUDAStreamGuard on_side(side);
+      fn();
+    }
+    cuda_wait(side, caller);
+  }
+
+  static void cuda_wait(const c10::cuda::CUDAStream& first, const c10::cuda::CUDAStream& then) {
+    cudaEvent_t e = nullptr;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventRecord(e, first.stream()));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(then.stream(), e, 0));
+    C10_CUDA_CHECK(cudaEventDestroy(e));
+  }
+
+  // Records the body; false (and nothing changed on the device) when capture is refused.
+  bool capture() {
+    auto g = std::make_unique<at::cuda::CUDAGraph>();
+    std::string why;
+    on_side_stream([&] {
+      try {
+        // Thread-local: the publisher's and feeds' threads keep their CUDA calls during the capture.
+        g->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+        try {
+          body();
+        } catch (...) {
+          try {
+            g->capture_end();  // ends the capture and the allocator's routing to the graph's pool
+          } catch (...) {
+          }
+          throw;
+        }
+        g->capture_end();
+      } catch (const std::exception& e) {
+        why = e.what();
+        const auto eol = why.find('\n');
+        if (eol != std::string::npos) why.resize(eol);
+      }
+    });
+    if (!why.empty()) {
+      (void)cudaGetLastError();  // a refused capture leaves its error behind; the eager path must not see it
+      log::warn("learner.cuda_graph: capturing the training step failed ({}); training eagerly from step {}", why,
+                trainer.step());
+      return false;
+    }
+    graph = std::move(g);
+    return true;
+  }
+
+  StepMetrics run() {
+    c10::cuda::CUDAGuard guard(device);
+    if (fallen_back) return eager();
+    const double lr = trainer.current_lr();
+    Optimizer& opt = trainer.mutable_optimizer();
+    const std::int64_t before = opt.steps_taken();
+    opt.set_step_coefficients(lr);
+    if (warmup_left > 0) {
+      --warmup_left;
+      on_side_stream([&] { body(); });
+    } else {
+      if (!graph && !capture()) {
+        opt.set_steps_taken(before);  // the refused step is taken again, eagerly
+        fallen_back = true;
+        return eager();
+      }
+      graph->replay();
+    }
+    trainer.count_step(fixed.y.size(0), lr);
+    return {.step = trainer.step(), .lr = lr, .samples = fixed.y.size(0), .loss = loss, .correct = correct};
+  }
+
+  StepMetrics eager() {
+    if (gather) gather(rows_, fixed);
+    return trainer.train_step(fixed.x, fixed.y);
+  }
+};
+
+GraphStep::GraphStep(Trainer& trainer, std::vector<std::int64_t> batch_shape, Gather gather, int warmup_steps)
+    : impl_(std::make_unique<Impl>(trainer, batch_shape, std::move(gather), warmup_steps)) {}
+GraphStep::~GraphStep() = default;
+
+const torch::Tensor& GraphStep::rows() { return impl_->rows_; }
+StepMetrics GraphStep::step() { return impl_->run(); }
+StepMetrics GraphStep::step(const torch::Tensor& x, const torch::Tensor& y) {
+  if (x.sizes() != impl_->fixed.x.sizes() || y.sizes() != impl_->fixed.y.sizes())
+    fail("a captured training step takes batches of {} samples, got {}: use drop_last", impl_->fixed.y.size(0),
+         y.size(0));
+  c10::cuda::CUDAGuard guard(impl_->device);
+  impl_->fixed.x.copy_(x, /*non_blocking=*/true);
+  impl_->fixed.y.copy_(y, /*non_blocking=*/true);
+  return impl_->run();
+}
+bool GraphStep::captured() const { return impl_->graph != nullptr && !impl_->fallen_back; }
+bool GraphStep::eager() const { return impl_->fallen_back; }
+
+#else
+
+struct GraphStep::Impl {};
+
+GraphStep::GraphStep(Trainer&, std::vector<std::int64_t>, Gather, int) {
+  fail("a captured training step (learner.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
+}
+GraphStep::~GraphStep() = default;
+const torch::Tensor& GraphStep::rows() { fail("GraphStep needs a CUDA build"); }
+StepMetrics GraphStep::step() { fail("GraphStep needs a CUDA build"); }
+StepMetrics GraphStep::step(const torch::Tensor&, const torch::Tensor&) { fail("GraphStep needs a CUDA build"); }
+bool GraphStep::captured() const { return false; }
+bool GraphStep::eager() const { return true; }
+
+#endif
+
+}  // namespace tandem

@@ -1,0 +1,69 @@
+// GraphStep: the supervised training step captured once in a CUDA graph and replayed every step.
+//
+//   if (auto why = GraphStep::unsupported(trainer)) log::info("... eager: {}", *why);
+//   GraphStep g(trainer, {batch, 3, 32, 32}, [&](auto& rows, auto& out) { feed.gather(rows, out); });
+//   feed.next_rows(g.rows()); g.step();        // DeviceFeed: the gather is part of the graph
+//   GraphStep h(trainer, {batch, 3, 32, 32}); h.step(b.x, b.y);   // any batch: copied in first
+//
+// What the graph holds: the gather from the fixed index buffer rows() into the fixed batch (when a
+// gather is given), forward, cross-entropy, backward, the optimizer update (Optimizer::step_captured,
+// reading lr and bias corrections from a device tensor), zero-grad, and the additions to the
+// trainer's window sums. What runs outside it, before each replay: the optimizer's coefficients
+// (Optimizer::set_step_coefficients: the schedule keeps working), the caller's rows copy or the
+// batch copy, and the host-side step count. Nothing in a step reads the device back.
+//
+// The first `warmup_steps` steps run the same body eagerly on a side stream (cuDNN and cuBLAS make
+// their handles and workspaces, autograd allocates the gradients), as PyTorch's CUDA-graph notes
+// require; the next is captured on that side stream and then replayed on the caller's stream, as is
+// every later one. Capturing runs no kernel, so a capture that throws has changed no weight: that
+// step and all later ones then run eagerly through Trainer::train_step, after one log line saying why.
+// BatchNorm's running statistics update in place, which a graph replays faithfully.
+//
+// Tensors: the model's parameters, gradients and buffers must keep their addresses (flat parameters
+// do); step()'s StepMetrics loss/correct are the graph's outputs, overwritten by the next step.
+// Threads: the one thread that drives the trainer, always with the same current stream. In a build
+// whose LibTorch has no CUDA, unsupported() says so and the constructor throws a UserError.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "learner/feed/batch.hpp"
+#include "learner/trainer.hpp"
+
+namespace tandem {
+
+class GraphStep {
+ public:
+  // Fills `out` (the fixed batch) from `rows` (the fixed index buffer) with capturable kernels only.
+  using Gather = std::function<void(const torch::Tensor& rows, feed::Batch& out)>;
+
+  // Why this trainer's step cannot be captured (a CPU model, a TorchScript model, a data-parallel
+  // gradient sync, a build without CUDA), or nullopt when it can be tried.
+  static std::optional<std::string> unsupported(Trainer& trainer);
+
+  // batch_shape: [batch, sample shape...] of the inputs every step has (full batches only).
+  GraphStep(Trainer& trainer, std::vector<std::int64_t> batch_shape, Gather gather = {}, int warmup_steps = 3);
+  ~GraphStep();
+  GraphStep(const GraphStep&) = delete;
+  GraphStep& operator=(const GraphStep&) = delete;
+
+  const torch::Tensor& rows();  // int64 [batch] on the model's GPU: where the gather reads its rows
+  StepMetrics step();           // with a gather: the rows are in rows()
+  StepMetrics step(const torch::Tensor& x, const torch::Tensor& y);  // copied into the fixed batch first
+
+  bool captured() const;  // the graph exists and replays
+  bool eager() const;     // capture failed: every step runs eagerly
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem

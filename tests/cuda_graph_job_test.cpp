@@ -1,0 +1,82 @@
+// GPU: a whole job under `tandem run` with learner.cuda_graph and actor.cuda_graph on the GPU: the
+// learner captures its step (DeviceFeed gather included) and replays it, the evaluator replays its
+// batches, and the replayed training still learns. Without a GPU this binary prints SKIP and exits 77.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/harness.hpp"
+#include "tests/tiny_cache.hpp"
+
+TANDEM_GPU_TEST_BINARY();
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a GPU job with cuda_graph = true replays its training step and evaluation and still learns" *
+          doctest::timeout(300)) {
+  const test::TinyCache cache("graphgpu");
+  const test::TempDir dir;
+  const fs::path config = dir / "job.toml";
+  const char* learner = std::getenv("TANDEM_LEARNER");
+  const char* actor = std::getenv("TANDEM_ACTOR");
+  REQUIRE(learner != nullptr);
+  REQUIRE(actor != nullptr);
+  // 200 steps of 32 over a 2048-sample split: three epoch boundaries (the feed re-uploads its order).
+  std::ofstream(config) << fmt::format(R"([run]
+job = "{}"
+unique_id = false
+actors = 1
+run_dir = "{}"
+learner_program = "{}"
+actor_program = "{}"
+status = "plain"
+[data]
+name = "{}"
+mean = "0.5"
+std = "0.3"
+[model]
+name = "mlp"
+num_classes = 8
+[learner]
+device = "cuda"
+feed = "device"
+cuda_graph = true
+batch_size = 32
+steps = 200
+warmup_steps = 10
+publish_every_steps = 50
+checkpoint_every_steps = 0
+[actor]
+device = "cuda"
+cuda_graph = true
+min_interval_s = 0
+batch_size = 64
+)", test::unique_name("graphgpujob"), (dir / "run").string(), learner, actor, cache.name);
+  const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(count(r.output, "learner.cuda_graph: the training step is captured") == 1);
+  CHECK(count(r.output, "failed") == 0);
+  CHECK(count(r.output, "eagerly") == 0);
+  CHECK(r.output.find("finished at step 200") != std::string::npos);
+  // The final version's evaluation (every full batch replayed): the tiny task is learnt.
+  const auto at = r.output.find("(step 200): test accuracy ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(r.output.substr(at + 26, 6)) >= 0.9);
+}

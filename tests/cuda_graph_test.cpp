@@ -1,0 +1,220 @@
+// GPU: training steps and evaluation replayed from CUDA graphs (learner/graph_step.hpp,
+// actor/graph_eval.hpp) against the eager ones. Without a GPU this binary prints SKIP and exits 77.
+#include <torch/torch.h>
+// After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "actor/evaluator.hpp"
+#include "common/torch/flat_params.hpp"
+#include "common/torch/models.hpp"
+#include "learner/feed/device_feed.hpp"
+#include "learner/feed/synthetic_dataset.hpp"
+#include "learner/graph_step.hpp"
+#include "learner/trainer.hpp"
+#include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
+#include "tests/harness.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+TANDEM_GPU_TEST_BINARY();
+
+using namespace tandem;
+
+namespace {
+
+const torch::Device kGpu(torch::kCUDA, 0);
+
+// A CIFAR-format cache (uint8 3x32x32, int64 labels) of random samples, removed at scope exit.
+struct CifarCache {
+  std::string name = test::unique_name("graphcifar");
+  explicit CifarCache(std::uint64_t n) {
+    shm::DatasetSpec spec{.name = name, .source = "test", .format = "synthetic", .num_samples = n,
+                          .fields = {{"x", shm::DType::u8, {3, 32, 32}}, {"y", shm::DType::i64, {}}},
+                          .splits = {{"test", 0, n}}};
+    shm::DatasetWriter w = shm::DatasetWriter::create(spec, false);
+    torch::manual_seed(5);
+    const auto count = static_cast<std::int64_t>(n);
+    torch::Tensor xs = torch::randint(256, {count, 3, 32, 32}, torch::kUInt8);
+    torch::Tensor ys = torch::randint(10, {count}, torch::kInt64);
+    std::memcpy(w.field_data(0), xs.data_ptr(), static_cast<std::size_t>(xs.numel()));
+    std::memcpy(w.field_data(1), ys.data_ptr(), static_cast<std::size_t>(ys.numel()) * 8);
+    w.commit(0, 1);
+  }
+  ~CifarCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
+};
+
+Model cifar_model(const char* name) {
+  Model m = Model::create({.name = name, .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 3});
+  m.to(kGpu);
+  return m;
+}
+
+TrainerConfig sgd(double lr, ScheduleConfig schedule) {
+  TrainerConfig c;
+  c.optimizer = {.kind = "sgd", .lr = lr, .momentum = 0.9, .nesterov = true, .weight_decay = 5e-4};
+  c.schedule = schedule;
+  return c;
+}
+
+// Trains `steps` steps on batches gathered from a fixed GPU pool in a fixed order, eagerly or
+// through a GraphStep; returns the final flat parameters and the last step's lr per step.
+struct Trained {
+  torch::Tensor params;
+  std::vector<double> lrs;
+  bool captured = false;
+};
+Trained train(const char* name, bool graph, int steps, const TrainerConfig& config, std::int64_t batch) {
+  Model m = cifar_model(name);
+  FlatParams flat = FlatParams::flatten(*m.nn_module());
+  Trainer t(m, config);
+  torch::manual_seed(11);
+  const torch::Tensor pool_x = torch::randn({batch * 4, 3, 32, 32}).to(kGpu);
+  const torch::Tensor pool_y = torch::randint(10, {batch * 4}, torch::kInt64).to(kGpu);
+  const torch::Tensor order = torch::randint(batch * 4, {steps, batch}, torch::kInt64).to(kGpu);
+  auto gather = [&](const torch::Tensor& rows, feed::Batch& out) {
+    torch::index_select_out(out.x, pool_x, 0, rows);
+    torch::index_select_out(out.y, pool_y, 0, rows);
+  };
+  Trained out;
+  if (graph) {
+    REQUIRE_FALSE(GraphStep::unsupported(t).has_value());
+    GraphStep g(t, {batch, 3, 32, 32}, gather);
+    for (int s = 0; s < steps; ++s) {
+      g.rows().copy_(order[s]);
+      out.lrs.push_back(g.step().lr);
+    }
+    out.captured = g.captured();
+  } else {
+    feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
+    for (int s = 0; s < steps; ++s) {
+      gather(order[s], b);
+      out.lrs.push_back(t.train_step(b.x, b.y).lr);
+    }
+  }
+  CHECK(t.step() == steps);
+  // Parameters and buffers (BatchNorm statistics too), as float32.
+  out.params = flat.buffer().narrow(0, 0, static_cast<std::int64_t>(flat.float32_bytes())).view(torch::kFloat).clone();
+  return out;
+}
+
+double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).norm().item<double>() / b.norm().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("evaluation with a captured graph is bitwise equal to eager") {
+  REQUIRE(torch::cuda::is_available());
+  const CifarCache cache(500);  // batch 128: three full batches replayed, the last 116 eager
+  const shm::DatasetCache attached = shm::DatasetCache::attach(cache.name);
+  for (const char* name : {"cnn", "resnet18"}) {
+    CAPTURE(name);
+    Model m = cifar_model(name);
+    const EvalConfig base{.batch_size = 128, .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}, .device = kGpu};
+    EvalConfig with_graph = base;
+    with_graph.cuda_graph = true;
+    const Evaluator eager(attached, base), graphed(attached, with_graph);
+    const EvalResult a = eager.evaluate(m);
+    const EvalResult b = graphed.evaluate(m);
+    CHECK(graphed.graph_active());
+    CHECK(a.samples == 500);
+    CHECK(b.samples == a.samples);
+    CHECK(b.loss == a.loss);  // exact: same kernels, same order of sums
+    CHECK(b.accuracy == a.accuracy);
+    // New weights copied in place (as the follower does): the same graph replays them.
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& [n, p] : m.named_parameters()) p.mul_(0.9);
+    }
+    const EvalResult a2 = eager.evaluate(m), b2 = graphed.evaluate(m);
+    CHECK(b2.loss == a2.loss);
+    CHECK(b2.accuracy == a2.accuracy);
+    CHECK(a2.loss != a.loss);
+  }
+}
+
+TEST_CASE("training with a captured step stays within fp tolerance of eager over 100 steps") {
+  REQUIRE(torch::cuda::is_available());
+  const TrainerConfig config = sgd(0.01, {.kind = "cosine", .warmup_steps = 10, .total_steps = 100});
+  for (const char* name : {"cnn", "resnet18"}) {
+    CAPTURE(name);
+    const Trained eager = train(name, false, 100, config, 128);
+    const Trained again = train(name, false, 100, config, 128);
+    const Trained graph = train(name, true, 100, config, 128);
+    CHECK(graph.captured);
+    const Trained init = train(name, false, 0, config, 128);
+    const double noise = relative_l2(again.params, eager.params);  // cuDNN's own run-to-run differences
+    const double diff = relative_l2(graph.params, eager.params);
+    const double moved = relative_l2(init.params, eager.params);  // how far 100 steps take the weights
+    INFO("eager vs eager ", noise, ", graph vs eager ", diff, ", training moved ", moved);
+    // Rounding-level differences only: far below how far training moved the weights.
+    CHECK(diff < 1e-3);
+    CHECK(diff < moved * 1e-2);
+  }
+}
+
+TEST_CASE("the captured step follows the learning-rate schedule") {
+  REQUIRE(torch::cuda::is_available());
+  // Warmup then cosine: lr changes at every replay; a graph that baked in its capture-time lr
+  // would train differently from eager.
+  const ScheduleConfig schedule{.kind = "cosine", .warmup_steps = 10, .total_steps = 30};
+  const TrainerConfig config = sgd(0.05, schedule);
+  const Trained eager = train("cnn", false, 30, config, 64);
+  const Trained graph = train("cnn", true, 30, config, 64);
+  CHECK(graph.captured);
+  REQUIRE(graph.lrs.size() == 30);
+  for (int s = 0; s < 30; ++s) CHECK(graph.lrs[static_cast<std::size_t>(s)] == scheduled_lr(schedule, 0.05, s));
+  const Trained constant = train("cnn", true, 30, sgd(0.05, {.kind = "constant"}), 64);
+  CHECK(relative_l2(graph.params, eager.params) < 1e-4);
+  CHECK(relative_l2(constant.params, eager.params) > 1e-3);
+}
+
+#ifdef TANDEM_TORCH_CUDA
+TEST_CASE("DeviceFeed's rows copy and captured gather give next()'s batches, across epochs") {
+  REQUIRE(torch::cuda::is_available());
+  const feed::SyntheticDataset data(test::unique_name("graphfeed"), 1000, 100, {3, 8, 8});
+  const shm::DatasetCache cache = shm::DatasetCache::attach(data.name());
+  feed::FeedOptions o;
+  o.placement = feed::Placement::cuda;
+  o.batch_size = 64;  // 15 full steps per epoch: 40 steps cross two epoch boundaries
+  o.drop_last = true;
+  o.seed = 3;
+  o.mean = {0.4f, 0.5f, 0.6f};
+  o.stddev = {0.2f, 0.3f, 0.4f};
+  feed::DeviceFeed eager(cache, o), graphed(cache, o);
+  const auto gpu = torch::TensorOptions().device(kGpu);
+  const torch::Tensor rows = torch::zeros({64}, gpu.dtype(torch::kInt64));
+  feed::Batch fixed{torch::zeros({64, 3, 8, 8}, gpu.dtype(torch::kFloat)), torch::zeros({64}, gpu.dtype(torch::kInt64))};
+  at::cuda::CUDAGraph graph;
+  {
+    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
+    torch::cuda::synchronize();
+    c10::cuda::CUDAStreamGuard on_side(side);
+    graphed.gather(rows, fixed);  // warm-up
+    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    graphed.gather(rows, fixed);
+    graph.capture_end();
+    torch::cuda::synchronize();
+  }
+  for (int i = 0; i < 40; ++i) {
+    CAPTURE(i);
+    const feed::Step want = eager.next();
+    const feed::Step got = graphed.next_rows(rows);
+    CHECK(got.epoch == want.epoch);
+    CHECK(got.index == want.index);
+    CHECK(got.batches.empty());
+    graph.replay();
+    CHECK(torch::equal(fixed.y, want.batches[0].y));
+    CHECK(torch::equal(fixed.x, want.batches[0].x));  // the same kernel: bitwise
+  }
+}
+#endif

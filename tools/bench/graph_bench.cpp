@@ -1,0 +1,218 @@
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "actor/graph_eval.hpp"
+#include "common/error.hpp"
+#include "common/torch/flat_params.hpp"
+#include "common/torch/models.hpp"
+#include "learner/graph_step.hpp"
+#include "learner/trainer.hpp"
+#include "tools/bench/bench_json.hpp"
+#include "tools/bench/graph_options.hpp"
+#include "tools/bench/peer_process.hpp"
+
+#ifdef TANDEM_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace tandem::bench {
+
+#ifndef TANDEM_TORCH_CUDA
+
+int bench_graph(const GraphBenchOptions&) {
+  fail("tandem-bench graph needs a CUDA GPU and this build's LibTorch has no CUDA: run it on the GPU machine");
+}
+
+#else
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Median milliseconds of `steps` calls of fn after `warmup`, each between two CUDA events on the
+// current stream: the GPU timeline, so a step the CPU cannot launch fast enough shows its gaps.
+template <class Fn>
+double median_ms(Fn&& fn, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<at::cuda::CUDAEvent> starts, ends;
+  starts.reserve(static_cast<std::size_t>(steps));
+  ends.reserve(static_cast<std::size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    starts.emplace_back(cudaEventDefault);
+    ends.emplace_back(cudaEventDefault);
+  }
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  for (int i = 0; i < steps; ++i) {
+    starts[static_cast<std::size_t>(i)].record(stream);
+    fn();
+    ends[static_cast<std::size_t>(i)].record(stream);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    ends[static_cast<std::size_t>(i)].synchronize();
+    ms.push_back(starts[static_cast<std::size_t>(i)].elapsed_time(ends[static_cast<std::size_t>(i)]));
+  }
+  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Result {
+  std::string model;
+  std::int64_t batch;
+  std::string mode;  // eager | graph
+  double train_ms, eval_ms;
+};
+
+// One model at one batch in one mode: a fresh model (same seed), a CIFAR-shaped pool on the GPU, a
+// random batch gathered from it each step, as DeviceFeed does.
+Result measure(const std::string& name, std::int64_t batch, bool graph, const GraphBenchOptions& o,
+               const torch::Device& device) {
+  Model model = Model::create({.name = name, .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 1});
+  model.to(device);
+  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  TrainerConfig config;
+  config.optimizer = {.kind = "sgd", .lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 5e-4};
+  config.schedule = {.kind = "cosine", .warmup_steps = 10, .total_steps = 1000000};
+  Trainer trainer(model, config);
+  torch::manual_seed(0);
+  const torch::Tensor pool_x = torch::randn({batch * 8, 3, 32, 32}, device);
+  const torch::Tensor pool_y = torch::randint(10, {batch * 8}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto rows = [&] { return torch::randint(batch * 8, {batch}, torch::TensorOptions().dtype(torch::kLong).device(device)); };
+  auto gather = [&](const torch::Tensor& r, feed::Batch& out) {
+    torch::index_select_out(out.x, pool_x, 0, r);
+    torch::index_select_out(out.y, pool_y, 0, r);
+  };
+
+  Result res{name, batch, graph ? "graph" : "eager", 0, 0};
+  if (graph) {
+    GraphStep step(trainer, {batch, 3, 32, 32}, gather);
+    res.train_ms = median_ms([&] {
+      step.rows().copy_(rows());
+      step.step();
+    }, o.warmup, o.steps);
+    if (!step.captured()) fail("tandem-bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
+  } else {
+    feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
+    res.train_ms = median_ms([&] {
+      gather(rows(), b);
+      trainer.train_step(b.x, b.y);
+    }, o.warmup, o.steps);
+  }
+
+  model.eval();
+  torch::NoGradGuard no_grad;
+  auto eval_batch = [](Model& m, const torch::Tensor& x, const torch::Tensor& y) {
+    return torch::nn::functional::cross_entropy(m.forward(x), y,
+                                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  };
+  if (graph) {
+    torch::Tensor x = torch::empty({batch, 3, 32, 32}, pool_x.options()), y = torch::empty({batch}, pool_y.options());
+    GraphEval g(model, x, y, [](const torch::Tensor& raw) { return raw.mul(1.0); });
+    res.eval_ms = median_ms([&] {
+      const torch::Tensor r = rows();
+      torch::index_select_out(x, pool_x, 0, r);
+      torch::index_select_out(y, pool_y, 0, r);
+      (void)g.replay();
+    }, o.warmup, o.steps);
+  } else {
+    res.eval_ms = median_ms([&] {
+      const torch::Tensor r = rows();
+      (void)eval_batch(model, pool_x.index_select(0, r).mul(1.0), pool_y.index_select(0, r));
+    }, o.warmup, o.steps);
+  }
+  return res;
+}
+
+Json to_json(const Result& r) {
+  return {{"model", r.model}, {"batch", r.batch}, {"mode", r.mode}, {"train_ms", rounded(r.train_ms, 4)},
+          {"eval_ms", rounded(r.eval_ms, 4)}};
+}
+
+std::optional<double> peer_ms(const Json& peer, const Result& like, const char* mode, const char* key) {
+  for (const auto& r : peer.at("results"))
+    if (r.at("model") == like.model && r.at("batch") == like.batch && r.at("mode") == mode) return r.at(key).get<double>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+int bench_graph(const GraphBenchOptions& o) {
+  if (!torch::cuda::is_available())
+    fail("tandem-bench graph needs a CUDA GPU and LibTorch sees none: run it on the GPU machine");
+  if (static_cast<std::int64_t>(o.device) >= static_cast<std::int64_t>(torch::cuda::device_count()))
+    fail("tandem-bench graph --device {} is out of range: {} GPUs are visible", o.device, torch::cuda::device_count());
+  const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device));
+  c10::cuda::CUDAGuard guard(device);
+  // A non-default stream: graphs are captured on a side stream and replayed on this one.
+  c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromPool(false, device.index()));
+
+  std::vector<Result> ours;
+  fmt::print("{:<10} {:>6} {:<6} {:>10} {:>10}\n", "model", "batch", "mode", "train ms", "eval ms");
+  for (const std::string& name : split_list(o.models))
+    for (const std::string& b : split_list(o.batches)) {
+      const std::int64_t batch = std::stoll(b);
+      for (bool graph : {false, true}) {
+        ours.push_back(measure(name, batch, graph, o, device));
+        const Result& r = ours.back();
+        fmt::print("{:<10} {:>6} {:<6} {:>10.3f} {:>10.3f}\n", r.model, r.batch, r.mode, r.train_ms, r.eval_ms);
+      }
+    }
+  Json line{{"bench", "graph"}};
+  Json results = Json::array();
+  for (const Result& r : ours) results.push_back(to_json(r));
+  line["results"] = results;
+
+  if (o.peer) {
+    const Json peer = run_peer(fmt::format("{} {} --models {} --batches {} --steps {} --warmup {} --device {}",
+                                           shell_quote(o.python),
+                                           shell_quote(find_peer_script(o.peer_script, "graph_step_peer.py")),
+                                           shell_quote(o.models), shell_quote(o.batches), o.steps, o.warmup, o.device),
+                               "graph_step_peer");
+    fmt::print("\n{:<10} {:>6} {:>14} {:>14} {:>16} {:>16}  {}\n", "model", "batch", "train: graph/", "eval: graph/",
+               "train: graph/", "eval: graph/", "target");
+    fmt::print("{:<10} {:>6} {:>14} {:>14} {:>16} {:>16}\n", "", "", "torch eager", "torch eager", "torch compile",
+               "torch compile");
+    Json ratios = Json::array();
+    for (const Result& r : ours) {
+      if (r.mode != "graph") continue;
+      auto ratio = [&](const char* mode, const char* key, double mine) -> std::optional<double> {
+        const auto theirs = peer_ms(peer, r, mode, key);
+        return theirs && *theirs > 0 ? std::optional<double>(mine / *theirs) : std::nullopt;
+      };
+      const auto te = ratio("eager", "train_ms", r.train_ms), ee = ratio("eager", "eval_ms", r.eval_ms);
+      const auto tc = ratio("compile", "train_ms", r.train_ms), ec = ratio("compile", "eval_ms", r.eval_ms);
+      auto show = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}x", *v) : std::string("-"); };
+      fmt::print("{:<10} {:>6} {:>14} {:>14} {:>16} {:>16}  {}\n", r.model, r.batch, show(te), show(ee), show(tc), show(ec),
+                 r.batch == 128 ? "train <= 0.70x torch eager" : "");
+      Json row{{"model", r.model}, {"batch", r.batch}};
+      if (te) row["train_vs_torch_eager"] = rounded(*te, 3);
+      if (ee) row["eval_vs_torch_eager"] = rounded(*ee, 3);
+      if (tc) row["train_vs_torch_compile"] = rounded(*tc, 3);
+      if (ec) row["eval_vs_torch_compile"] = rounded(*ec, 3);
+      ratios.push_back(row);
+    }
+    line["peer"] = peer;
+    line["ratios"] = ratios;
+  }
+  emit_json_line(line, o.json);
+  return 0;
+}
+
+#endif
+
+}  // namespace tandem::bench

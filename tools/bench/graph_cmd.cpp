@@ -1,0 +1,29 @@
+#include "common/error.hpp"
+#include "tools/bench/bench_commands.hpp"
+#include "tools/bench/graph_options.hpp"
+#include "tools/commands.hpp"
+
+namespace tandem::bench {
+
+#ifndef TANDEM_HAVE_TORCH
+int bench_graph(const GraphBenchOptions&) {
+  fail("tandem-bench graph needs a CUDA GPU and LibTorch, and this build has no LibTorch: run it on the GPU machine");
+}
+#endif
+
+void add_graph_command(CLI::App& app) {
+  static GraphBenchOptions o;
+  auto* cmd = app.add_subcommand("graph", "training step and evaluation forward: eager vs CUDA graph (cnn, resnet18; batch 128/512)");
+  cmd->add_option("--models", o.models, "comma-separated built-in models")->capture_default_str();
+  cmd->add_option("--batches", o.batches, "comma-separated batch sizes")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "timed steps per measurement (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_option("--json", o.json, "also write the JSON line to this file");
+  cmd->add_flag("--peer", o.peer, "also run the PyTorch peer (bench/peers/graph_step_peer.py) and print ours/peer ratios");
+  cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();
+  cmd->add_option("--peer-script", o.peer_script, "path of graph_step_peer.py (default: found in the source tree)");
+  cmd->add_option("--device", o.device, "GPU index")->capture_default_str();
+  tools::on_run(cmd, [] { return bench_graph(o); });
+}
+
+}  // namespace tandem::bench
