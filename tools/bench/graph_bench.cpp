@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -29,7 +30,7 @@ namespace tandem::bench {
 #ifndef TANDEM_TORCH_CUDA
 
 int bench_graph(const GraphBenchOptions&) {
-  fail("tandem-bench graph needs a CUDA GPU and this build's LibTorch has no CUDA: run it on the GPU machine");
+  fail("bench graph needs a CUDA GPU and this build's LibTorch has no CUDA: run it on the GPU machine");
 }
 
 #else
@@ -105,7 +106,7 @@ Result measure(const std::string& name, std::int64_t batch, bool graph, const Gr
       step.rows().copy_(rows());
       step.step();
     }, o.warmup, o.steps);
-    if (!step.captured()) fail("tandem-bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
+    if (!step.captured()) fail("bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
   } else {
     feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
     res.train_ms = median_ms([&] {
@@ -153,9 +154,9 @@ std::optional<double> peer_ms(const Json& peer, const Result& like, const char* 
 
 int bench_graph(const GraphBenchOptions& o) {
   if (!torch::cuda::is_available())
-    fail("tandem-bench graph needs a CUDA GPU and LibTorch sees none: run it on the GPU machine");
+    fail("bench graph needs a CUDA GPU and LibTorch sees none: run it on the GPU machine");
   if (static_cast<std::int64_t>(o.device) >= static_cast<std::int64_t>(torch::cuda::device_count()))
-    fail("tandem-bench graph --device {} is out of range: {} GPUs are visible", o.device, torch::cuda::device_count());
+    fail("bench graph --device {} is out of range: {} GPUs are visible", o.device, torch::cuda::device_count());
   const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device));
   c10::cuda::CUDAGuard guard(device);
   // A non-default stream: graphs are captured on a side stream and replayed on this one.
@@ -165,7 +166,10 @@ int bench_graph(const GraphBenchOptions& o) {
   fmt::print("{:<10} {:>6} {:<6} {:>10} {:>10}\n", "model", "batch", "mode", "train ms", "eval ms");
   for (const std::string& name : split_list(o.models))
     for (const std::string& b : split_list(o.batches)) {
-      const std::int64_t batch = std::stoll(b);
+      std::int64_t batch = 0;
+      const auto [end, ec] = std::from_chars(b.data(), b.data() + b.size(), batch);
+      if (ec != std::errc() || end != b.data() + b.size() || batch < 1)
+        fail("bench graph --batches: '{}' is not a positive batch size: give sizes like 128,512", b);
       for (bool graph : {false, true}) {
         ours.push_back(measure(name, batch, graph, o, device));
         const Result& r = ours.back();

@@ -7,7 +7,7 @@ namespace tandem::bench {
 
 #ifndef TANDEM_HAVE_TORCH
 int bench_graph(const GraphBenchOptions&) {
-  fail("tandem-bench graph needs a CUDA GPU and LibTorch, and this build has no LibTorch: run it on the GPU machine");
+  fail("bench graph needs a CUDA GPU and LibTorch, and this build has no LibTorch: run it on the GPU machine");
 }
 #endif
 
