@@ -103,8 +103,10 @@ GraphEval* Evaluator::graph_for(Model& model) const {
   }
   std::vector<std::int64_t> shape{config_.batch_size};
   shape.insert(shape.end(), sample_shape_.begin(), sample_shape_.end());
-  graph_x_ = torch::empty(shape, torch::TensorOptions().dtype(x_type_).device(config_.device));
-  graph_y_ = torch::empty({config_.batch_size}, torch::TensorOptions().dtype(y_type_).device(config_.device));
+  // Zeros, not empty: the warm-up and the capture run the body on these before any batch is copied in,
+  // and label garbage is a device-side assert in cross_entropy that poisons the whole CUDA context.
+  graph_x_ = torch::zeros(shape, torch::TensorOptions().dtype(x_type_).device(config_.device));
+  graph_y_ = torch::zeros({config_.batch_size}, torch::TensorOptions().dtype(y_type_).device(config_.device));
   // By value: the graph outlives no Evaluator state but these tensors.
   auto normalise = [device = config_.device, mean = mean_, std = std_](const torch::Tensor& raw) {
     return normalise_on(raw, device, mean, std);

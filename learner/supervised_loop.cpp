@@ -1,5 +1,6 @@
 #include "learner/supervised_loop.hpp"
 
+#include <ATen/Context.h>
 #include <torch/torch.h>
 
 #include <fmt/format.h>
@@ -169,7 +170,11 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
   const std::string dataset = config.string("data.name");
   shm::DatasetCache cache = shm::DatasetCache::attach(dataset);
   Model model = Model::create(model_spec_for(config, cache.field("x").sample_shape));
-  if (cuda) model.to(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank)));
+  if (cuda) {
+    // Every step has the same shapes (drop_last): cuDNN times its algorithms once and keeps the fastest.
+    at::globalContext().setBenchmarkCuDNN(true);
+    model.to(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank)));
+  }
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
 
   const feed::FeedOptions fopts = feed_options(config, cuda, rank);
