@@ -101,20 +101,23 @@ def measure(name, batch, mode, args, device):
     if mode == "compile":
         # As PyTorch's docs train with it: the model compiled (forward and backward in CUDA graphs), the
         # optimizer eager; each iteration marks a new step, so no graph output is read after a replay.
-        compiled = torch.compile(model, mode="reduce-overhead")
+        # Gradients are set to None after each step: with CUDA graphs they live in the graph's memory,
+        # which the next replay overwrites.
+        compiled_train = torch.compile(model, mode="reduce-overhead")
+        compiled_eval = torch.compile(model, mode="reduce-overhead")
 
         def train_fn(x, y):
             torch.compiler.cudagraph_mark_step_begin()
-            loss = F.cross_entropy(compiled(x), y)
+            loss = F.cross_entropy(compiled_train(x), y)
             loss.backward()
             opt.step()
-            opt.zero_grad(set_to_none=False)
+            opt.zero_grad(set_to_none=True)
             return loss.detach().clone()
 
         def eval_fn(x, y):
             torch.compiler.cudagraph_mark_step_begin()
             with torch.no_grad():
-                return F.cross_entropy(compiled(x), y, reduction="sum").clone()
+                return F.cross_entropy(compiled_eval(x).clone(), y, reduction="sum")
     else:
         train_fn, eval_fn = train_body, eval_body
     step = [0]
