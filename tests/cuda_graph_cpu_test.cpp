@@ -152,33 +152,16 @@ TEST_CASE("a CPU learner with cuda_graph = true trains eagerly and says why, onc
   const char* actor = std::getenv("TANDEM_ACTOR");
   REQUIRE(learner != nullptr);
   REQUIRE(actor != nullptr);
-  std::ofstream(config) << fmt::format(R"([run]
-job = "{}"
-unique_id = false
-actors = 1
-run_dir = "{}"
-learner_program = "{}"
-actor_program = "{}"
-status = "plain"
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-batch_size = 32
+  std::ofstream(config) << test::tiny_job_config(cache, test::unique_name("graphjob"), (fs::path(dir.path()) / "run").string(), learner, actor,
+                                                 R"(batch_size = 32
 steps = 60
 warmup_steps = 5
 publish_every_steps = 20
 checkpoint_every_steps = 0
-cuda_graph = true
-[actor]
-min_interval_s = 0.1
+cuda_graph = true)",
+                                                 R"(min_interval_s = 0.1
 batch_size = 64
-cuda_graph = true
-)", test::unique_name("graphjob"), (fs::path(dir.path()) / "run").string(), learner, actor, cache.name);
+cuda_graph = true)");
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

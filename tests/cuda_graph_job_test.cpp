@@ -38,36 +38,19 @@ TEST_CASE("a GPU job with cuda_graph = true replays its training step and evalua
   REQUIRE(learner != nullptr);
   REQUIRE(actor != nullptr);
   // 200 steps of 32 over a 2048-sample split: three epoch boundaries (the feed re-uploads its order).
-  std::ofstream(config) << fmt::format(R"([run]
-job = "{}"
-unique_id = false
-actors = 1
-run_dir = "{}"
-learner_program = "{}"
-actor_program = "{}"
-status = "plain"
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-device = "cuda"
+  std::ofstream(config) << test::tiny_job_config(cache, test::unique_name("graphgpujob"), (dir / "run").string(), learner, actor,
+                                                 R"(device = "cuda"
 feed = "device"
 cuda_graph = true
 batch_size = 32
 steps = 200
 warmup_steps = 10
 publish_every_steps = 50
-checkpoint_every_steps = 0
-[actor]
-device = "cuda"
+checkpoint_every_steps = 0)",
+                                                 R"(device = "cuda"
 cuda_graph = true
 min_interval_s = 0
-batch_size = 64
-)", test::unique_name("graphgpujob"), (dir / "run").string(), learner, actor, cache.name);
+batch_size = 64)");
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <fmt/format.h>
+
 #include <string>
 
 #include "shm/dataset_cache.hpp"
@@ -38,5 +40,34 @@ struct TinyCache {
   TinyCache& operator=(const TinyCache&) = delete;
   ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
 };
+
+// A `tandem run` config over `cache`: job `job`, one learner training the 8-class mlp with the cache's
+// normalisation and one actor, run by the given programs; `learner_keys` and `actor_keys` are more
+// lines for those two tables (batch, steps, device, ...).
+inline std::string tiny_job_config(const TinyCache& cache, const std::string& job, const std::string& run_dir,
+                                   const std::string& learner_program, const std::string& actor_program,
+                                   const std::string& learner_keys, const std::string& actor_keys) {
+  return fmt::format(R"([run]
+job = "{}"
+unique_id = false
+actors = 1
+run_dir = "{}"
+learner_program = "{}"
+actor_program = "{}"
+status = "plain"
+[data]
+name = "{}"
+mean = "0.5"
+std = "0.3"
+[model]
+name = "mlp"
+num_classes = 8
+[learner]
+{}
+[actor]
+{}
+)",
+                     job, run_dir, learner_program, actor_program, cache.name, learner_keys, actor_keys);
+}
 
 }  // namespace tandem::test
