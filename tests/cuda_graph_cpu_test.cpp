@@ -31,12 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
 // The same parameters updated `steps` times by step(lr) or by set_step_coefficients(lr) + step_captured().
 torch::Tensor train(const OptimizerConfig& config, const ScheduleConfig& schedule, bool captured, int steps) {
   torch::manual_seed(7);
@@ -120,8 +114,8 @@ TEST_CASE("a TorchScript model falls back to eager with one line") {
     second = graphed.evaluate(model);
   });
   INFO(log);
-  CHECK(count(log, "actor.cuda_graph = true, evaluating eagerly: a TorchScript model is not captured") == 1);
-  CHECK(count(log, "\n") == 1);
+  CHECK(test::count_of(log, "actor.cuda_graph = true, evaluating eagerly: a TorchScript model is not captured") == 1);
+  CHECK(test::count_of(log, "\n") == 1);
   CHECK_FALSE(graphed.graph_active());
   CHECK(first.loss == expected.loss);
   CHECK(second.accuracy == expected.accuracy);
@@ -165,8 +159,8 @@ cuda_graph = true)");
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK(count(r.output, "learner.cuda_graph = true, training eagerly: the learner trains on the CPU") == 1);
-  CHECK(count(r.output, "actor.cuda_graph = true, evaluating eagerly: the actor evaluates on the CPU") == 1);
+  CHECK(test::count_of(r.output, "learner.cuda_graph = true, training eagerly: the learner trains on the CPU") == 1);
+  CHECK(test::count_of(r.output, "actor.cuda_graph = true, evaluating eagerly: the actor evaluates on the CPU") == 1);
   CHECK(r.output.find("finished at step 60") != std::string::npos);
 }
 
@@ -176,6 +170,6 @@ TEST_CASE("tandem bench graph without a GPU fails with one line saying it needs 
   INFO(r.output);
   CHECK(r.status >= 1);
   CHECK(r.status <= 125);
-  CHECK(count(r.output, "\n") <= 1);
+  CHECK(test::count_of(r.output, "\n") <= 1);
   CHECK(r.output.find("needs a CUDA GPU") != std::string::npos);
 }

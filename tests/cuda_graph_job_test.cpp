@@ -18,16 +18,6 @@ TANDEM_GPU_TEST_BINARY();
 using namespace tandem;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("a GPU job with cuda_graph = true replays its training step and evaluation and still learns" *
           doctest::timeout(300)) {
   const test::TinyCache cache("graphgpu");
@@ -54,10 +44,10 @@ batch_size = 64)");
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK(count(r.output, "learner.cuda_graph: the training step is captured") == 1);
-  CHECK(count(r.output, "capturing the training step failed") == 0);
-  CHECK(count(r.output, "capturing the evaluation failed") == 0);
-  CHECK(count(r.output, "eagerly") == 0);
+  CHECK(test::count_of(r.output, "learner.cuda_graph: the training step is captured") == 1);
+  CHECK(test::count_of(r.output, "capturing the training step failed") == 0);
+  CHECK(test::count_of(r.output, "capturing the evaluation failed") == 0);
+  CHECK(test::count_of(r.output, "eagerly") == 0);
   CHECK(r.output.find("finished at step 200") != std::string::npos);
   // The final version's evaluation (every full batch replayed): the tiny task is learnt.
   const auto at = r.output.find("(step 200): test accuracy ");

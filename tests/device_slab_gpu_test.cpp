@@ -90,6 +90,19 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
   return true;
 }
 
+// What a "device-reader" child wrote (reads torn not_increasing max_visible_us); the file is removed.
+// A missing or short file reads as torn.
+struct ReaderResult {
+  std::uint64_t reads = 0, torn = 1, not_increasing = 1;
+  double max_visible_us = 0;
+};
+ReaderResult reader_result(const std::string& path) {
+  ReaderResult r;
+  std::ifstream(path) >> r.reads >> r.torn >> r.not_increasing >> r.max_visible_us;
+  std::remove(path.c_str());
+  return r;
+}
+
 }  // namespace
 
 // args: device slab name, result file. Leases every new version, copies it D2H under the lease,
@@ -144,13 +157,10 @@ TEST_CASE("device slab (CUDA): a publish reaches the device slab before the host
   int status = -1;
   REQUIRE(reader.wait_for(std::chrono::seconds(60), status));
   CHECK(status == 0);
-  std::uint64_t reads = 0, torn = 0, not_increasing = 0;
-  double max_visible_us = 0;
-  std::ifstream(result) >> reads >> torn >> not_increasing >> max_visible_us;
-  std::remove(result.c_str());
-  CHECK(reads >= 1);
-  CHECK(torn == 0);
-  CHECK(not_increasing == 0);
+  const ReaderResult read = reader_result(result);
+  CHECK(read.reads >= 1);
+  CHECK(read.torn == 0);
+  CHECK(read.not_increasing == 0);
   const auto timings = pub.take_timings();
   REQUIRE(timings.size() == 20);
   for (const auto& t : timings) {
@@ -194,14 +204,11 @@ TEST_CASE("device slab (CUDA): 3 reader processes verifying every read under a w
     int status = -1;
     REQUIRE(readers[i].wait_for(std::chrono::seconds(60), status));
     CHECK(status == 0);
-    std::uint64_t reads = 0, torn = 1, not_increasing = 1;
-    double max_visible_us = 0;
-    std::ifstream(results[i]) >> reads >> torn >> not_increasing >> max_visible_us;
-    std::remove(results[i].c_str());
-    MESSAGE(fmt::format("reader {}: {} reads, {} torn", i, reads, torn));
-    CHECK(reads > 20);
-    CHECK(torn == 0);
-    CHECK(not_increasing == 0);
+    const ReaderResult read = reader_result(results[i]);
+    MESSAGE(fmt::format("reader {}: {} reads, {} torn", i, read.reads, read.torn));
+    CHECK(read.reads > 20);
+    CHECK(read.torn == 0);
+    CHECK(read.not_increasing == 0);
   }
   CHECK(pub.stats().device_committed > 50);
 }
@@ -245,12 +252,9 @@ TEST_CASE("device slab (CUDA): a reader SIGKILLed while mapped and leasing leave
   int status = -1;
   REQUIRE(survivor.wait_for(std::chrono::seconds(60), status));
   CHECK(status == 0);
-  std::uint64_t reads = 0, torn = 1, not_increasing = 1;
-  double max_visible_us = 0;
-  std::ifstream(result) >> reads >> torn >> not_increasing >> max_visible_us;
-  std::remove(result.c_str());
-  CHECK(reads >= 1);
-  CHECK(torn == 0);
+  const ReaderResult read = reader_result(result);
+  CHECK(read.reads >= 1);
+  CHECK(read.torn == 0);
   // The dead reader's lease is gone: the writer reclaims it when it needs the slot, or the survivor
   // does when it claims its entries after the kill (a race either may win).
   for (const auto& row : observer.lease_table())

@@ -86,6 +86,13 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+// How many times `what` occurs in `text` (not overlapping): "said once" checks on a program's output.
+inline std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 }  // namespace tandem::test
 
 // A GPU test binary says so once, in any of its files: TANDEM_GPU_TEST_BINARY();
