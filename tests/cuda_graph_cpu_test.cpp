@@ -142,20 +142,19 @@ TEST_CASE("a CPU learner with cuda_graph = true trains eagerly and says why, onc
   const test::TinyCache cache("graphcpu");
   const test::TempDir dir;
   const fs::path config = fs::path(dir.path()) / "job.toml";
-  const char* learner = std::getenv("TANDEM_LEARNER");
-  const char* actor = std::getenv("TANDEM_ACTOR");
-  REQUIRE(learner != nullptr);
-  REQUIRE(actor != nullptr);
-  std::ofstream(config) << test::tiny_job_config(cache, test::unique_name("graphjob"), (fs::path(dir.path()) / "run").string(), learner, actor,
-                                                 R"(batch_size = 32
+  std::ofstream(config) << test::tiny_job_config(
+      {.job = test::unique_name("graphjob"),
+       .dataset = cache.name,
+       .run_keys = fmt::format("actors = 1\nrun_dir = \"{}\"", (fs::path(dir.path()) / "run").string()),
+       .learner_keys = R"(batch_size = 32
 steps = 60
 warmup_steps = 5
 publish_every_steps = 20
 checkpoint_every_steps = 0
 cuda_graph = true)",
-                                                 R"(min_interval_s = 0.1
+       .actor_keys = R"(min_interval_s = 0.1
 batch_size = 64
-cuda_graph = true)");
+cuda_graph = true)"});
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

@@ -23,13 +23,12 @@ TEST_CASE("a GPU job with cuda_graph = true replays its training step and evalua
   const test::TinyCache cache("graphgpu");
   const test::TempDir dir;
   const fs::path config = dir / "job.toml";
-  const char* learner = std::getenv("TANDEM_LEARNER");
-  const char* actor = std::getenv("TANDEM_ACTOR");
-  REQUIRE(learner != nullptr);
-  REQUIRE(actor != nullptr);
   // 200 steps of 32 over a 2048-sample split: three epoch boundaries (the feed re-uploads its order).
-  std::ofstream(config) << test::tiny_job_config(cache, test::unique_name("graphgpujob"), (dir / "run").string(), learner, actor,
-                                                 R"(device = "cuda"
+  std::ofstream(config) << test::tiny_job_config(
+      {.job = test::unique_name("graphgpujob"),
+       .dataset = cache.name,
+       .run_keys = fmt::format("actors = 1\nrun_dir = \"{}\"", (dir / "run").string()),
+       .learner_keys = R"(device = "cuda"
 feed = "device"
 cuda_graph = true
 batch_size = 32
@@ -37,10 +36,10 @@ steps = 200
 warmup_steps = 10
 publish_every_steps = 50
 checkpoint_every_steps = 0)",
-                                                 R"(device = "cuda"
+       .actor_keys = R"(device = "cuda"
 cuda_graph = true
 min_interval_s = 0
-batch_size = 64)");
+batch_size = 64)"});
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

@@ -31,13 +31,6 @@ using tandem::test::TinyCache;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  INFO((std::string(name) + " is not set (meson sets it)"));
-  REQUIRE(v != nullptr);
-  return v;
-}
-
 std::string chromium() {
   for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
     if (fs::exists(p)) return p;
@@ -60,34 +53,12 @@ struct Job {
   fs::path run_dir = dir / "run";
   test::Child launcher;
   Job(const TinyCache& cache, std::int64_t steps) {
-    std::ofstream(dir / "job.toml") << fmt::format(R"([run]
-job = "{}"
-unique_id = false
-actors = 2
-run_dir = "{}"
-learner_program = "{}"
-actor_program = "{}"
-status = "plain"
-metrics_interval_s = 0.2
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-batch_size = 32
-steps = {}
-warmup_steps = 10
-threads = 1
-publish_every_steps = 20
-checkpoint_every_steps = 0
-report_every_steps = 10
-[actor]
-min_interval_s = 0.2
-batch_size = 256
-)", id, run_dir.string(), env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), cache.name, steps);
+    std::ofstream(dir / "job.toml") << test::tiny_job_config(
+        {.job = id,
+         .dataset = cache.name,
+         .run_keys = fmt::format("actors = 2\nrun_dir = \"{}\"\nmetrics_interval_s = 0.2", run_dir.string()),
+         .learner_keys = fmt::format("{}steps = {}", test::kTinyLearnerKeys, steps),
+         .actor_keys = test::kTinyActorKeys});
   }
   void start() {
     const int out = ::open((dir / "out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -29,13 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  INFO(name, " is not set (meson sets it)");
-  REQUIRE(v != nullptr);
-  return v;
-}
-
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;
@@ -87,41 +80,19 @@ TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train 
   const std::string job = test::unique_name("twonodes");
   const std::string data = test::unique_name("twonodesdata");
   const int port = free_port();
-  std::ofstream(dir / "job.toml") << fmt::format(R"([run]
-job = "{}"
-unique_id = false
-learners = 1
-actors = 1
-learner_program = "{}"
-actor_program = "{}"
-status = "plain"
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-batch_size = 32
-steps = 80
-warmup_steps = 10
-threads = 1
-publish_every_steps = 20
-checkpoint_every_steps = 0
-report_every_steps = 10
-rendezvous_timeout_s = 60
-[actor]
-min_interval_s = 0.2
-batch_size = 256
-)", job, env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), data);
+  std::ofstream(dir / "job.toml") << test::tiny_job_config(
+      {.job = job,
+       .dataset = data,
+       .run_keys = "learners = 1\nactors = 1",
+       .learner_keys = fmt::format("{}steps = 80\nrendezvous_timeout_s = 60", test::kTinyLearnerKeys),
+       .actor_keys = test::kTinyActorKeys});
 
   std::vector<test::Child> nodes;
   for (int k = 0; k < 2; ++k) {
     const std::string script = fmt::format(
         "set -e; mount -t tmpfs -o size=256m tmpfs /dev/shm; {} --tandem-child=make-cache name={}; "
         "exec {} run {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 --master-port {} --set run.run_dir={}",
-        self_exe().string(), data, env_or_fail("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
+        self_exe().string(), data, test::program_from_env("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
         (dir / fmt::format("node{}", k)).string());
     const int out = ::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     REQUIRE(out >= 0);

@@ -35,13 +35,6 @@ using tandem::test::TinyCache;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  INFO(name, " is not set (meson sets it)");
-  REQUIRE(v != nullptr);
-  return v;
-}
-
 
 struct Job {
   std::string id = test::unique_name("job");
@@ -53,34 +46,12 @@ struct Job {
 
   Job(const TinyCache& cache, std::int64_t steps, std::uint32_t actors) {
     fs::create_directories(dir);
-    std::string text = fmt::format(R"([run]
-job = "{}"
-unique_id = false
-actors = {}
-run_dir = "{}"
-learner_program = "{}"
-actor_program = "{}"
-status = "plain"
-restart_backoff_s = 0.1
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-batch_size = 32
-steps = {}
-warmup_steps = 10
-threads = 1
-publish_every_steps = 20
-checkpoint_every_steps = 0
-report_every_steps = 10
-[actor]
-min_interval_s = 0.2
-batch_size = 256
-)", id, actors, dir.string(), env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), cache.name, steps);
+    const std::string text = test::tiny_job_config(
+        {.job = id,
+         .dataset = cache.name,
+         .run_keys = fmt::format("actors = {}\nrun_dir = \"{}\"\nrestart_backoff_s = 0.1", actors, dir.string()),
+         .learner_keys = fmt::format("{}steps = {}", test::kTinyLearnerKeys, steps),
+         .actor_keys = test::kTinyActorKeys});
     std::ofstream(config) << text;
     std::ofstream(program_config) << text.substr(text.find("[data]"));
   }
@@ -282,7 +253,7 @@ TEST_CASE("bad learner and actor config values give a one-line error naming the 
   }
   // The learner checks what the schema cannot: a cuda feed on the CPU, a warmup longer than the run.
   const auto r = test::run_command(fmt::format("'{}' '{}' --set learner.warmup_steps=500 2>&1",
-                                               env_or_fail("TANDEM_LEARNER"), job.program_config.string()));
+                                               test::program_from_env("TANDEM_LEARNER"), job.program_config.string()));
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("learner.warmup_steps") != std::string::npos);

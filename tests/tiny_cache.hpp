@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "shm/dataset_cache.hpp"
@@ -41,20 +43,38 @@ struct TinyCache {
   ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
 };
 
-// A `tandem run` config over `cache`: job `job`, one learner training the 8-class mlp with the cache's
-// normalisation and one actor, run by the given programs; `learner_keys` and `actor_keys` are more
-// lines for those two tables (batch, steps, device, ...).
-inline std::string tiny_job_config(const TinyCache& cache, const std::string& job, const std::string& run_dir,
-                                   const std::string& learner_program, const std::string& actor_program,
-                                   const std::string& learner_keys, const std::string& actor_keys) {
+// The real programs' paths, from the environment tests/meson.build gives the tests that run them.
+inline std::string program_from_env(const char* variable) {
+  const char* path = std::getenv(variable);
+  if (path == nullptr) throw std::runtime_error(std::string(variable) + " is not set (tests/meson.build sets it)");
+  return path;
+}
+
+// The learner and actor settings most tiny jobs use: small batches, frequent publishes, no checkpoints
+// on the way. A job adds its own lines (steps, device, ...) after them.
+inline constexpr const char* kTinyLearnerKeys =
+    "batch_size = 32\nwarmup_steps = 10\nthreads = 1\npublish_every_steps = 20\ncheckpoint_every_steps = 0\n"
+    "report_every_steps = 10\n";
+inline constexpr const char* kTinyActorKeys = "min_interval_s = 0.2\nbatch_size = 256\n";
+
+// A `tandem run` config over the tiny cache named `dataset`: the real tandem-learner and tandem-actor
+// (program_from_env), the 8-class mlp with the cache's normalisation, plain status. The *_keys are the
+// rest of each table, one key per line (actors, run_dir, steps, ...).
+struct TinyJob {
+  std::string job;
+  std::string dataset;
+  std::string run_keys;
+  std::string learner_keys;
+  std::string actor_keys;
+};
+inline std::string tiny_job_config(const TinyJob& j) {
   return fmt::format(R"([run]
 job = "{}"
 unique_id = false
-actors = 1
-run_dir = "{}"
 learner_program = "{}"
 actor_program = "{}"
 status = "plain"
+{}
 [data]
 name = "{}"
 mean = "0.5"
@@ -67,7 +87,8 @@ num_classes = 8
 [actor]
 {}
 )",
-                     job, run_dir, learner_program, actor_program, cache.name, learner_keys, actor_keys);
+                     j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"), j.run_keys,
+                     j.dataset, j.learner_keys, j.actor_keys);
 }
 
 }  // namespace tandem::test
