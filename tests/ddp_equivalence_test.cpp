@@ -20,7 +20,7 @@ namespace {
 
 // Runs `world` ranks of `base` to completion; every rank must exit 0.
 std::vector<RankResult> run_ranks(RankRun base, const TempDir& dir, const std::string& tag) {
-  base.port = free_tcp_port();
+  base.port = free_loopback_port();
   std::vector<Child> ranks;
   for (int r = 0; r < base.world; ++r) {
     RankRun run = base;

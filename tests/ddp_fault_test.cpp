@@ -68,7 +68,7 @@ RankRun endless(int world, int rank, int port, double collective_s, double rende
 TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer" *
           doctest::timeout(90)) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_loopback_port();
   Child r0 = spawn_rank(endless(2, 0, port, 5, 30, dir), dir.file("r0.log"));
   Child r1 = spawn_rank(endless(2, 1, port, 5, 30, dir), dir.file("r1.log"));
   wait_for_file(dir.file("trained-1"), r1);
@@ -85,7 +85,7 @@ TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-
 TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s" *
           doctest::timeout(90)) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_loopback_port();
   const double collective_s = 3;
   Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir), dir.file("r0.log"));
   Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir), dir.file("r1.log"));
@@ -104,7 +104,7 @@ TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero wit
 TEST_CASE("data-parallel fault: a rank that never starts makes every started rank exit within the rendezvous timeout + 5 s naming it" *
           doctest::timeout(90)) {
   TempDir dir;
-  const int port = free_tcp_port();
+  const int port = free_loopback_port();
   const double rendezvous_s = 3;
   Child r0 = spawn_rank(endless(3, 0, port, 5, rendezvous_s, dir), dir.file("r0.log"));
   Child r1 = spawn_rank(endless(3, 1, port, 5, rendezvous_s, dir), dir.file("r1.log"));
@@ -123,7 +123,7 @@ TEST_CASE("data-parallel fault: when rank 0 (the store) never starts, rank 1 exi
           doctest::timeout(60)) {
   TempDir dir;
   const double rendezvous_s = 3;
-  Child r1 = spawn_rank(endless(2, 1, free_tcp_port(), 5, rendezvous_s, dir), dir.file("r1.log"));
+  Child r1 = spawn_rank(endless(2, 1, free_loopback_port(), 5, rendezvous_s, dir), dir.file("r1.log"));
   const auto [status, took] = exit_within(r1, rendezvous_s + 5);
   const std::string log = slurp(dir.file("r1.log"));
   INFO(log);

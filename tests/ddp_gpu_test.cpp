@@ -34,7 +34,7 @@ bool two_gpus() {
   }
 
 std::vector<Child> spawn_ranks(RankRun base, const TempDir& dir, const std::string& tag) {
-  base.port = free_tcp_port();
+  base.port = free_loopback_port();
   base.device = "cuda";
   std::vector<Child> ranks;
   for (int r = 0; r < base.world; ++r) {

@@ -78,7 +78,7 @@ TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both rank
   TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);
-  const int port = free_tcp_port();
+  const int port = free_loopback_port();
   Child r0 = spawn_learner(dir, 0, port, 1000000, dir.file("r0.log"));
   Child r1 = spawn_learner(dir, 1, port, 1000000, dir.file("r1.log"));
   int status = 0;
@@ -113,7 +113,7 @@ TEST_CASE("data-parallel tandem-learner: a rank whose run dir lacks rank 0's che
   TempDir dir, other_node;
   write_job(dir, cache);
   write_job(other_node, cache);
-  const int port = free_tcp_port();
+  const int port = free_loopback_port();
   Child r0 = spawn_learner(dir, 0, port, 30, dir.file("r0.log"));
   Child r1 = spawn_learner(other_node, 1, port, 30, other_node.file("r1.log"));
   CHECK(r0.wait() == 0);
@@ -148,7 +148,7 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
   // Python 3.11's enum breaks torchrun's default redirects: --redirects 1 --tee 1 avoid that path.
   const CommandResult r = run_command(fmt::format(
       "cd {} && env -u TANDEM_JOB timeout 120 torchrun --nproc_per_node=2 --master_port={} --redirects 1 --tee 1 "
-      "--no_python {} job.toml --set learner.steps=30 2>&1", dir.path().string(), free_tcp_port(), learner));
+      "--no_python {} job.toml --set learner.steps=30 2>&1", dir.path().string(), free_loopback_port(), learner));
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("rank 1 of 2 (local 1 of 2) (torchrun)") != std::string::npos);

@@ -119,17 +119,4 @@ RankResult read_rank_result(const std::string& path) {
   return r;
 }
 
-int free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error("no free TCP port on 127.0.0.1");
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 }  // namespace tandem::test

@@ -38,6 +38,5 @@ struct RankResult {
 };
 RankResult read_rank_result(const std::string& path);
 
-int free_tcp_port();  // a port the kernel just reported free on 127.0.0.1
 
 }  // namespace tandem::test

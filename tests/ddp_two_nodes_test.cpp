@@ -44,19 +44,6 @@ nlohmann::json last_row(const fs::path& jsonl) {
   return last.empty() ? nlohmann::json() : nlohmann::json::parse(last);
 }
 
-// A loopback port free now (node 0's launcher checks again before its rank 0 listens on it).
-int free_port() {
-  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(probe);
-  return ntohs(addr.sin_port);
-}
-
 }  // namespace
 
 // Writes a small learnable cache into this namespace's /dev/shm (the run_programs test's tiny data:
@@ -79,7 +66,7 @@ TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train 
   fs::create_directories(dir);
   const std::string job = test::unique_name("twonodes");
   const std::string data = test::unique_name("twonodesdata");
-  const int port = free_port();
+  const int port = test::free_loopback_port();  // node 0's launcher checks it again before rank 0 listens
   std::ofstream(dir / "job.toml") << test::tiny_job_config(
       {.job = job,
        .dataset = data,

@@ -86,6 +86,9 @@ struct CommandResult {
 };
 CommandResult run_command(const std::string& command);
 
+// A port on 127.0.0.1 that the kernel reported free just now (another process may still take it).
+int free_loopback_port();
+
 // How many times `what` occurs in `text` (not overlapping): "said once" checks on a program's output.
 inline std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -153,18 +153,6 @@ std::string http_exchange(int port, const std::string& request) {
 
 std::string http_get(int port, const std::string& path) { return http_exchange(port, fmt::format("GET {} HTTP/1.0\r\n\r\n", path)); }
 
-int free_loopback_port() {
-  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(probe);
-  return ntohs(addr.sin_port);
-}
-
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;

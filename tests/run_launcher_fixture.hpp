@@ -66,8 +66,6 @@ std::vector<std::string> segments_of(const std::string& job);
 std::string http_get(int port, const std::string& path);
 // Sends `request` as is to 127.0.0.1:port and returns the whole response.
 std::string http_exchange(int port, const std::string& request);
-// A loopback port that is free now.
-int free_loopback_port();
 std::string read_file(const std::filesystem::path& p);
 // Whether `condition` held within `timeout`, checked every 20 ms.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);

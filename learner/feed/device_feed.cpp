@@ -129,6 +129,15 @@ struct DeviceFeed::Impl {
     next_rows = std::async(std::launch::async, [this, e = epoch + 1] { return rows_of(e); });
     order_current = true;
   }
+
+  // On to the next step; past the epoch's last, the next epoch (its order is uploaded when first used).
+  void advance() {
+    if (++index == sampler.length()) {
+      index = 0;
+      ++epoch;
+      order_current = false;
+    }
+  }
 #endif
 
   Step rows_into(const torch::Tensor& rows) {
@@ -143,11 +152,7 @@ struct DeviceFeed::Impl {
     rows.copy_(order.narrow(0, static_cast<std::int64_t>(index * step_samples), static_cast<std::int64_t>(n)),
                /*non_blocking=*/true);
     Step step{epoch, index, {}};
-    if (++index == sampler.length()) {
-      index = 0;
-      ++epoch;
-      order_current = false;
-    }
+    advance();
     return step;
 #else
     (void)rows;
@@ -187,11 +192,7 @@ struct DeviceFeed::Impl {
         normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }
-    if (++index == sampler.length()) {
-      index = 0;
-      ++epoch;
-      order_current = false;
-    }
+    advance();
     return step;
 #else
     fail("DeviceFeed needs a CUDA GPU");
