@@ -55,6 +55,7 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block", 1, 1000000},
     {"learner.algo", T::string, "\"supervised\"", "what the learner optimises: supervised (data.* batches, cross-entropy), or reinforcement learning from the actors' experience rings: ppo (PPO with GAE) or vtrace (IMPALA V-trace actor-critic); RL settings are in [rl]", {}, {}, {"supervised", "ppo", "vtrace"}},
     {"learner.rendezvous_timeout_s", T::real, "60", "data-parallel ranks: how long rank 0's store waits for every rank to arrive before all exit naming the missing ones", 1.0, 86400.0},
+    {"learner.cpu_collectives", T::string, "\"shm\"", "data-parallel CPU ranks that all share one node: shm reduces through a shared-memory segment (/tandem.<job>.reduce-<pid>, unlinked once every rank mapped it); gloo goes through Gloo over TCP loopback. Ranks on several nodes always use Gloo", {}, {}, {"shm", "gloo"}},
     {"learner.collective_timeout_s", T::real, "30", "data-parallel ranks: a collective (all-reduce, broadcast, stop agreement) that takes longer fails the rank; a dead or hung peer then ends the job instead of hanging it", 1.0, 86400.0},
     {"learner.bucket_first_mb", T::real, "1", "data-parallel ranks: size of the first gradient bucket in MiB (the last layers' gradients, ready first, so communication starts early)", 0.0625, 4096.0},
     {"learner.bucket_mb", T::real, "25", "data-parallel ranks: size of the other gradient buckets in MiB", 0.0625, 4096.0},

@@ -165,7 +165,7 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
 
   // Rendezvous first: a rank that fails later (a bad dataset) then fails every rank through its peers.
   std::unique_ptr<ddp::Session> session;
-  if (rank.distributed()) session = ddp::Session::start(rank, config, cuda ? rank.local_rank : -1);
+  if (rank.distributed()) session = ddp::Session::start(rank, config, job, cuda ? rank.local_rank : -1);
 
   const std::string dataset = config.string("data.name");
   shm::DatasetCache cache = shm::DatasetCache::attach(dataset);

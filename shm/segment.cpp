@@ -32,6 +32,7 @@ std::string_view kind_name(Kind kind) {
     case Kind::experience: return "exp";
     case Kind::control: return "ctl";
     case Kind::weights_cuda: return "weights.cuda";
+    case Kind::reduce: return "reduce";
   }
   return "unknown";
 }

@@ -36,7 +36,8 @@ inline constexpr std::size_t kDescriptorOffset = 64;
 inline constexpr std::size_t kDescriptorBytes = kHeaderBytes - kDescriptorOffset;
 inline constexpr std::size_t kPayloadAlignment = 2u << 20;
 
-enum class Kind : std::uint32_t { dataset = 1, weights = 2, experience = 3, control = 4, weights_cuda = 5 };
+enum class Kind : std::uint32_t { dataset = 1, weights = 2, experience = 3, control = 4, weights_cuda = 5,
+                                 reduce = 6 };
 std::string_view kind_name(Kind kind);
 
 enum class Ready : std::uint32_t { writing = 0, ready = 1 };

@@ -1,6 +1,6 @@
-// Data-parallel ranks over Gloo train what one rank trains: 2 ranks x batch B == 1 rank x batch 2B over
-// the same samples (tests/ddp_rank_child.hpp), the ranks end bitwise equal, and a stop voted by one
-// rank stops both after the same step.
+// Data-parallel ranks train what one rank trains, over Gloo and over the node's shared-memory group:
+// 2 ranks x batch B == 1 rank x batch 2B over the same samples (tests/ddp_rank_child.hpp), the ranks
+// end bitwise equal, and a stop voted by one rank stops both after the same step.
 #include "tests/torch_doctest.hpp"
 
 #include <fmt/format.h>
@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include "tests/ddp_rank_child.hpp"
@@ -20,7 +21,7 @@ namespace {
 
 // Runs `world` ranks of `base` to completion; every rank must exit 0.
 std::vector<RankResult> run_ranks(RankRun base, const TempDir& dir, const std::string& tag) {
-  base.port = free_loopback_port();
+  if (base.port == 0) base.port = free_loopback_port();
   std::vector<Child> ranks;
   for (int r = 0; r < base.world; ++r) {
     RankRun run = base;
@@ -52,16 +53,16 @@ double relative_difference(const std::string& a, const std::string& b, std::size
   return std::sqrt(diff / norm);
 }
 
-void check_equivalent(const std::string& model, std::size_t float_bytes) {
+void check_equivalent(const std::string& model, std::size_t float_bytes, const std::string& collectives) {
   TempDir dir;
-  const auto two = run_ranks({.model = model, .world = 2, .batch = 16, .steps = 50}, dir, "two");
+  const auto two = run_ranks({.model = model, .world = 2, .batch = 16, .steps = 50, .collectives = collectives}, dir, "two");
   const auto one = run_ranks({.model = model, .world = 1, .batch = 32, .steps = 50}, dir, "one");
   CHECK(two[0].step == 50);
   CHECK(two[1].step == 50);
   CHECK(std::hash<std::string>{}(two[0].flat) == std::hash<std::string>{}(two[1].flat));
   CHECK(two[0].flat == two[1].flat);
   const double rel = relative_difference(two[0].flat, one[0].flat, float_bytes ? float_bytes : one[0].flat.size());
-  MESSAGE(model << ": 2 ranks x 16 vs 1 rank x 32 after 50 steps, relative L2 difference " << rel);
+  MESSAGE(model << " over " << collectives << ": 2 ranks x 16 vs 1 rank x 32 after 50 steps, relative L2 difference " << rel);
   CHECK(rel < 1e-4);
 }
 
@@ -84,28 +85,38 @@ def forward(self, x):
 
 }  // namespace
 
-TEST_CASE("data-parallel mlp: 2 Gloo ranks x batch 16 for 50 steps end with 1 rank x batch 32's weights, ranks bitwise equal" *
-          doctest::timeout(240)) {
-  check_equivalent("mlp", 0);
+TEST_CASE("data-parallel mlp: 2 ranks x batch 16 for 50 steps end with 1 rank x batch 32's weights, ranks bitwise equal, "
+          "over Gloo and over shared memory" * doctest::timeout(240)) {
+  for (const std::string collectives : {"gloo", "shm"}) {
+    CAPTURE(collectives);
+    check_equivalent("mlp", 0, collectives);
+  }
 }
 
-TEST_CASE("data-parallel TorchScript model: 2 Gloo ranks x batch 16 end with 1 rank x batch 32's weights, ranks bitwise equal" *
-          doctest::timeout(240)) {
+TEST_CASE("data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x batch 32's weights, ranks bitwise equal, "
+          "over Gloo and over shared memory" * doctest::timeout(240)) {
   TempDir dir;
   const std::string path = dir.file("script_mlp.pt");
   save_script_mlp(path);
-  check_equivalent(path, 0);
+  for (const std::string collectives : {"gloo", "shm"}) {
+    CAPTURE(collectives);
+    check_equivalent(path, 0, collectives);
+  }
 }
 
 // BatchNorm normalises each rank's batch of 16 by its own statistics, so the cnn is NOT 1 rank x 32:
 // what holds is that rank 0's running statistics are broadcast every step, so parameters AND buffers
 // are bitwise equal on every rank after any run (the weights a checkpoint or publish takes).
-TEST_CASE("data-parallel cnn (BatchNorm): 2 Gloo ranks end with bitwise equal parameters and buffers" *
-          doctest::timeout(300)) {
+TEST_CASE("data-parallel cnn (BatchNorm): 2 ranks end with bitwise equal parameters and buffers, over Gloo and over "
+          "shared memory" * doctest::timeout(300)) {
   TempDir dir;
-  const auto two = run_ranks({.model = "cnn", .world = 2, .batch = 8, .steps = 20}, dir, "cnn");
-  CHECK(two[0].step == 20);
-  CHECK(two[0].flat == two[1].flat);
+  for (const std::string collectives : {"gloo", "shm"}) {
+    CAPTURE(collectives);
+    const auto two = run_ranks({.model = "cnn", .world = 2, .batch = 8, .steps = 20, .collectives = collectives}, dir,
+                               "cnn-" + collectives);
+    CHECK(two[0].step == 20);
+    CHECK(two[0].flat == two[1].flat);
+  }
 }
 
 TEST_CASE("data-parallel stop: a stop voted by rank 1 at step 20 stops both ranks after step 21, still equal" *
@@ -115,4 +126,16 @@ TEST_CASE("data-parallel stop: a stop voted by rank 1 at step 20 stops both rank
   CHECK(two[0].step == 21);
   CHECK(two[1].step == 21);
   CHECK(two[0].flat == two[1].flat);
+}
+
+TEST_CASE("data-parallel shared memory: three ranks train bitwise equal and leave nothing of the job in /dev/shm" *
+          doctest::timeout(240)) {
+  TempDir dir;
+  RankRun run{.model = "mlp", .world = 3, .port = free_loopback_port(), .batch = 8, .steps = 20};
+  const auto three = run_ranks(run, dir, "three");
+  CHECK(three[0].step == 20);
+  CHECK(three[0].flat == three[1].flat);
+  CHECK(three[0].flat == three[2].flat);
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    CHECK_FALSE(entry.path().filename().string().starts_with("tandem." + job_of(run.port) + "."));
 }

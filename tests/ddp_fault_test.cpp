@@ -57,48 +57,66 @@ std::pair<int, double> exit_within(Child& rank, double limit_s) {
   return {status, took};
 }
 
-RankRun endless(int world, int rank, int port, double collective_s, double rendezvous_s, const TempDir& dir) {
-  return {.world = world, .rank = rank, .port = port, .batch = 8, .steps = 1000000,
+RankRun endless(int world, int rank, int port, double collective_s, double rendezvous_s, const TempDir& dir,
+                const std::string& collectives = "shm") {
+  return {.world = world, .rank = rank, .port = port, .batch = 8, .steps = 1000000, .collectives = collectives,
           .collective_timeout_s = collective_s, .rendezvous_timeout_s = rendezvous_s,
           .marker = dir.file(fmt::format("trained-{}", rank))};
 }
 
-}  // namespace
-
-TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer" *
-          doctest::timeout(90)) {
-  TempDir dir;
-  const int port = free_loopback_port();
-  Child r0 = spawn_rank(endless(2, 0, port, 5, 30, dir), dir.file("r0.log"));
-  Child r1 = spawn_rank(endless(2, 1, port, 5, 30, dir), dir.file("r1.log"));
-  wait_for_file(dir.file("trained-1"), r1);
-  r1.kill(SIGKILL);
-  const auto [status, took] = exit_within(r0, 10);
-  const std::string log = slurp(dir.file("r0.log"));
-  INFO(log);
-  MESSAGE("rank 0 exited " << status << " " << took << " s after rank 1 was killed");
-  CHECK(status != 0);
-  CHECK(status < 126);
-  CHECK(log.find("peer rank(s) 1") != std::string::npos);
+// What the job of `port` left in /dev/shm.
+std::vector<std::string> job_leftovers(int port) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().starts_with("tandem." + job_of(port) + "."))
+      names.push_back(entry.path().filename().string());
+  return names;
 }
 
-TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s" *
-          doctest::timeout(90)) {
-  TempDir dir;
-  const int port = free_loopback_port();
-  const double collective_s = 3;
-  Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir), dir.file("r0.log"));
-  Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir), dir.file("r1.log"));
-  wait_for_file(dir.file("trained-1"), r1);
-  r1.kill(SIGSTOP);
-  const auto [status, took] = exit_within(r0, collective_s + 10);
-  const std::string log = slurp(dir.file("r0.log"));
-  INFO(log);
-  MESSAGE("rank 0 exited " << status << " " << took << " s after rank 1 was stopped");
-  CHECK(status != 0);
-  CHECK(status < 126);
-  CHECK(log.find("rank 0: step") != std::string::npos);
-  r1.kill(SIGKILL);  // a stopped process takes SIGKILL; ~Child reaps it
+}  // namespace
+
+TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer, "
+          "over shared memory and over Gloo" * doctest::timeout(120)) {
+  for (const std::string collectives : {"shm", "gloo"}) {
+    CAPTURE(collectives);
+    TempDir dir;
+    const int port = free_loopback_port();
+    Child r0 = spawn_rank(endless(2, 0, port, 5, 30, dir, collectives), dir.file("r0.log"));
+    Child r1 = spawn_rank(endless(2, 1, port, 5, 30, dir, collectives), dir.file("r1.log"));
+    wait_for_file(dir.file("trained-1"), r1);
+    r1.kill(SIGKILL);
+    const auto [status, took] = exit_within(r0, 10);
+    const std::string log = slurp(dir.file("r0.log"));
+    INFO(log);
+    MESSAGE(collectives << ": rank 0 exited " << status << " " << took << " s after rank 1 was killed");
+    CHECK(status != 0);
+    CHECK(status < 126);
+    CHECK(log.find("peer rank(s) 1") != std::string::npos);
+    CHECK(job_leftovers(port).empty());
+  }
+}
+
+TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s, "
+          "over shared memory and over Gloo" * doctest::timeout(120)) {
+  for (const std::string collectives : {"shm", "gloo"}) {
+    CAPTURE(collectives);
+    TempDir dir;
+    const int port = free_loopback_port();
+    const double collective_s = 3;
+    Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir, collectives), dir.file("r0.log"));
+    Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir, collectives), dir.file("r1.log"));
+    wait_for_file(dir.file("trained-1"), r1);
+    r1.kill(SIGSTOP);
+    const auto [status, took] = exit_within(r0, collective_s + 10);
+    const std::string log = slurp(dir.file("r0.log"));
+    INFO(log);
+    MESSAGE(collectives << ": rank 0 exited " << status << " " << took << " s after rank 1 was stopped");
+    CHECK(status != 0);
+    CHECK(status < 126);
+    CHECK(log.find("rank 0: step") != std::string::npos);
+    r1.kill(SIGKILL);  // a stopped process takes SIGKILL; ~Child reaps it
+    CHECK(job_leftovers(port).empty());
+  }
 }
 
 TEST_CASE("data-parallel fault: a rank that never starts makes every started rank exit within the rendezvous timeout + 5 s naming it" *

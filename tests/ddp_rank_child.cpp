@@ -51,10 +51,12 @@ int train_rank() {
     const std::vector<std::string> overrides = {
         "learner.collective_timeout_s=" + kv["collective_timeout_s"],
         "learner.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
-        "learner.bucket_first_mb=0.0625", "learner.bucket_mb=0.25"};  // several buckets even for small models
+        "learner.bucket_first_mb=0.0625", "learner.bucket_mb=0.25",  // several buckets even for small models
+        "learner.cpu_collectives=\"" + kv["collectives"] + "\""};
     const Config config = load_program_config("", overrides);
     std::unique_ptr<ddp::Session> session;
-    if (rank.distributed()) session = ddp::Session::start(rank, config, cuda ? rank.local_rank : -1);
+    if (rank.distributed())
+      session = ddp::Session::start(rank, config, job_of(std::stoi(kv["port"])), cuda ? rank.local_rank : -1);
 
     Model model = Model::create({.name = kv["model"], .seed = 7});
     const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank))
@@ -108,8 +110,11 @@ std::vector<std::string> rank_args(const RankRun& r) {
           fmt::format("port={}", r.port), fmt::format("batch={}", r.batch), fmt::format("steps={}", r.steps),
           fmt::format("stop_vote_at={}", r.stop_vote_at), "device=" + r.device,
           fmt::format("collective_timeout_s={}", r.collective_timeout_s),
-          fmt::format("rendezvous_timeout_s={}", r.rendezvous_timeout_s), "out=" + r.out, "marker=" + r.marker};
+          fmt::format("rendezvous_timeout_s={}", r.rendezvous_timeout_s), "out=" + r.out, "marker=" + r.marker,
+          "collectives=" + r.collectives};
 }
+
+std::string job_of(int port) { return fmt::format("ddp{}", port); }
 
 RankResult read_rank_result(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -7,6 +7,7 @@
 //
 // The child writes `out`: the final step (int64), then its flat parameters and buffers (raw bytes).
 // With `marker`, it creates that file once its first step is done (tests wait for it, then kill).
+// Its job (what its segments are named after) is job_of(port).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct RankRun {
   int steps = 50;
   int stop_vote_at = -1;          // rank 1 votes to stop from this step on (-1: never)
   std::string device = "cpu";     // cpu | cuda (cuda:rank)
+  std::string collectives = "shm";  // learner.cpu_collectives: shm | gloo
   double collective_timeout_s = 30;
   double rendezvous_timeout_s = 30;
   std::string out;                // result file ("" : none)
@@ -31,6 +33,7 @@ struct RankRun {
 };
 
 std::vector<std::string> rank_args(const RankRun& run);
+std::string job_of(int port);
 
 struct RankResult {
   std::int64_t step = -1;

@@ -15,6 +15,7 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/dtype.hpp"
 #include "shm/experience_ring_format.hpp"
+#include "shm/node_group.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
@@ -148,7 +149,7 @@ TEST_CASE("FORMAT.md: the kind and dtype code tables and the constants match the
   const std::string doc = read_doc();
   const auto tables = parse_tables(doc);
   const Table& kinds = table_under(tables, "### `SegmentHeader`", "code");
-  CHECK(kinds.rows.size() == 5);
+  CHECK(kinds.rows.size() == 6);
   for (const auto& row : kinds.rows) CHECK(shm::kind_name(static_cast<shm::Kind>(std::stoul(row[0]))) == row[1]);
 
   const Table& dtypes = table_under(tables, "### `FieldDesc`", "code");
@@ -300,6 +301,20 @@ TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and size
   CHECK(doc.find(fmt::format("(128 bytes, at byte 64 + {} = {})", kDeviceInfoOffset, kDescriptorOffset + kDeviceInfoOffset)) !=
         std::string::npos);
   CHECK(doc.find(fmt::format("| {} | weights.cuda |", static_cast<int>(Kind::weights_cuda))) != std::string::npos);
+}
+
+TEST_CASE("FORMAT.md: the node reduce group tables match the structs") {
+  using namespace tandem::shm;
+  const auto tables = parse_tables(read_doc());
+  check_struct(tables, "ReduceDescriptor", sizeof(ReduceDescriptor),
+               {MEMBER(ReduceDescriptor, world), MEMBER(ReduceDescriptor, reserved), MEMBER(ReduceDescriptor, chunk_bytes),
+                MEMBER(ReduceDescriptor, data_offset)});
+  check_struct(tables, "ReduceControl", sizeof(ReduceControl),
+               {MEMBER(ReduceControl, bell), MEMBER(ReduceControl, aborted_by), MEMBER(ReduceControl, reserved)});
+  check_struct(tables, "RankLane", sizeof(RankLane),
+               {MEMBER(RankLane, arrived), MEMBER(RankLane, pid), MEMBER(RankLane, reserved0),
+                MEMBER(RankLane, start_ticks), MEMBER(RankLane, reserved)});
+  CHECK(read_doc().find(fmt::format("| {} | reduce |", static_cast<int>(Kind::reduce))) != std::string::npos);
 }
 
 TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot example matches the layout") {

@@ -1,6 +1,10 @@
-// The collectives the data-parallel ranks use, behind one interface with two backends:
+// The collectives the data-parallel ranks use, behind one interface with three backends:
+//   shm (CPU tensors, every rank on one node): shm::NodeGroup, a shared-memory segment the node's
+//                       ranks reduce through, ops async on one thread per rank (shm_comm.cpp). The
+//                       default for CPU ranks of one node (learner.cpu_collectives): docs/DEPARTURES.md.
 //   Gloo (CPU tensors): c10d::ProcessGroupGloo from LibTorch, every op async on Gloo's threads, each
-//                       failing after learner.collective_timeout_s (gloo_comm.cpp).
+//                       failing after learner.collective_timeout_s (gloo_comm.cpp). Ranks on several
+//                       nodes, or learner.cpu_collectives = "gloo".
 //   NCCL (CUDA tensors): one communicator per rank on a stream of its own, fenced with CUDA events
 //                       against the compute stream (nccl_comm.cpp, built where NCCL is found).
 // Both are made from the rendezvous store (rendezvous.hpp).
@@ -20,6 +24,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace c10d {
 class Store;
@@ -50,6 +55,12 @@ class Communicator {
   virtual const char* backend() const = 0;
 };
 
+// The node's shared-memory group: rank 0 creates /tandem.<job>.reduce-<pid> and hands its name out
+// through the store; every rank joins within `join_timeout` (UserError naming the missing rank), after
+// which the name is unlinked. `timeout` bounds every collective. Only when all ranks share the node.
+std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
+                                            std::string_view job, std::chrono::milliseconds join_timeout,
+                                            std::chrono::milliseconds timeout);
 // Gloo over the store, for CPU tensors; `timeout` bounds every collective.
 std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
                                         std::chrono::milliseconds timeout);

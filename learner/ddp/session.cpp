@@ -15,17 +15,24 @@ std::chrono::milliseconds millis(double seconds) {
 
 }  // namespace
 
-std::unique_ptr<Session> Session::start(const RankInfo& rank, const Config& config, int cuda_device) {
+std::unique_ptr<Session> Session::start(const RankInfo& rank, const Config& config, std::string_view job,
+                                        int cuda_device) {
   std::unique_ptr<Session> s(new Session());
   s->rank_ = rank;
   s->sync_options_.bucket_first_mb = config.real("learner.bucket_first_mb");
   s->sync_options_.bucket_mb = config.real("learner.bucket_mb");
   s->sync_options_.timeout = millis(config.real("learner.collective_timeout_s"));
-  s->store_ = rendezvous(rank, millis(config.real("learner.rendezvous_timeout_s")));
-  s->comm_ = cuda_device >= 0 ? make_nccl(s->store_, rank, cuda_device, s->sync_options_.timeout)
-                              : make_gloo(s->store_, rank, s->sync_options_.timeout);
-  log::info("{} ({}): {} ranks met at {}:{}", rank.name(), rank.source, rank.world_size, rank.master_addr,
-            rank.master_port);
+  const auto rendezvous_timeout = millis(config.real("learner.rendezvous_timeout_s"));
+  s->store_ = rendezvous(rank, rendezvous_timeout);
+  const bool one_node = rank.local_world_size == rank.world_size;
+  if (cuda_device >= 0)
+    s->comm_ = make_nccl(s->store_, rank, cuda_device, s->sync_options_.timeout);
+  else if (one_node && config.string("learner.cpu_collectives") == "shm")
+    s->comm_ = make_node_shm(s->store_, rank, job, rendezvous_timeout, s->sync_options_.timeout);
+  else
+    s->comm_ = make_gloo(s->store_, rank, s->sync_options_.timeout);
+  log::info("{} ({}): {} ranks met at {}:{}; collectives over {}", rank.name(), rank.source, rank.world_size,
+            rank.master_addr, rank.master_port, s->comm_->backend());
   return s;
 }
 

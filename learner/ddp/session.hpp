@@ -1,5 +1,5 @@
 // Session: what a data-parallel rank sets up once before training: the rendezvous store (rendezvous.hpp)
-// and the communicator (comm.hpp: Gloo for CPU training, NCCL for CUDA). Made only when WORLD_SIZE > 1:
+// and the communicator (comm.hpp: shared memory or Gloo for CPU training, NCCL for CUDA). Made only when WORLD_SIZE > 1:
 // a single rank needs neither store nor process group.
 //
 // Threads: main's thread. Destroy it after everything that uses its communicator (GradSync).
@@ -8,6 +8,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <memory>
+#include <string_view>
 
 #include "learner/ddp/comm.hpp"
 #include "learner/ddp/grad_sync.hpp"
@@ -21,9 +22,12 @@ namespace tandem::ddp {
 
 class Session {
  public:
-  // `cuda_device` < 0: Gloo on CPU tensors; else NCCL on that GPU. Reads learner.rendezvous_timeout_s,
-  // learner.collective_timeout_s. UserError naming the missing ranks when the rendezvous fails.
-  static std::unique_ptr<Session> start(const RankInfo& rank, const Config& config, int cuda_device);
+  // `cuda_device` >= 0: NCCL on that GPU. Else CPU tensors: every rank on this node and
+  // learner.cpu_collectives = "shm": the node's shared-memory group (named after `job`); otherwise
+  // Gloo. Reads learner.rendezvous_timeout_s, learner.collective_timeout_s. UserError naming the
+  // missing ranks when the rendezvous fails.
+  static std::unique_ptr<Session> start(const RankInfo& rank, const Config& config, std::string_view job,
+                                        int cuda_device);
   ~Session();
 
   const RankInfo& rank() const { return rank_; }

@@ -1,13 +1,16 @@
-// tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks over Gloo, 1 rank and
-// N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run: step time, samples/s,
+// tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks (over the node's shared
+// memory, or Gloo), 1 rank and N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run: step time, samples/s,
 // scaling efficiency (N-rank samples/s over N x the 1-rank samples/s, at the same batch per rank),
 // and the all-reduce and exposed (not overlapped) communication time the ranks report.
 #include <stdlib.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "common/error.hpp"
 #include "tools/bench/bench_commands.hpp"
@@ -53,56 +56,107 @@ Json result_json(const DdpResult& r) {
   return j;
 }
 
+// One round: every configuration once, in a fixed order, so that a machine whose speed drifts (other
+// tenants of a VM host) slows all of them alike; rounds repeat the whole sequence.
+struct Round {
+  DdpResult one, many;
+  std::optional<DdpResult> independent, peer_one, peer_many;
+};
+
+Round run_round(const DdpBenchOptions& o, const std::filesystem::path& work) {
+  Round r{.one = run_tandem_ranks(o, 1, work), .many = run_tandem_ranks(o, o.ranks, work)};
+  if (o.ceiling) r.independent = run_independent_ranks(o, o.ranks, work);
+  if (o.peer) {
+    r.peer_one = run_peer_ranks(o, 1, work);
+    r.peer_many = run_peer_ranks(o, o.ranks, work);
+  }
+  return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The median of each figure over the rounds (each figure on its own).
+DdpResult median_of(const std::vector<Round>& rounds, const std::function<const DdpResult&(const Round&)>& pick) {
+  std::vector<double> step, samples, allreduce, exposed;
+  for (const Round& r : rounds) {
+    const DdpResult& x = pick(r);
+    step.push_back(x.step_ms);
+    samples.push_back(x.samples_per_s);
+    allreduce.push_back(x.allreduce_ms);
+    exposed.push_back(x.exposed_comm_ms);
+  }
+  return {.ranks = pick(rounds[0]).ranks, .step_ms = median(step), .samples_per_s = median(samples),
+          .allreduce_ms = median(allreduce), .exposed_comm_ms = median(exposed)};
+}
+
 int bench_ddp(const DdpBenchOptions& o) {
   if (o.ranks < 2 || o.ranks > 64) fail("--ranks {} is out of range: use 2..64 (1 rank is always measured too)", o.ranks);
   if (o.batch < 1) fail("--batch {} must be positive", o.batch);
   if (o.steps < 20 || o.warmup < 10) fail("--steps {} / --warmup {} are too few: use at least 20 / 10", o.steps, o.warmup);
+  if (o.rounds < 1 || o.rounds > 20) fail("--rounds {} is out of range: use 1..20", o.rounds);
   if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
     fail("dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from /usr/share/datasets/fashion-mnist` "
          "first, or pass --dataset NAME",
          o.dataset, o.dataset);
   WorkDir work;
-  const DdpResult one = run_tandem_ranks(o, 1, work.path());
-  const DdpResult many = run_tandem_ranks(o, o.ranks, work.path());
-  std::optional<DdpResult> independent, peer_one, peer_many;
-  if (o.ceiling) independent = run_independent_ranks(o, o.ranks, work.path());
-  if (o.peer) {
-    peer_one = run_peer_ranks(o, 1, work.path());
-    peer_many = run_peer_ranks(o, o.ranks, work.path());
-  }
+  std::vector<Round> rounds;
+  for (int i = 0; i < o.rounds; ++i) rounds.push_back(run_round(o, work.path()));
+  const DdpResult one = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.one; });
+  const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
 
-  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, Gloo, buckets {} MiB then {} MiB; {} "
-             "steps after {} warmup\n", o.dataset, o.batch, o.bucket_first_mb, o.bucket_mb, o.steps, o.warmup);
+  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {}, buckets {} MiB then {} MiB; "
+             "{} steps after {} warmup; {}\n", o.dataset, o.batch, o.collectives, o.bucket_first_mb, o.bucket_mb, o.steps,
+             o.warmup, o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
   print_row("tandem", many, efficiency);
-  if (independent) {
-    const double ceiling = independent->samples_per_s / (o.ranks * one.samples_per_s);
-    fmt::print("{:<22} {:>5} {:>10.2f} {:>11.0f} {:>9} {:>13} {:>16}\n", "independent 1-rank jobs", o.ranks,
-               independent->step_ms, independent->samples_per_s, fmt::format("{:.1f} %", ceiling * 100), "-", "-");
+  Json per_round = Json::array();
+  for (const Round& r : rounds) {
+    Json j = {{"one_rank", result_json(r.one)}, {"ranks", result_json(r.many)},
+              {"scaling_efficiency", rounded(r.many.samples_per_s / (o.ranks * r.one.samples_per_s), 4)}};
+    if (r.independent) j["independent_jobs"] = result_json(*r.independent);
+    if (r.peer_many) j["peer"] = {{"one_rank", result_json(*r.peer_one)}, {"ranks", result_json(*r.peer_many)}};
+    per_round.push_back(std::move(j));
   }
-  Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", "gloo"},
+  Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", o.collectives},
                {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
-               {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb},
+               {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb}, {"rounds", o.rounds},
                {"one_rank", result_json(one)}, {"ranks", result_json(many)},
-               {"scaling_efficiency", rounded(efficiency, 4)}};
-  if (independent) {
-    line["independent_jobs"] = result_json(*independent);
-    line["contention_ceiling"] = rounded(independent->samples_per_s / (o.ranks * one.samples_per_s), 4);
+               {"scaling_efficiency", rounded(efficiency, 4)}, {"per_round", per_round}};
+  if (o.ceiling) {
+    const DdpResult independent = median_of(rounds, [](const Round& r) -> const DdpResult& { return *r.independent; });
+    const double ceiling = independent.samples_per_s / (o.ranks * one.samples_per_s);
+    fmt::print("{:<22} {:>5} {:>10.2f} {:>11.0f} {:>9} {:>13} {:>16}\n", "independent 1-rank jobs", o.ranks,
+               independent.step_ms, independent.samples_per_s, fmt::format("{:.1f} %", ceiling * 100), "-", "-");
+    line["independent_jobs"] = result_json(independent);
+    line["contention_ceiling"] = rounded(ceiling, 4);
   }
   if (o.peer) {
-    const double peer_efficiency = peer_many->samples_per_s / (o.ranks * peer_one->samples_per_s);
-    print_row("PyTorch DDP (peer)", *peer_one, std::nullopt);
-    print_row("PyTorch DDP (peer)", *peer_many, peer_efficiency);
-    const double ratio = many.samples_per_s / peer_many->samples_per_s;
+    const DdpResult peer_one = median_of(rounds, [](const Round& r) -> const DdpResult& { return *r.peer_one; });
+    const DdpResult peer_many = median_of(rounds, [](const Round& r) -> const DdpResult& { return *r.peer_many; });
+    const double peer_efficiency = peer_many.samples_per_s / (o.ranks * peer_one.samples_per_s);
+    print_row("PyTorch DDP (peer)", peer_one, std::nullopt);
+    print_row("PyTorch DDP (peer)", peer_many, peer_efficiency);
+    const double ratio = many.samples_per_s / peer_many.samples_per_s;
     fmt::print("\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP (goal > 1); scaling {:.1f} % vs {:.1f} % "
                "(goal >= 95 %)\n",
-               o.ranks, many.samples_per_s, peer_many->samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
-    line["peer"] = {{"one_rank", result_json(*peer_one)}, {"ranks", result_json(*peer_many)},
+               o.ranks, many.samples_per_s, peer_many.samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
+    line["peer"] = {{"one_rank", result_json(peer_one)}, {"ranks", result_json(peer_many)},
                     {"scaling_efficiency", rounded(peer_efficiency, 4)}};
     line["ratio_samples_per_s"] = rounded(ratio, 3);
+  }
+  if (o.rounds > 1) {
+    fmt::print("per round (1 rank / {} ranks samples/s, scaling):", o.ranks);
+    for (const Round& r : rounds)
+      fmt::print(" {:.0f}/{:.0f} {:.1f} %;", r.one.samples_per_s, r.many.samples_per_s,
+                 100 * r.many.samples_per_s / (o.ranks * r.one.samples_per_s));
+    fmt::print("\n");
   }
   emit_json_line(line, o.json);
   return 0;
@@ -112,7 +166,7 @@ int bench_ddp(const DdpBenchOptions& o) {
 
 void add_ddp_command(CLI::App& app) {
   static DdpBenchOptions o;
-  auto* cmd = app.add_subcommand("ddp", "data-parallel step time and scaling of the learner ranks over Gloo, 1 and N ranks");
+  auto* cmd = app.add_subcommand("ddp", "data-parallel step time and scaling of the learner ranks, 1 and N ranks");
   cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache with 1x28x28 images (the fmnist cnn)")->capture_default_str();
   cmd->add_option("--ranks", o.ranks, "ranks of the data-parallel run (beside 1 rank)")->capture_default_str();
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
@@ -120,6 +174,11 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--warmup", o.warmup, "steps before the measurement")->capture_default_str();
   cmd->add_option("--bucket-first-mb", o.bucket_first_mb, "learner.bucket_first_mb of the ranks")->capture_default_str();
   cmd->add_option("--bucket-mb", o.bucket_mb, "learner.bucket_mb of the ranks")->capture_default_str();
+  cmd->add_option("--collectives", o.collectives, "learner.cpu_collectives of the ranks")
+      ->check(CLI::IsMember({"shm", "gloo"}))
+      ->capture_default_str();
+  cmd->add_option("--rounds", o.rounds, "run every configuration this many times, interleaved; report medians")
+      ->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
   cmd->add_flag("--ceiling", o.ceiling,
                 "also run N independent one-rank jobs at once: the scaling the machine allows with no communication");

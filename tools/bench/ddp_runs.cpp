@@ -76,9 +76,10 @@ checkpoint_every_steps = 0
 report_every_steps = {}
 bucket_first_mb = {}
 bucket_mb = {}
+cpu_collectives = "{}"
 )",
                      job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
-                     o.bucket_first_mb, o.bucket_mb);
+                     o.bucket_first_mb, o.bucket_mb, o.collectives);
 }
 
 double mean(const std::vector<double>& v) {

@@ -18,6 +18,8 @@ struct DdpBenchOptions {
   int warmup = 60;
   double bucket_first_mb = 1;  // learner.bucket_first_mb / learner.bucket_mb of the ranks
   double bucket_mb = 25;
+  std::string collectives = "shm";  // learner.cpu_collectives of the ranks: shm | gloo
+  int rounds = 1;            // every configuration this many times, interleaved; medians reported
   bool ceiling = false;      // also run N independent one-rank jobs at once (run_independent_ranks)
   bool peer = false;
   std::string python = "python3";

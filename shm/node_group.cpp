@@ -1,0 +1,217 @@
+#include "shm/node_group.hpp"
+
+#include <fmt/format.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <ctime>
+
+#include "common/error.hpp"
+#include "common/process.hpp"
+
+namespace tandem::shm {
+namespace {
+
+constexpr std::size_t kLanesOffset = sizeof(ReduceControl);
+constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
+constexpr int kSpins = 256;  // ~10 us: a peer that is about to arrive costs no futex round trip
+
+std::uint64_t data_offset(int world) { return align_up(kLanesOffset + sizeof(RankLane) * world, 4096); }
+std::uint64_t payload_bytes(int world, std::size_t chunk) {
+  return data_offset(world) + (2 * static_cast<std::uint64_t>(world) + 2) * chunk;
+}
+
+// Shared futex (no FUTEX_PRIVATE_FLAG): the waiters are other processes.
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::chrono::nanoseconds timeout) {
+  const auto ns = std::max<std::int64_t>(timeout.count(), 0);
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  // EAGAIN (the word moved), EINTR and ETIMEDOUT all mean "look again".
+  (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+void futex_wake_all(std::atomic<std::uint32_t>& word) {
+  (void)::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// out[i] = sum over ranks of in_r[i], in rank order.
+void sum_rows(float* __restrict out, const float* const* rows, int world, std::size_t n) {
+  const float* __restrict a = rows[0];
+  const float* __restrict b = rows[1];
+  for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  for (int r = 2; r < world; ++r) {
+    const float* __restrict c = rows[r];
+    for (std::size_t i = 0; i < n; ++i) out[i] += c[i];
+  }
+}
+
+}  // namespace
+
+std::string NodeGroup::Outcome::describe() const {
+  switch (status) {
+    case Status::ok: return "ok";
+    case Status::peer_exited: return fmt::format("rank {} exited", peer);
+    case Status::timed_out: return fmt::format("rank {} did not arrive in time (it hangs, or never started)", peer);
+    case Status::aborted: return fmt::format("rank {} aborted", peer);
+  }
+  return "unknown";
+}
+
+NodeGroup::NodeGroup(Segment segment, int rank) : segment_(std::move(segment)), rank_(rank) {
+  const auto& d = segment_.descriptor_as<ReduceDescriptor>();
+  world_ = static_cast<int>(d.world);
+  chunk_ = d.chunk_bytes;
+  RankLane& me = lane(rank_);
+  const auto self = process_identity(static_cast<std::uint32_t>(::getpid()));
+  me.start_ticks.store(self ? self->start_ticks : 0);
+  std::uint32_t none = 0;
+  if (!me.pid.compare_exchange_strong(none, static_cast<std::uint32_t>(::getpid())))
+    fail("node reduce group '/{}': rank {} already joined it (pid {}): give every rank its own RANK", name(), rank_,
+         none);
+}
+
+NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_bytes) {
+  if (world < 2 || world > kReduceMaxWorld)
+    fail("a node reduce group needs 2..{} ranks on the node, not {}: use Gloo (learner.cpu_collectives = \"gloo\")",
+         kReduceMaxWorld, world);
+  chunk_bytes = align_up(std::max<std::size_t>(chunk_bytes, 64), 64);
+  // The pid makes the name this process's alone: an object under it is a dead process's leftover.
+  const std::string name = job_segment_name(job, fmt::format("reduce-{}", ::getpid()));
+  Segment::unlink(name);
+  Segment seg = Segment::create(name, Kind::reduce, kReduceLayoutVersion, payload_bytes(world, chunk_bytes),
+                                "another rank 0 of this job is running on the node: stop it first");
+  auto& d = seg.descriptor_as<ReduceDescriptor>();
+  d.world = static_cast<std::uint32_t>(world);
+  d.chunk_bytes = chunk_bytes;
+  d.data_offset = data_offset(world);
+  seg.mark_ready();
+  return NodeGroup(std::move(seg), 0);
+}
+
+NodeGroup NodeGroup::attach(const std::string& name, int rank, int world) {
+  const std::string fix = "start every rank of the job from the same launch (tandem run or torchrun)";
+  Segment seg = Segment::attach(name, Kind::reduce, kReduceLayoutVersion, Segment::Access::read_write, fix);
+  const auto& d = seg.descriptor_as<ReduceDescriptor>();
+  if (static_cast<int>(d.world) != world || rank <= 0 || rank >= world)
+    fail("node reduce group '/{}' is for {} ranks, but this is rank {} of {}: {}", name, d.world, rank, world, fix);
+  if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.data_offset != data_offset(world) ||
+      payload_bytes(world, d.chunk_bytes) > seg.payload_size())
+    fail("node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, payload {} bytes): {}", name,
+         d.chunk_bytes, d.data_offset, seg.payload_size(), fix);
+  return NodeGroup(std::move(seg), rank);
+}
+
+ReduceControl& NodeGroup::control() const { return *reinterpret_cast<ReduceControl*>(segment_.payload()); }
+RankLane& NodeGroup::lane(int rank) const {
+  return reinterpret_cast<RankLane*>(segment_.payload() + kLanesOffset)[rank];
+}
+std::byte* NodeGroup::in(std::uint64_t round, int rank) const {
+  return segment_.payload() + data_offset(world_) + ((round & 1) * world_ + rank) * chunk_;
+}
+std::byte* NodeGroup::out(std::uint64_t round) const {
+  return segment_.payload() + data_offset(world_) + (2 * world_ + (round & 1)) * chunk_;
+}
+
+NodeGroup::Outcome NodeGroup::join(std::chrono::milliseconds timeout) {
+  Outcome o = barrier(Clock::now() + timeout);
+  // Every rank has mapped it (or the group failed): the name is no longer needed by anyone.
+  if (rank_ == 0) segment_.unlink_now();
+  return o;
+}
+
+NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const std::size_t per_round = chunk_ / sizeof(float);
+  for (std::size_t done = 0; done < count; done += per_round) {
+    const std::size_t n = std::min(per_round, count - done);
+    std::memcpy(in(rounds_, rank_), data + done, n * sizeof(float));
+    if (Outcome o = barrier(deadline); !o) return o;
+    const std::size_t lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
+    const float* rows[kReduceMaxWorld];
+    for (int r = 0; r < world_; ++r) rows[r] = reinterpret_cast<const float*>(in(rounds_, r)) + lo;
+    sum_rows(reinterpret_cast<float*>(out(rounds_)) + lo, rows, world_, hi - lo);
+    if (Outcome o = barrier(deadline); !o) return o;
+    std::memcpy(data + done, out(rounds_), n * sizeof(float));
+    ++rounds_;
+  }
+  return {};
+}
+
+NodeGroup::Outcome NodeGroup::broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  auto* bytes_of = static_cast<std::byte*>(data);
+  for (std::size_t done = 0; done < bytes; done += chunk_) {
+    const std::size_t n = std::min(chunk_, bytes - done);
+    if (rank_ == root) std::memcpy(in(rounds_, root), bytes_of + done, n);
+    if (Outcome o = barrier(deadline); !o) return o;
+    if (rank_ != root) std::memcpy(bytes_of + done, in(rounds_, root), n);
+    ++rounds_;
+  }
+  return {};
+}
+
+void NodeGroup::abort() {
+  if (!segment_.base()) return;
+  std::uint32_t none = 0;
+  control().aborted_by.compare_exchange_strong(none, static_cast<std::uint32_t>(rank_ + 1));
+  control().bell.fetch_add(1);
+  futex_wake_all(control().bell);
+}
+
+NodeGroup::Outcome NodeGroup::barrier(Clock::time_point deadline) {
+  if (!broken_) return broken_;
+  lane(rank_).arrived.store(++barriers_);
+  control().bell.fetch_add(1);
+  futex_wake_all(control().bell);
+  broken_ = wait_for_all(barriers_, deadline);
+  return broken_;
+}
+
+int NodeGroup::first_rank_behind(std::uint64_t barrier) const {
+  for (int r = 0; r < world_; ++r)
+    if (lane(r).arrived.load() < barrier) return r;
+  return -1;
+}
+
+bool NodeGroup::lane_exited(int rank) const {
+  const std::uint32_t pid = lane(rank).pid.load();
+  if (pid == 0) return false;  // not attached yet: only the deadline can tell
+  const auto id = process_identity(pid);
+  return !id || id->exited() || id->start_ticks != lane(rank).start_ticks.load();
+}
+
+NodeGroup::Outcome NodeGroup::wait_for_all(std::uint64_t barrier, Clock::time_point deadline) {
+  using Status = Outcome::Status;
+  auto next_check = Clock::now();
+  for (int spin = 0;; ++spin) {
+    const std::uint32_t bell = control().bell.load();
+    // A barrier every rank reached stands even if one aborted since: the abort fails the next one.
+    const int behind = first_rank_behind(barrier);
+    if (behind < 0) return {};
+    if (const std::uint32_t by = control().aborted_by.load(); by != 0) return {Status::aborted, static_cast<int>(by) - 1};
+    if (spin < kSpins) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= next_check) {
+      for (int r = 0; r < world_; ++r)
+        if (lane(r).arrived.load() < barrier && lane_exited(r)) return {Status::peer_exited, r};
+      next_check = now + kLivenessSlice;
+    }
+    if (now >= deadline) return {Status::timed_out, behind};
+    futex_wait(control().bell, bell, std::min(deadline, next_check) - now);
+  }
+}
+
+}  // namespace tandem::shm

@@ -1,0 +1,129 @@
+// NodeGroup: the data-parallel learner ranks of one node summing and broadcasting CPU buffers through
+// one shared-memory segment, /tandem.<job>.reduce-<pid of rank 0> (kind 6, docs/FORMAT.md "Node
+// reduce group"). An all-reduce here costs a copy in, a 1/N share of the sum and a copy out of
+// ordinary memory; Gloo between processes of one machine costs TCP loopback: kernel copies and
+// thread wake-ups, ~7 ms of CPU per 0.83 MB step on two cores (docs/BENCHMARKS.md), which is why
+// CPU ranks of one node use this and ranks on several nodes keep Gloo (docs/DEPARTURES.md).
+//
+// Lifecycle: rank 0 create()s the segment and hands its name to the others (the rendezvous store);
+// each rank attach()es, then every rank calls join(): once all have arrived, rank 0 unlinks the name,
+// so from the first collective on nothing of the group is left in /dev/shm whatever happens to any
+// rank. A creation or join that fails unlinks it too (rank 0's Segment owns the name until then).
+//
+// Payload (at the segment's payload offset):
+//   [0, 64)                  ReduceControl: `bell` (the futex every waiter sleeps on), `aborted_by`
+//   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached)
+//   data_offset:             in[2][world][chunk_bytes], then out[2][chunk_bytes]
+// A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
+// r & 1. All-reduce round: each rank copies its part into in[p][rank]; barrier; each rank sums its
+// 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each rank copies
+// out[p] back. Broadcast round: the root copies into in[p][root]; barrier; the others copy it out.
+// Every element of a sum is computed once, by one rank, and copied by all: the ranks' results are
+// bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
+// barrier of round r + 1, which no rank reaches before it has finished reading round r.
+//
+// Barrier k: a rank stores `arrived` = k (seq_cst), increments `bell` and wakes the bell's sleepers
+// (FUTEX_WAKE on the shared mapping: C++20 atomic wait uses process-private futexes), then waits
+// until every lane's `arrived` >= k: a short spin, then FUTEX_WAIT on `bell` in slices of at most
+// 100 ms, checking between slices whether a rank it waits for has exited (its pid and start time in
+// /proc, so a reused pid is not mistaken for it) or whether a rank aborted.
+//
+// Threads: one thread per rank calls join() and the collectives, in the same order on every rank;
+// abort() may be called from any thread, and makes this rank's and every peer's waits fail at once.
+// Failure is a [[nodiscard]] Outcome naming the rank that exited, timed out or aborted; after one,
+// the group is broken and every later collective fails.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "shm/segment.hpp"
+
+namespace tandem::shm {
+
+inline constexpr std::uint32_t kReduceLayoutVersion = 1;
+inline constexpr std::size_t kReduceChunkBytes = 1u << 20;  // per rank and round
+inline constexpr int kReduceMaxWorld = 60;                  // lanes fill the descriptor's page at most
+
+struct ReduceDescriptor {      // at byte 64
+  std::uint32_t world;         // ranks in the group
+  std::uint32_t reserved;
+  std::uint64_t chunk_bytes;   // per rank and round, a multiple of 64
+  std::uint64_t data_offset;   // payload offset of in[0][0]
+};
+static_assert(std::is_standard_layout_v<ReduceDescriptor> && sizeof(ReduceDescriptor) == 24);
+
+struct ReduceControl {                     // payload byte 0
+  std::atomic<std::uint32_t> bell;         // +1 on every arrival and abort: the futex word
+  std::atomic<std::uint32_t> aborted_by;   // 0, or the first rank that aborted + 1
+  std::uint64_t reserved[7];
+};
+static_assert(std::is_standard_layout_v<ReduceControl> && sizeof(ReduceControl) == 64);
+
+struct RankLane {                          // payload byte 64 + 64 * rank
+  std::atomic<std::uint64_t> arrived;      // barriers this rank has reached (join is barrier 1)
+  std::atomic<std::uint32_t> pid;          // 0 until the rank attached
+  std::uint32_t reserved0;
+  std::atomic<std::uint64_t> start_ticks;  // /proc/<pid>/stat field 22: tells a reused pid apart
+  std::uint64_t reserved[5];
+};
+static_assert(std::is_standard_layout_v<RankLane> && sizeof(RankLane) == 64);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
+
+class NodeGroup {
+ public:
+  struct Outcome {
+    enum class Status { ok, peer_exited, timed_out, aborted };
+    Status status = Status::ok;
+    int peer = -1;  // the rank that exited, was not there in time, or aborted
+    explicit operator bool() const { return status == Status::ok; }
+    std::string describe() const;  // "rank 1 exited", ...
+  };
+
+  // Rank 0. `job` names the segment; UserError when /dev/shm lacks room (naming the size and the fix).
+  static NodeGroup create(std::string_view job, int world, std::size_t chunk_bytes = kReduceChunkBytes);
+  // Ranks 1..world-1, with the name rank 0 handed out. UserError if it is not a group of `world`
+  // ranks, or `rank` already attached.
+  static NodeGroup attach(const std::string& name, int rank, int world);
+
+  NodeGroup() = default;
+  NodeGroup(NodeGroup&&) noexcept = default;
+  NodeGroup& operator=(NodeGroup&&) noexcept = default;
+
+  [[nodiscard]] Outcome join(std::chrono::milliseconds timeout);
+  // Sums `count` floats over the ranks into every rank's `data`.
+  [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, std::chrono::milliseconds timeout);
+  // `root`'s `bytes` into every rank's `data`.
+  [[nodiscard]] Outcome broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout);
+  void abort();
+
+  const std::string& name() const { return segment_.name(); }
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  NodeGroup(Segment segment, int rank);
+  [[nodiscard]] Outcome barrier(Clock::time_point deadline);
+  [[nodiscard]] Outcome wait_for_all(std::uint64_t barrier, Clock::time_point deadline);
+  int first_rank_behind(std::uint64_t barrier) const;
+  bool lane_exited(int rank) const;
+  ReduceControl& control() const;
+  RankLane& lane(int rank) const;
+  std::byte* in(std::uint64_t round, int rank) const;
+  std::byte* out(std::uint64_t round) const;
+
+  Segment segment_;
+  int rank_ = 0, world_ = 0;
+  std::size_t chunk_ = 0;
+  std::uint64_t barriers_ = 0;  // barriers this rank has reached
+  std::uint64_t rounds_ = 0;    // rounds done: the next round's parity
+  Outcome broken_;              // the first failure; every later call returns it
+};
+
+}  // namespace tandem::shm

@@ -1,0 +1,185 @@
+// Node reduce group (shm/node_group.hpp) across processes: this test process is rank 0, its children
+// (this binary re-run) the other ranks.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "shm/node_group.hpp"
+#include "tests/harness.hpp"
+
+using namespace tandem;
+using shm::NodeGroup;
+using Status = NodeGroup::Outcome::Status;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kSmallChunk = 4096;  // 1024 floats per round: most sizes below take several rounds
+const std::vector<std::size_t> kCounts = {1, 2, 5, 1023, 1024, 3001, 100000};
+
+float value_of(int rank, std::size_t i) { return static_cast<float>((i * 2654435761u + rank * 97) % 1000) / 7.0f; }
+
+// What the group must produce: the ranks' values summed in rank order, as the group sums them.
+std::vector<float> expected_sum(int world, std::size_t n) {
+  std::vector<float> sum(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    sum[i] = value_of(0, i) + value_of(1, i);
+    for (int r = 2; r < world; ++r) sum[i] += value_of(r, i);
+  }
+  return sum;
+}
+
+// Every size in kCounts, each followed by a broadcast from the last rank; 0 if every result is exact.
+int exchange(NodeGroup& group) {
+  for (std::size_t n : kCounts) {
+    std::vector<float> data(n);
+    for (std::size_t i = 0; i < n; ++i) data[i] = value_of(group.rank(), i);
+    if (!group.all_reduce_sum(data.data(), n, 10s)) return 2;
+    if (std::memcmp(data.data(), expected_sum(group.world(), n).data(), n * sizeof(float)) != 0) return 3;
+    std::vector<std::uint8_t> bytes(n * 3 + 1, static_cast<std::uint8_t>(group.rank()));
+    if (!group.broadcast(bytes.data(), bytes.size(), group.world() - 1, 10s)) return 4;
+    for (auto b : bytes)
+      if (b != group.world() - 1) return 5;
+  }
+  return 0;
+}
+
+NodeGroup join_as_child() {
+  const auto& a = test::child_args();
+  NodeGroup group = NodeGroup::attach(a.at(0), std::stoi(a.at(1)), std::stoi(a.at(2)));
+  if (!group.join(10s)) std::exit(6);
+  return group;
+}
+
+test::Child spawn_rank(const char* behaviour, const NodeGroup& group, int rank) {
+  return test::spawn_child(behaviour, {group.name(), std::to_string(rank), std::to_string(group.world())});
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+TANDEM_CHILD("exchanging-rank") {
+  NodeGroup group = join_as_child();
+  return exchange(group);
+}
+
+TANDEM_CHILD("rank-that-exits-after-join") {
+  (void)join_as_child();
+  return 0;
+}
+
+TANDEM_CHILD("rank-that-aborts-after-join") {
+  NodeGroup group = join_as_child();
+  group.abort();
+  std::this_thread::sleep_for(2s);
+  return 0;
+}
+
+TANDEM_CHILD("rank-that-sleeps-after-join") {
+  (void)join_as_child();
+  std::this_thread::sleep_for(20s);
+  return 0;
+}
+
+TEST_CASE("node group: three ranks all-reduce and broadcast across many rounds, each rank's result exact" *
+          doctest::timeout(60)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 3, kSmallChunk);
+  const std::string name = group.name();
+  test::Child r1 = spawn_rank("exchanging-rank", group, 1), r2 = spawn_rank("exchanging-rank", group, 2);
+  REQUIRE(group.join(10s));
+  CHECK_FALSE(shm::Segment::exists(name));  // every rank mapped it: the name is gone already
+  CHECK(exchange(group) == 0);
+  CHECK(r1.wait() == 0);
+  CHECK(r2.wait() == 0);
+}
+
+TEST_CASE("node group: a rank that exits mid-run fails its peers' next collective within a second, naming it" *
+          doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
+  REQUIRE(group.join(10s));
+  CHECK(r1.wait() == 0);  // reaped: gone from /proc, the case a launcher leaves
+  std::vector<float> data(10, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 20s);
+  CHECK(o.status == Status::peer_exited);
+  CHECK(o.peer == 1);
+  CHECK(o.describe() == "rank 1 exited");
+  CHECK(seconds_since(t0) < 1.0);
+  CHECK(group.broadcast(data.data(), 4, 0, 20s).status == Status::peer_exited);  // broken for good
+}
+
+TEST_CASE("node group: a rank that exited but is not yet reaped counts as exited" * doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
+  REQUIRE(group.join(10s));
+  std::this_thread::sleep_for(300ms);  // a zombie now: nobody has waited for it
+  std::vector<float> data(10, 1.0f);
+  CHECK(group.all_reduce_sum(data.data(), data.size(), 20s).status == Status::peer_exited);
+}
+
+TEST_CASE("node group: a rank that hangs makes the collective time out naming it" * doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  test::Child r1 = spawn_rank("rank-that-sleeps-after-join", group, 1);
+  REQUIRE(group.join(10s));
+  std::vector<float> data(10, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 400ms);
+  CHECK(o.status == Status::timed_out);
+  CHECK(o.peer == 1);
+  CHECK(seconds_since(t0) >= 0.4);
+  CHECK(seconds_since(t0) < 1.5);
+  r1.kill(SIGKILL);
+}
+
+TEST_CASE("node group: abort on one rank fails the others at once, naming the rank that aborted" *
+          doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  test::Child r1 = spawn_rank("rank-that-aborts-after-join", group, 1);
+  REQUIRE(group.join(10s));
+  std::vector<float> data(10, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 20s);
+  CHECK(o.status == Status::aborted);
+  CHECK(o.peer == 1);
+  CHECK(seconds_since(t0) < 1.0);
+}
+
+TEST_CASE("node group: a rank that never attaches fails the join at its deadline and leaves nothing in /dev/shm") {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  const std::string name = group.name();
+  REQUIRE(shm::Segment::exists(name));
+  const NodeGroup::Outcome o = group.join(300ms);
+  CHECK(o.status == Status::timed_out);
+  CHECK(o.peer == 1);
+  CHECK_FALSE(shm::Segment::exists(name));
+}
+
+TEST_CASE("node group: attach refuses another world size, a rank out of range, and a rank that already joined") {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 3, kSmallChunk);
+  CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 2); }).find("is for 3 ranks, but this is rank 1 of 2") !=
+        std::string::npos);
+  CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 3, 3); }).find("rank 3 of 3") != std::string::npos);
+  CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 0, 3); }).find("rank 0 of 3") != std::string::npos);
+  NodeGroup one = NodeGroup::attach(group.name(), 1, 3);
+  CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 3); }).find("rank 1 already joined it") !=
+        std::string::npos);
+}
+
+TEST_CASE("node group: too little /dev/shm is a one-line error naming the space, and nothing is created") {
+  ::setenv("TANDEM_SHM_LIMIT", "1M", 1);
+  const std::string job = test::unique_name("reduce");
+  const std::string error = test::error_of([&] { NodeGroup::create(job, 2); });
+  ::unsetenv("TANDEM_SHM_LIMIT");
+  CHECK(error.find("/dev/shm") != std::string::npos);
+  CHECK_FALSE(shm::Segment::exists(shm::job_segment_name(job, fmt::format("reduce-{}", ::getpid()))));
+}
