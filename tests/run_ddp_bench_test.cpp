@@ -83,6 +83,26 @@ TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the rank
   CHECK(r.output.find("independent 1-rank jobs") != std::string::npos);
 }
 
+TEST_CASE("tandem bench ddp --rounds 2 --collectives gloo: every round trains from step 0 and the medians are reported" *
+          doctest::timeout(240)) {
+  SmallCache cache;
+  const auto r = test::run_command(fmt::format("{} bench ddp --dataset {} --batch 32 --steps 200 --warmup 20 --rounds 2 "
+                                               "--collectives gloo", tandem_binary_path(), cache.name));
+  CAPTURE(r.output);
+  REQUIRE(r.status == 0);
+  const auto line = json_line(r.output);
+  REQUIRE(line.is_object());
+  CHECK(line.at("backend") == "gloo");
+  CHECK(line.at("rounds") == 2);
+  REQUIRE(line.at("per_round").size() == 2);
+  for (const auto& round : line.at("per_round")) CHECK(round.at("ranks").at("allreduce_ms").get<double>() > 0);
+  // A second round that resumed the first's checkpoint would train nothing.
+  CHECK(test::count_of(r.output, "steps (") == 6);
+  CHECK(test::count_of(r.output, "from step 0;") == 6);
+  CHECK(r.output.find("median of 2 rounds") != std::string::npos);
+  CHECK(r.output.find("collectives over gloo") != std::string::npos);
+}
+
 TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line naming it" * doctest::timeout(60)) {
   struct Case {
     std::string args, says;
@@ -92,6 +112,7 @@ TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line 
       {"--ranks 1", "--ranks 1 is out of range: use 2..64"},
       {"--batch 0", "--batch 0 must be positive"},
       {"--steps 5", "--steps 5 / --warmup 60 are too few"},
+      {"--rounds 0", "--rounds 0 is out of range: use 1..20"},
   };
   for (const auto& c : cases) {
     const auto r = test::run_command(fmt::format("{} bench ddp {}", tandem_binary_path(), c.args));

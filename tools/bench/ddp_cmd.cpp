@@ -63,7 +63,9 @@ struct Round {
   std::optional<DdpResult> independent, peer_one, peer_many;
 };
 
+// Each round in a directory of its own: a run dir that already holds a checkpoint would be resumed.
 Round run_round(const DdpBenchOptions& o, const std::filesystem::path& work) {
+  std::filesystem::create_directories(work);
   Round r{.one = run_tandem_ranks(o, 1, work), .many = run_tandem_ranks(o, o.ranks, work)};
   if (o.ceiling) r.independent = run_independent_ranks(o, o.ranks, work);
   if (o.peer) {
@@ -104,7 +106,7 @@ int bench_ddp(const DdpBenchOptions& o) {
          o.dataset, o.dataset);
   WorkDir work;
   std::vector<Round> rounds;
-  for (int i = 0; i < o.rounds; ++i) rounds.push_back(run_round(o, work.path()));
+  for (int i = 0; i < o.rounds; ++i) rounds.push_back(run_round(o, work.path() / fmt::format("round-{}", i + 1)));
   const DdpResult one = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.one; });
   const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
