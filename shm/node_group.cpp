@@ -62,7 +62,7 @@ std::string NodeGroup::Outcome::describe() const {
     case Status::ok: return "ok";
     case Status::peer_exited: return fmt::format("rank {} exited", peer);
     case Status::timed_out: return fmt::format("rank {} did not arrive in time (it hangs, or never started)", peer);
-    case Status::aborted: return fmt::format("rank {} aborted", peer);
+    case Status::aborted: return peer < 0 ? std::string("the group was aborted") : fmt::format("rank {} aborted", peer);
   }
   return "unknown";
 }
@@ -104,8 +104,9 @@ NodeGroup NodeGroup::attach(const std::string& name, int rank, int world) {
   const auto& d = seg.descriptor_as<ReduceDescriptor>();
   if (static_cast<int>(d.world) != world || rank <= 0 || rank >= world)
     fail("node reduce group '/{}' is for {} ranks, but this is rank {} of {}: {}", name, d.world, rank, world, fix);
-  if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.data_offset != data_offset(world) ||
-      payload_bytes(world, d.chunk_bytes) > seg.payload_size())
+  // chunk_bytes first: bounded by the mapping, the size computed from it cannot overflow.
+  if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.chunk_bytes > seg.payload_size() ||
+      d.data_offset != data_offset(world) || payload_bytes(world, d.chunk_bytes) > seg.payload_size())
     fail("node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, payload {} bytes): {}", name,
          d.chunk_bytes, d.data_offset, seg.payload_size(), fix);
   return NodeGroup(std::move(seg), rank);
@@ -198,7 +199,8 @@ NodeGroup::Outcome NodeGroup::wait_for_all(std::uint64_t barrier, Clock::time_po
     // A barrier every rank reached stands even if one aborted since: the abort fails the next one.
     const int behind = first_rank_behind(barrier);
     if (behind < 0) return {};
-    if (const std::uint32_t by = control().aborted_by.load(); by != 0) return {Status::aborted, static_cast<int>(by) - 1};
+    if (const std::uint32_t by = control().aborted_by.load(); by != 0)
+      return {Status::aborted, by <= static_cast<std::uint32_t>(world_) ? static_cast<int>(by) - 1 : -1};
     if (spin < kSpins) {
       cpu_relax();
       continue;

@@ -80,7 +80,7 @@ class NodeGroup {
   struct Outcome {
     enum class Status { ok, peer_exited, timed_out, aborted };
     Status status = Status::ok;
-    int peer = -1;  // the rank that exited, was not there in time, or aborted
+    int peer = -1;  // the rank that exited, was not there in time, or aborted (-1: not known)
     explicit operator bool() const { return status == Status::ok; }
     std::string describe() const;  // "rank 1 exited", ...
   };

@@ -175,6 +175,19 @@ TEST_CASE("node group: attach refuses another world size, a rank out of range, a
         std::string::npos);
 }
 
+TEST_CASE("node group: attach refuses a crafted descriptor whose buffers would not fit the segment") {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
+  for (std::uint64_t chunk : {std::uint64_t{0}, std::uint64_t{100}, std::uint64_t{1} << 62, std::uint64_t{64} << 20}) {
+    CAPTURE(chunk);
+    shm::Segment raw = shm::Segment::attach(group.name(), shm::Kind::reduce, shm::kReduceLayoutVersion,
+                                            shm::Segment::Access::read_write, "");
+    raw.descriptor_as<shm::ReduceDescriptor>().chunk_bytes = chunk;  // and a checksum that matches it
+    raw.header().header_checksum = shm::header_checksum(raw.base());
+    CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 2); }).find("has a corrupt descriptor") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("node group: too little /dev/shm is a one-line error naming the space, and nothing is created") {
   ::setenv("TANDEM_SHM_LIMIT", "1M", 1);
   const std::string job = test::unique_name("reduce");

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the segment attach targets (corpus/dataset_cache_attach,
-weight_slab_attach, control_block_attach): a small valid segment of each kind, then the hand-made
+weight_slab_attach, control_block_attach, node_group_attach): a small valid segment of each kind, then the hand-made
 ones that once crashed the tools (sizes that wrap, offsets outside the mapping, a `latest` naming a
 slot that does not exist). Input format: segment_input.hpp (a flags byte, the 4096-byte header page,
 then the payload's bytes). Layouts: docs/FORMAT.md. Deterministic: rerunning it rewrites the same
@@ -95,8 +95,29 @@ CONTROLS = {
     "unterminated-job": control(job=b"x" * 72),
 }
 
+
+# ---- node reduce group: 2 ranks, 4 KiB per rank and round; lanes at payload 64, buffers at 4096
+def reduce_group(world=2, chunk=4096, data_offset=4096, lanes=b""):
+    return seed(0x13, struct.pack("<IIQQ", world, 0, chunk, data_offset), lanes)
+
+
+def lane(arrived=0, pid=0):
+    return struct.pack("<QIIQ", arrived, pid, 0, 0).ljust(64, b"\0")
+
+
+REDUCE_GROUPS = {
+    "valid": reduce_group(),
+    "valid-rank-0-far-ahead": reduce_group(lanes=bytes(64) + lane(arrived=2**40)),  # the collectives run
+    "rank-1-taken": reduce_group(lanes=bytes(64) + lane() + lane(pid=1)),
+    "chunk-wraps": reduce_group(chunk=2**62),
+    "chunk-not-a-multiple-of-64": reduce_group(chunk=100),
+    "data-offset-elsewhere": reduce_group(data_offset=64),
+    "buffers-past-the-mapping": reduce_group(chunk=1 << 20),
+    "three-ranks": reduce_group(world=3),
+}
+
 for target, seeds in (("dataset_cache_attach", DATASETS), ("weight_slab_attach", SLABS),
-                      ("control_block_attach", CONTROLS)):
+                      ("control_block_attach", CONTROLS), ("node_group_attach", REDUCE_GROUPS)):
     folder = HERE / "corpus" / target
     folder.mkdir(parents=True, exist_ok=True)
     for seed_name, data in seeds.items():

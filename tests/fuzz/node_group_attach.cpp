@@ -1,0 +1,26 @@
+// The node reduce group over raw bytes: the input becomes /dev/shm/tandem.fuzz<pid>.reduce-1
+// (segment_input.hpp); rank 1 of 2 attaches, joins and, when the crafted lanes let it past the
+// barriers, runs an all-reduce and a broadcast through the crafted buffers. A UserError is the
+// accepted refusal; a failed barrier (no rank 0 is there) the accepted outcome. Seeds:
+// make_segment_seeds.py.
+#include <chrono>
+
+#include "common/error.hpp"
+#include "shm/node_group.hpp"
+#include "tests/fuzz/segment_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace tandem;
+  using std::chrono::milliseconds;
+  const std::string name = shm::job_segment_name(fuzz::own_name(), "reduce-1");
+  fuzz::SegmentFromBytes object(name, shm::Kind::reduce, shm::kReduceLayoutVersion, data, size);
+  try {
+    shm::NodeGroup group = shm::NodeGroup::attach(name, 1, 2);
+    if (group.join(milliseconds(0))) {
+      float values[3000] = {};
+      if (group.all_reduce_sum(values, 3000, milliseconds(0))) (void)group.broadcast(values, sizeof values, 0, milliseconds(0));
+    }
+  } catch (const UserError&) {
+  }
+  return 0;
+}
