@@ -1,6 +1,6 @@
 // Session: what a data-parallel rank sets up once before training: the rendezvous store (rendezvous.hpp)
-// and the communicator (comm.hpp: shared memory or Gloo for CPU training, NCCL for CUDA). Made only when WORLD_SIZE > 1:
-// a single rank needs neither store nor process group.
+// and the communicator (comm.hpp: shared memory or Gloo for CPU training, NCCL for CUDA). Made only
+// when WORLD_SIZE > 1: a single rank needs neither store nor process group.
 //
 // Threads: main's thread. Destroy it after everything that uses its communicator (GradSync).
 #pragma once

@@ -1,7 +1,8 @@
 // tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks (over the node's shared
-// memory, or Gloo), 1 rank and N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run: step time, samples/s,
-// scaling efficiency (N-rank samples/s over N x the 1-rank samples/s, at the same batch per rank),
-// and the all-reduce and exposed (not overlapped) communication time the ranks report.
+// memory, or Gloo), 1 rank and N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run:
+// step time, samples/s, scaling efficiency (N-rank samples/s over N x the 1-rank samples/s, at the
+// same batch per rank), and the all-reduce and exposed (not overlapped) communication time the ranks
+// report.
 #include <stdlib.h>
 
 #include <fmt/format.h>
@@ -66,7 +67,9 @@ struct Round {
 // Each round in a directory of its own: a run dir that already holds a checkpoint would be resumed.
 Round run_round(const DdpBenchOptions& o, const std::filesystem::path& work) {
   std::filesystem::create_directories(work);
-  Round r{.one = run_tandem_ranks(o, 1, work), .many = run_tandem_ranks(o, o.ranks, work)};
+  Round r;
+  r.one = run_tandem_ranks(o, 1, work);
+  r.many = run_tandem_ranks(o, o.ranks, work);
   if (o.ceiling) r.independent = run_independent_ranks(o, o.ranks, work);
   if (o.peer) {
     r.peer_one = run_peer_ranks(o, 1, work);
