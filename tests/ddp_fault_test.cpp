@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "tests/ddp_rank_child.hpp"
 #include "tests/harness.hpp"
@@ -60,7 +62,7 @@ std::pair<int, double> exit_within(Child& rank, double limit_s) {
 RankRun endless(int world, int rank, int port, double collective_s, double rendezvous_s, const TempDir& dir,
                 const std::string& collectives = "shm") {
   return {.world = world, .rank = rank, .port = port, .batch = 8, .steps = 1000000, .collectives = collectives,
-          .collective_timeout_s = collective_s, .rendezvous_timeout_s = rendezvous_s,
+          .collective_timeout_s = collective_s, .rendezvous_timeout_s = rendezvous_s, .out = "",
           .marker = dir.file(fmt::format("trained-{}", rank))};
 }
 
@@ -73,26 +75,45 @@ std::vector<std::string> job_leftovers(int port) {
   return names;
 }
 
+struct Fault {
+  int status = -1;                     // rank 0's exit status
+  double took = 0;                     // seconds from the signal to rank 0's exit
+  std::string log;                     // rank 0's output
+  std::vector<std::string> leftovers;  // of the job in /dev/shm once both ranks are gone
+};
+
+// Two endless ranks over `collectives`; once rank 1 has trained a step it gets `sig`, and rank 0 must
+// exit within `limit_s` of it. Rank 1 is killed and reaped before the leftovers are listed.
+Fault signal_rank_1_mid_run(const std::string& collectives, int sig, double collective_s, double limit_s) {
+  TempDir dir;
+  const int port = free_loopback_port();
+  Fault f;
+  {
+    Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir, collectives), dir.file("r0.log"));
+    Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir, collectives), dir.file("r1.log"));
+    wait_for_file(dir.file("trained-1"), r1);
+    r1.kill(sig);
+    std::tie(f.status, f.took) = exit_within(r0, limit_s);
+    f.log = slurp(dir.file("r0.log"));
+    r1.kill(SIGKILL);  // a stopped process takes SIGKILL too; ~Child reaps it
+  }
+  f.leftovers = job_leftovers(port);
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer, "
           "over shared memory and over Gloo" * doctest::timeout(120)) {
   for (const std::string collectives : {"shm", "gloo"}) {
     CAPTURE(collectives);
-    TempDir dir;
-    const int port = free_loopback_port();
-    Child r0 = spawn_rank(endless(2, 0, port, 5, 30, dir, collectives), dir.file("r0.log"));
-    Child r1 = spawn_rank(endless(2, 1, port, 5, 30, dir, collectives), dir.file("r1.log"));
-    wait_for_file(dir.file("trained-1"), r1);
-    r1.kill(SIGKILL);
-    const auto [status, took] = exit_within(r0, 10);
-    const std::string log = slurp(dir.file("r0.log"));
-    INFO(log);
-    MESSAGE(collectives << ": rank 0 exited " << status << " " << took << " s after rank 1 was killed");
-    CHECK(status != 0);
-    CHECK(status < 126);
-    CHECK(log.find("peer rank(s) 1") != std::string::npos);
-    CHECK(job_leftovers(port).empty());
+    const Fault f = signal_rank_1_mid_run(collectives, SIGKILL, 5, 10);
+    INFO(f.log);
+    MESSAGE(collectives << ": rank 0 exited " << f.status << " " << f.took << " s after rank 1 was killed");
+    CHECK(f.status != 0);
+    CHECK(f.status < 126);
+    CHECK(f.log.find("peer rank(s) 1") != std::string::npos);
+    CHECK(f.leftovers.empty());
   }
 }
 
@@ -100,22 +121,14 @@ TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero wit
           "over shared memory and over Gloo" * doctest::timeout(120)) {
   for (const std::string collectives : {"shm", "gloo"}) {
     CAPTURE(collectives);
-    TempDir dir;
-    const int port = free_loopback_port();
     const double collective_s = 3;
-    Child r0 = spawn_rank(endless(2, 0, port, collective_s, 30, dir, collectives), dir.file("r0.log"));
-    Child r1 = spawn_rank(endless(2, 1, port, collective_s, 30, dir, collectives), dir.file("r1.log"));
-    wait_for_file(dir.file("trained-1"), r1);
-    r1.kill(SIGSTOP);
-    const auto [status, took] = exit_within(r0, collective_s + 10);
-    const std::string log = slurp(dir.file("r0.log"));
-    INFO(log);
-    MESSAGE(collectives << ": rank 0 exited " << status << " " << took << " s after rank 1 was stopped");
-    CHECK(status != 0);
-    CHECK(status < 126);
-    CHECK(log.find("rank 0: step") != std::string::npos);
-    r1.kill(SIGKILL);  // a stopped process takes SIGKILL; ~Child reaps it
-    CHECK(job_leftovers(port).empty());
+    const Fault f = signal_rank_1_mid_run(collectives, SIGSTOP, collective_s, collective_s + 10);
+    INFO(f.log);
+    MESSAGE(collectives << ": rank 0 exited " << f.status << " " << f.took << " s after rank 1 was stopped");
+    CHECK(f.status != 0);
+    CHECK(f.status < 126);
+    CHECK(f.log.find("rank 0: step") != std::string::npos);
+    CHECK(f.leftovers.empty());
   }
 }
 

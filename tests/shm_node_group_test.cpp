@@ -2,11 +2,11 @@
 // (this binary re-run) the other ranks.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
-#include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -61,8 +61,22 @@ test::Child spawn_rank(const char* behaviour, const NodeGroup& group, int rank) 
   return test::spawn_child(behaviour, {group.name(), std::to_string(rank), std::to_string(group.world())});
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+struct Timed {
+  NodeGroup::Outcome outcome;
+  double seconds = 0;
+};
+
+// Rank 0's first all-reduce in a 2-rank group whose rank 1 runs `behaviour` once joined (and, before
+// the all-reduce, `meanwhile` with that child): its outcome and how long it took. ~Child reaps rank 1.
+Timed reduce_beside(NodeGroup& group, const char* behaviour, std::chrono::milliseconds timeout,
+                    const std::function<void(test::Child&)>& meanwhile = {}) {
+  test::Child r1 = spawn_rank(behaviour, group, 1);
+  REQUIRE(group.join(10s));
+  if (meanwhile) meanwhile(r1);
+  std::vector<float> data(10, 1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  const NodeGroup::Outcome outcome = group.all_reduce_sum(data.data(), data.size(), timeout);
+  return {outcome, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 }  // namespace
@@ -105,53 +119,41 @@ TEST_CASE("node group: three ranks all-reduce and broadcast across many rounds, 
 TEST_CASE("node group: a rank that exits mid-run fails its peers' next collective within a second, naming it" *
           doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
-  test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
-  REQUIRE(group.join(10s));
-  CHECK(r1.wait() == 0);  // reaped: gone from /proc, the case a launcher leaves
+  const Timed t = reduce_beside(group, "rank-that-exits-after-join", 20s, [](test::Child& r1) {
+    CHECK(r1.wait() == 0);  // reaped: gone from /proc, the case a launcher leaves
+  });
+  CHECK(t.outcome.status == Status::peer_exited);
+  CHECK(t.outcome.peer == 1);
+  CHECK(t.outcome.describe() == "rank 1 exited");
+  CHECK(t.seconds < 1.0);
   std::vector<float> data(10, 1.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 20s);
-  CHECK(o.status == Status::peer_exited);
-  CHECK(o.peer == 1);
-  CHECK(o.describe() == "rank 1 exited");
-  CHECK(seconds_since(t0) < 1.0);
   CHECK(group.broadcast(data.data(), 4, 0, 20s).status == Status::peer_exited);  // broken for good
 }
 
 TEST_CASE("node group: a rank that exited but is not yet reaped counts as exited" * doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
-  test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
-  REQUIRE(group.join(10s));
-  std::this_thread::sleep_for(300ms);  // a zombie now: nobody has waited for it
-  std::vector<float> data(10, 1.0f);
-  CHECK(group.all_reduce_sum(data.data(), data.size(), 20s).status == Status::peer_exited);
+  const Timed t = reduce_beside(group, "rank-that-exits-after-join", 20s, [](test::Child&) {
+    std::this_thread::sleep_for(300ms);  // a zombie now: nobody has waited for it
+  });
+  CHECK(t.outcome.status == Status::peer_exited);
 }
 
 TEST_CASE("node group: a rank that hangs makes the collective time out naming it" * doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
-  test::Child r1 = spawn_rank("rank-that-sleeps-after-join", group, 1);
-  REQUIRE(group.join(10s));
-  std::vector<float> data(10, 1.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 400ms);
-  CHECK(o.status == Status::timed_out);
-  CHECK(o.peer == 1);
-  CHECK(seconds_since(t0) >= 0.4);
-  CHECK(seconds_since(t0) < 1.5);
-  r1.kill(SIGKILL);
+  const Timed t = reduce_beside(group, "rank-that-sleeps-after-join", 400ms);
+  CHECK(t.outcome.status == Status::timed_out);
+  CHECK(t.outcome.peer == 1);
+  CHECK(t.seconds >= 0.4);
+  CHECK(t.seconds < 1.5);
 }
 
 TEST_CASE("node group: abort on one rank fails the others at once, naming the rank that aborted" *
           doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
-  test::Child r1 = spawn_rank("rank-that-aborts-after-join", group, 1);
-  REQUIRE(group.join(10s));
-  std::vector<float> data(10, 1.0f);
-  const auto t0 = std::chrono::steady_clock::now();
-  const NodeGroup::Outcome o = group.all_reduce_sum(data.data(), data.size(), 20s);
-  CHECK(o.status == Status::aborted);
-  CHECK(o.peer == 1);
-  CHECK(seconds_since(t0) < 1.0);
+  const Timed t = reduce_beside(group, "rank-that-aborts-after-join", 20s);
+  CHECK(t.outcome.status == Status::aborted);
+  CHECK(t.outcome.peer == 1);
+  CHECK(t.seconds < 1.0);
 }
 
 TEST_CASE("node group: a rank that never attaches fails the join at its deadline and leaves nothing in /dev/shm") {
