@@ -149,6 +149,8 @@ NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, std
 }
 
 NodeGroup::Outcome NodeGroup::broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout) {
+  if (root < 0 || root >= world_)
+    fail("node reduce group: a broadcast from rank {}, which is not one of its {} ranks", root, world_);
   const auto deadline = Clock::now() + timeout;
   auto* bytes_of = static_cast<std::byte*>(data);
   for (std::size_t done = 0; done < bytes; done += chunk_) {

@@ -98,7 +98,7 @@ class NodeGroup {
   [[nodiscard]] Outcome join(std::chrono::milliseconds timeout);
   // Sums `count` floats over the ranks into every rank's `data`.
   [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, std::chrono::milliseconds timeout);
-  // `root`'s `bytes` into every rank's `data`.
+  // `root`'s `bytes` into every rank's `data` (a `root` that is not a rank is a UserError).
   [[nodiscard]] Outcome broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout);
   void abort();
 

@@ -166,13 +166,17 @@ TEST_CASE("node group: a rank that never attaches fails the join at its deadline
   CHECK_FALSE(shm::Segment::exists(name));
 }
 
-TEST_CASE("node group: attach refuses another world size, a rank out of range, and a rank that already joined") {
+TEST_CASE("node group: attach refuses another world size, a rank out of range, and a rank that already joined; "
+          "a broadcast refuses a root that is not a rank") {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 3, kSmallChunk);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 2); }).find("is for 3 ranks, but this is rank 1 of 2") !=
         std::string::npos);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 3, 3); }).find("rank 3 of 3") != std::string::npos);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 0, 3); }).find("rank 0 of 3") != std::string::npos);
   NodeGroup one = NodeGroup::attach(group.name(), 1, 3);
+  std::uint8_t byte = 0;
+  CHECK(test::error_of([&] { (void)one.broadcast(&byte, 1, 3, 10ms); }).find("not one of its 3 ranks") !=
+        std::string::npos);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 3); }).find("rank 1 already joined it") !=
         std::string::npos);
 }
