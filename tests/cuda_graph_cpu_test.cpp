@@ -24,6 +24,7 @@
 #include "learner/optim.hpp"
 #include "learner/trainer.hpp"
 #include "tests/harness.hpp"
+#include "tests/script_models.hpp"
 #include "tests/tiny_cache.hpp"
 
 using namespace tandem;
@@ -73,25 +74,12 @@ std::string stderr_of(const std::function<void()>& fn) {
   return text.str();
 }
 
-// A linear classifier over 1x8x8 inputs as TorchScript, made without Python.
-void save_linear_torchscript(const std::string& path) {
-  torch::jit::Module m("Linear");
-  m.register_attribute("training", c10::BoolType::get(), true);
-  m.register_parameter("weight", (torch::randn({8, 64}) * 0.01).requires_grad_(true), false);
-  m.register_parameter("bias", torch::zeros({8}).requires_grad_(true), false);
-  m.define(R"(
-def forward(self, x):
-    return torch.addmm(self.bias, x.flatten(1), self.weight.t())
-)");
-  m.save(path);
-}
-
 }  // namespace
 
 TEST_CASE("a TorchScript model falls back to eager with one line") {
   const test::TinyCache cache("graphjit");
   const test::TempDir dir;
-  save_linear_torchscript(dir.file("linear.pt"));
+  test::save_linear_torchscript(dir.file("linear.pt"), 64, 8);  // 1x8x8 inputs
   Model model = Model::create({.name = dir.file("linear.pt"), .channels = 1, .height = 8, .width = 8, .num_classes = 8});
   // On the GPU machine on the GPU, where a graph could otherwise be captured.
   const torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);

@@ -1,4 +1,3 @@
-#include <torch/script.h>
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
@@ -12,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/torch/models.hpp"
 #include "tests/harness.hpp"
+#include "tests/script_models.hpp"
 
 using tandem::Model;
 using tandem::ModelSpec;
@@ -25,18 +25,6 @@ struct TempPath {
   ~TempPath() { std::remove(path.c_str()); }
 };
 
-// A linear classifier as TorchScript, made without Python: Module::define compiles the source.
-void save_linear_torchscript(const std::string& path, std::int64_t in, std::int64_t classes) {
-  torch::jit::Module m("Linear");
-  m.register_attribute("training", c10::BoolType::get(), true);  // as torch.jit.script gives every module
-  m.register_parameter("weight", (torch::randn({classes, in}) * 0.01).requires_grad_(true), false);
-  m.register_parameter("bias", torch::zeros({classes}).requires_grad_(true), false);
-  m.define(R"(
-def forward(self, x):
-    return torch.addmm(self.bias, x.flatten(1), self.weight.t())
-)");
-  m.save(path);
-}
 
 }  // namespace
 
@@ -136,7 +124,7 @@ TEST_CASE("models: the same seed builds the same weights") {
 
 TEST_CASE("models: a TorchScript file loads behind the same interface and trains") {
   TempPath file;
-  save_linear_torchscript(file.path, 784, 10);
+  tandem::test::save_linear_torchscript(file.path, 784, 10);
   Model m = Model::create({.name = file.path});
   REQUIRE(m.jit_module() != nullptr);
   CHECK(m.nn_module() == nullptr);
@@ -166,7 +154,7 @@ TEST_CASE("models: unknown names, bad files and misfitting shapes are one-line e
   CHECK(e.find('\n') == std::string::npos);
 
   TempPath linear;
-  save_linear_torchscript(linear.path, 784, 10);
+  tandem::test::save_linear_torchscript(linear.path, 784, 10);
   e = error_of([&] { Model::create({.name = linear.path, .num_classes = 5}); });
   CHECK(e.find("returns logits of shape 2x10 for 2 samples, expected [2, 5]") != std::string::npos);
   e = error_of([&] { Model::create({.name = linear.path, .channels = 3, .height = 32, .width = 32}); });
