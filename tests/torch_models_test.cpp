@@ -1,3 +1,4 @@
+#include <torch/script.h>
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
