@@ -14,6 +14,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/torch/fused_bn_relu_pool.hpp"
 #include "common/job_keys.hpp"
 
 namespace tandem {
@@ -97,8 +98,13 @@ struct Cnn : Net {
     fc2 = register_module("fc2", nn::Linear(128, s.num_classes));
   }
   std::vector<Tensor> heads(const Tensor& x) override {
-    Tensor h = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);
-    h = torch::max_pool2d(torch::relu(bn2->forward(conv2->forward(h))), 2);
+    // On the CPU the activations go channels-last (NHWC): oneDNN's convolutions run natively in it
+    // (NCHW is reordered to a blocked layout and back around every call), and the fused
+    // BatchNorm-ReLU-pool needs it. A copy, even for one channel, where contiguous(ChannelsLast) would
+    // keep NCHW strides that oneDNN does not take for channels-last. The GPU keeps NCHW (measured there).
+    const Tensor in = x.is_cuda() ? x : torch::empty_like(x, at::MemoryFormat::ChannelsLast).copy_(x);
+    Tensor h = bn_relu_pool(bn1, conv1->forward(in));
+    h = bn_relu_pool(bn2, conv2->forward(h));
     h = torch::relu(linear(fc1, h.flatten(1)));
     return {linear(fc2, h)};
   }
