@@ -87,7 +87,7 @@ def forward(self, x):
 
 TEST_CASE("data-parallel mlp: 2 ranks x batch 16 for 50 steps end with 1 rank x batch 32's weights, ranks bitwise equal, "
           "over Gloo and over shared memory" * doctest::timeout(240)) {
-  for (const std::string collectives : {"gloo", "shm"}) {
+  for (const std::string collectives : {"gloo", "shm-caller", "shm-thread"}) {
     CAPTURE(collectives);
     check_equivalent("mlp", 0, collectives);
   }
@@ -98,7 +98,7 @@ TEST_CASE("data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x
   TempDir dir;
   const std::string path = dir.file("script_mlp.pt");
   save_script_mlp(path);
-  for (const std::string collectives : {"gloo", "shm"}) {
+  for (const std::string collectives : {"gloo", "shm-caller", "shm-thread"}) {
     CAPTURE(collectives);
     check_equivalent(path, 0, collectives);
   }
@@ -110,7 +110,7 @@ TEST_CASE("data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x
 TEST_CASE("data-parallel cnn (BatchNorm): 2 ranks end with bitwise equal parameters and buffers, over Gloo and over "
           "shared memory" * doctest::timeout(300)) {
   TempDir dir;
-  for (const std::string collectives : {"gloo", "shm"}) {
+  for (const std::string collectives : {"gloo", "shm-caller", "shm-thread"}) {
     CAPTURE(collectives);
     const auto two = run_ranks({.model = "cnn", .world = 2, .batch = 8, .steps = 20, .collectives = collectives}, dir,
                                "cnn-" + collectives);

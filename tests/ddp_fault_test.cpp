@@ -105,7 +105,7 @@ Fault signal_rank_1_mid_run(const std::string& collectives, int sig, double coll
 
 TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer, "
           "over shared memory and over Gloo" * doctest::timeout(120)) {
-  for (const std::string collectives : {"shm", "gloo"}) {
+  for (const std::string collectives : {"shm-caller", "shm-thread", "gloo"}) {
     CAPTURE(collectives);
     const Fault f = signal_rank_1_mid_run(collectives, SIGKILL, 5, 10);
     INFO(f.log);
@@ -119,7 +119,7 @@ TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-
 
 TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s, "
           "over shared memory and over Gloo" * doctest::timeout(120)) {
-  for (const std::string collectives : {"shm", "gloo"}) {
+  for (const std::string collectives : {"shm-caller", "shm-thread", "gloo"}) {
     CAPTURE(collectives);
     const double collective_s = 3;
     const Fault f = signal_rank_1_mid_run(collectives, SIGSTOP, collective_s, collective_s + 10);

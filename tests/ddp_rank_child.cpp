@@ -48,11 +48,14 @@ int train_rank() {
   return run_main("ddp-rank", [&] {
     const ddp::RankInfo rank = ddp::rank_from_env();
     torch::set_num_threads(1);
-    const std::vector<std::string> overrides = {
+    const std::string& collectives = kv["collectives"];
+    const auto dash = collectives.find('-');
+    std::vector<std::string> overrides = {
         "learner.collective_timeout_s=" + kv["collective_timeout_s"],
         "learner.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
         "learner.bucket_first_mb=0.0625", "learner.bucket_mb=0.25",  // several buckets even for small models
-        "learner.cpu_collectives=\"" + kv["collectives"] + "\""};
+        "learner.cpu_collectives=\"" + collectives.substr(0, dash) + "\""};
+    if (dash != std::string::npos) overrides.push_back("learner.shm_progress=\"" + collectives.substr(dash + 1) + "\"");
     const Config config = load_program_config("", overrides);
     std::unique_ptr<ddp::Session> session;
     if (rank.distributed())

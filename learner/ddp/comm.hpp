@@ -1,7 +1,8 @@
 // The collectives the data-parallel ranks use, behind one interface with three backends:
 //   shm (CPU tensors, every rank on one node): shm::NodeGroup, a shared-memory segment the node's
-//                       ranks reduce through, ops async on one thread per rank (shm_comm.cpp). The
-//                       default for CPU ranks of one node (learner.cpu_collectives): docs/DEPARTURES.md.
+//                       ranks reduce through, ops async on one thread per rank or run by the caller
+//                       (learner.shm_progress; shm_comm.cpp). The default for CPU ranks of one node
+//                       (learner.cpu_collectives): docs/DEPARTURES.md.
 //   Gloo (CPU tensors): c10d::ProcessGroupGloo from LibTorch, every op async on Gloo's threads, each
 //                       failing after learner.collective_timeout_s (gloo_comm.cpp). Ranks on several
 //                       nodes, or learner.cpu_collectives = "gloo".
@@ -34,8 +35,9 @@ namespace tandem::ddp {
 
 struct RankInfo;
 
-// An op in flight. wait() returns once its result is in the tensor (Gloo), or once the compute
-// stream is fenced behind it (NCCL: later kernels on the compute stream see the result).
+// An op in flight. wait() returns once its result is in the tensor (Gloo, shm), or once the compute
+// stream is fenced behind it (NCCL: later kernels on the compute stream see the result). Where the
+// caller runs the ops (shm), the op is done when all_reduce_sum returns and wait() only reports it.
 class Pending {
  public:
   virtual ~Pending() = default;
@@ -52,15 +54,16 @@ class Communicator {
   // Makes every op in flight and every later op fail fast (ncclCommAbort; Gloo: the process exits
   // on its own timeout or through the watchdog, so this only marks the communicator broken).
   virtual void abort() = 0;
-  virtual const char* backend() const = 0;
+  virtual const char* backend() const = 0;  // for the log: what carries the collectives
 };
 
 // The node's shared-memory group: rank 0 creates /tandem.<job>.reduce-<pid> and hands its name out
 // through the store; every rank joins within `join_timeout` (UserError naming the missing rank), after
 // which the name is unlinked. `timeout` bounds every collective. Only when all ranks share the node.
+// `caller_runs_ops`: each op runs on the thread that issues it, else on a worker thread of this rank.
 std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
                                             std::string_view job, std::chrono::milliseconds join_timeout,
-                                            std::chrono::milliseconds timeout);
+                                            std::chrono::milliseconds timeout, bool caller_runs_ops);
 // Gloo over the store, for CPU tensors; `timeout` bounds every collective.
 std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
                                         std::chrono::milliseconds timeout);

@@ -40,6 +40,8 @@ struct GradSync::State {
   std::size_t next_launch = 0;            // buckets launch in order: the first not yet launched
   float vote = 0.0f;
   Clock::time_point first_launch{};
+  double issuing_s = 0;                   // spent inside all_reduce_sum calls this step (a backend
+                                          // that runs ops on the caller's thread spends the op there)
 
   void ready(std::size_t param) {
     Bucket& b = buckets[bucket_of[param]];
@@ -51,7 +53,9 @@ struct GradSync::State {
       if (next_launch == 0) first_launch = Clock::now();
       b.view.mul_(1.0 / world);  // the average, fused into one pass over the bucket
       if (next_launch == 0) grads[grads.numel() - 1].fill_(vote);  // after the scaling: a 0/1 count
+      const auto issue = Clock::now();
       b.work = comm->all_reduce_sum(b.view);
+      issuing_s += std::chrono::duration<double>(Clock::now() - issue).count();
       ++next_launch;
     }
   }
@@ -231,6 +235,7 @@ void GradSync::finish(std::int64_t step) {
   State& s = *state_;
   torch::NoGradGuard no_grad;
   const auto backward_done = Clock::now();
+  const double issued_during_backward_s = s.issuing_s;
   local_->watchdog->arm(step);
   try {
     for (std::size_t i = 0; i < s.params.size(); ++i)
@@ -253,7 +258,8 @@ void GradSync::finish(std::int64_t step) {
          local_->rank, step + 1, peers, e.what());
   }
   local_->watchdog->disarm();
-  times_.exposed_s = std::chrono::duration<double>(Clock::now() - backward_done).count();
+  times_.exposed_s = issued_during_backward_s + std::chrono::duration<double>(Clock::now() - backward_done).count();
+  s.issuing_s = 0;
   at::Tensor vote = s.grads[s.grads.numel() - 1];
   stop_agreed_ = vote.item<float>() > 0.5f;
   vote.zero_();

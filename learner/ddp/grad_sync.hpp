@@ -52,7 +52,9 @@ struct GradSyncOptions {
 
 struct SyncTimes {
   double allreduce_s = 0;  // first bucket launched -> every bucket done (as seen by finish)
-  double exposed_s = 0;    // time finish() spent waiting after backward ended: communication not hidden
+  double exposed_s = 0;    // communication not hidden behind backward: the time finish() spent after
+                           // backward ended, plus time backward spent issuing all-reduces (where the
+                           // caller runs them: learner.shm_progress)
 };
 
 class GradSync {

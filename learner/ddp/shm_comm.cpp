@@ -1,7 +1,12 @@
 // Node-local backend of comm.hpp for CPU ranks that all share one node: shm::NodeGroup (one
-// shared-memory segment per job, shm/node_group.hpp) driven by one thread per rank. Ops run on that
-// thread strictly in the order they were issued (the same order on every rank), so an all-reduce
-// launched from an autograd hook proceeds while backward goes on, as Gloo's async work does.
+// shared-memory segment per job, shm/node_group.hpp), driven one of two ways:
+//   worker thread: ops run on one thread per rank strictly in the order they were issued (the same
+//     order on every rank), so an all-reduce launched from an autograd hook proceeds while backward
+//     goes on, as Gloo's async work does. That pays only where a core is free to run it.
+//   caller: the issuing thread runs each op at once and gets back a finished Pending. Where the ranks'
+//     threads fill the node's cores, a worker only takes CPU from backward and adds two thread
+//     hand-offs (a futex wake and a context switch each) per op: on 2 cores with 2 ranks this mode
+//     made the cnn's step 0.4 ms (4 %) shorter (docs/BENCHMARKS.md).
 #include <c10/core/ScalarType.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -30,9 +35,12 @@ struct Op {
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(shm::NodeGroup group, std::chrono::milliseconds timeout)
-      : group_(std::move(group)), timeout_(timeout), worker_([this] { run(); }) {}
+  ShmCommunicator(shm::NodeGroup group, std::chrono::milliseconds timeout, bool caller_runs_ops)
+      : group_(std::move(group)), timeout_(timeout) {
+    if (!caller_runs_ops) worker_ = std::thread([this] { run(); });
+  }
   ~ShmCommunicator() override {
+    if (!worker_.joinable()) return;
     {
       std::lock_guard lock(mutex_);
       closing_ = true;
@@ -53,7 +61,9 @@ class ShmCommunicator final : public Communicator {
     ShmPending(*this, issue(t, /*sum=*/false, root)).wait();
   }
   void abort() override { group_.abort(); }
-  const char* backend() const override { return "shm"; }
+  const char* backend() const override {
+    return worker_.joinable() ? "shared memory (a worker thread per rank)" : "shared memory (run by the training thread)";
+  }
 
  private:
   class ShmPending final : public Pending {
@@ -75,6 +85,11 @@ class ShmCommunicator final : public Communicator {
     shared->tensor = t;
     shared->sum = sum;
     shared->root = root;
+    if (!worker_.joinable()) {  // the caller runs it
+      shared->outcome = execute(*shared);
+      shared->done = true;
+      return shared;
+    }
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(shared);
@@ -93,9 +108,7 @@ class ShmCommunicator final : public Communicator {
         op = std::move(queue_.front());
         queue_.pop_front();
       }
-      const at::Tensor& t = op->tensor;
-      const auto outcome = op->sum ? group_.all_reduce_sum(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), timeout_)
-                                   : group_.broadcast(t.data_ptr(), t.nbytes(), op->root, timeout_);
+      const auto outcome = execute(*op);
       {
         std::lock_guard lock(mutex_);
         op->outcome = outcome;
@@ -105,20 +118,26 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
+  shm::NodeGroup::Outcome execute(const Op& op) {
+    const at::Tensor& t = op.tensor;
+    return op.sum ? group_.all_reduce_sum(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), timeout_)
+                  : group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
+  }
+
   shm::NodeGroup group_;
   std::chrono::milliseconds timeout_;
   std::mutex mutex_;
   std::condition_variable work_, finished_;
   std::deque<std::shared_ptr<Op>> queue_;
   bool closing_ = false;
-  std::thread worker_;  // last: started once everything it reads exists
+  std::thread worker_;  // none where the caller runs the ops; last: started once everything it reads exists
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
                                             std::string_view job, std::chrono::milliseconds join_timeout,
-                                            std::chrono::milliseconds timeout) {
+                                            std::chrono::milliseconds timeout, bool caller_runs_ops) {
   shm::NodeGroup group;
   if (rank.rank == 0) {
     group = shm::NodeGroup::create(job, rank.world_size);
@@ -137,7 +156,7 @@ std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store
   }
   if (auto joined = group.join(join_timeout); !joined)
     fail("rank {}: the node's shared-memory reduce group did not form: {}", rank.rank, joined.describe());
-  return std::make_unique<ShmCommunicator>(std::move(group), timeout);
+  return std::make_unique<ShmCommunicator>(std::move(group), timeout, caller_runs_ops);
 }
 
 }  // namespace tandem::ddp
