@@ -67,3 +67,26 @@ TEST_CASE("bench publish: --device-readers without a GPU publisher is one line n
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
     CHECK(entry.path().filename().string().find("bench-publish") == std::string::npos);
 }
+
+TEST_CASE("bench block: the fused BatchNorm-ReLU-pool and the ATen ops, timed for both of the cnn's blocks" *
+          doctest::timeout(120)) {
+  test::TempDir dir;
+  const std::string json = dir.file("block.json");
+  auto r = test::run_command(fmt::format("{} bench block --batch 4 --steps 3 --warmup 1 --json {}",
+                                         test::tandem_binary(), json));
+  INFO(r.output);
+  if (r.output.find("needs LibTorch") != std::string::npos) return;  // a torch-free build: nothing to time
+  REQUIRE(r.status == 0);
+  std::ifstream in(json);
+  const auto line = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  REQUIRE(line.is_object());
+  int fused = 0, aten = 0;
+  for (const auto& row : line.at("results")) {
+    CHECK(row.at("train_ms").get<double>() > 0);
+    const std::string variant = row.at("variant");
+    fused += variant.rfind("fused (", 0) == 0;
+    aten += variant.rfind("ATen ops", 0) == 0;
+  }
+  CHECK(fused >= 2);  // at least the baseline build, for each block
+  CHECK(aten == 4);   // channels-last and NCHW, for each block
+}

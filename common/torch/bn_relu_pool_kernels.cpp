@@ -1,9 +1,8 @@
 // Built once per instruction set (meson.build passes -DTANDEM_KERNEL_SET=<name> and its flags).
 // Includes nothing with inline functions: see bn_relu_pool_kernels.hpp.
 //
-// Channels go 16 at a time through GCC/Clang vector types (one AVX-512 register, two AVX2 ones,
-// four SSE or NEON ones, as the build's flags allow), the remainder one at a time; one template per
-// loop serves both widths.
+// Channels go one vector register at a time (16 floats with AVX-512, 8 with AVX2, 4 with SSE or NEON)
+// through GCC/Clang vector types, the remainder one at a time; one template per loop serves both widths.
 #include "common/torch/bn_relu_pool_kernels.hpp"
 
 #ifndef TANDEM_KERNEL_SET
@@ -13,14 +12,20 @@
 namespace tandem::bn_relu_pool_kernels {
 namespace {
 
-using Vec = float __attribute__((vector_size(64)));
-using IVec = std::int32_t __attribute__((vector_size(64)));
-using Bytes = std::uint8_t __attribute__((vector_size(16)));
+// One register of the build's instruction set: wider types get split into several and GCC then
+// lowers the selects and byte conversions lane by lane (the AVX2 build ran 8x slower with 16 lanes).
+#ifndef TANDEM_KERNEL_LANES
+#error "build with -DTANDEM_KERNEL_LANES=<floats per vector register: 4, 8 or 16>"
+#endif
+constexpr int kLanes = TANDEM_KERNEL_LANES;
+using Vec = float __attribute__((vector_size(4 * kLanes)));
+using IVec = std::int32_t __attribute__((vector_size(4 * kLanes)));
+using Bytes = std::uint8_t __attribute__((vector_size(kLanes)));
 
-struct Wide {  // 16 channels
+struct Wide {  // one register of channels
   using V = Vec;
   using I = IVec;
-  static constexpr std::int64_t kLanes = 16;
+  static constexpr std::int64_t kLanes = TANDEM_KERNEL_LANES;
   static I load_winner(const std::uint8_t* p) {
     Bytes b;
     __builtin_memcpy(&b, p, sizeof b);
@@ -31,7 +36,7 @@ struct Wide {  // 16 channels
     __builtin_memcpy(p, &b, sizeof b);
   }
   static void add_lanes(double* to, V v) {
-    for (int k = 0; k < 16; ++k) to[k] += v[k];
+    for (int k = 0; k < kLanes; ++k) to[k] += v[k];
   }
 };
 
@@ -54,7 +59,7 @@ inline void store(float* p, V v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// Calls body(Width{}, c) for every channel group: 16 at a time, then one at a time.
+// Calls body(Width{}, c) for every channel group: a register's worth at a time, then one at a time.
 template <class Body>
 inline void for_channel_groups(std::int64_t channels, Body body) {
   const std::int64_t wide_end = channels / Wide::kLanes * Wide::kLanes;
@@ -94,7 +99,8 @@ void moments(const float* x, std::int64_t channels, std::int64_t first, std::int
 
 template <bool kWinners>
 void normalize_relu_pool(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                         const float* scale, const float* shift, float* out, std::uint8_t* winner) {
+                         const float* scale, const float* shift, float* out, std::uint8_t* winner,
+                         float* winner_x) {
   const std::int64_t out_w = g.w / 2;
   for (std::int64_t r = first_row; r < end_row; ++r)
     for (std::int64_t ow = 0; ow < out_w; ++ow) {
@@ -105,31 +111,39 @@ void normalize_relu_pool(const float* x, const Geometry& g, std::int64_t first_r
         using V = typename W::V;
         using I = typename W::I;
         const V s = load<V>(scale + c), t = load<V>(shift + c);
-        V best = load<V>(win.at[0] + c) * s + t;
+        V best_x = load<V>(win.at[0] + c);
+        V best = best_x * s + t;
         I at{};
         for (int k = 1; k < 4; ++k) {
-          const V z = load<V>(win.at[k] + c) * s + t;
+          const V v = load<V>(win.at[k] + c);
+          const V z = v * s + t;
           const auto wins = (z > best) | (z != z);  // the first maximum wins; a NaN always does
           best = wins ? z : best;
+          best_x = wins ? v : best_x;
           at = wins ? I{} + k : at;
         }
         const auto passes = (best > V{}) | (best != best);
         store<V>(out + o + c, passes ? best : V{});
-        if constexpr (kWinners) W::store_winner(winner + o + c, passes ? at : I{} + kNoWinner);
+        if constexpr (kWinners) {
+          W::store_winner(winner + o + c, passes ? at : I{} + kNoWinner);
+          store<V>(winner_x + o + c, best_x);
+        }
       });
     }
 }
 
 void normalize_relu_pool_any(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                             const float* scale, const float* shift, float* out, std::uint8_t* winner) {
+                             const float* scale, const float* shift, float* out, std::uint8_t* winner,
+                             float* winner_x) {
   if (winner != nullptr)
-    normalize_relu_pool<true>(x, g, first_row, end_row, scale, shift, out, winner);
+    normalize_relu_pool<true>(x, g, first_row, end_row, scale, shift, out, winner, winner_x);
   else
-    normalize_relu_pool<false>(x, g, first_row, end_row, scale, shift, out, nullptr);
+    normalize_relu_pool<false>(x, g, first_row, end_row, scale, shift, out, nullptr, nullptr);
 }
 
-void winner_sums(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row, const float* dp,
-                 const std::uint8_t* winner, const float* mean, double* sum_dz, double* sum_dz_centered) {
+void winner_sums(const Geometry& g, std::int64_t first_row, std::int64_t end_row, const float* dp,
+                 const std::uint8_t* winner, const float* winner_x, const float* mean, double* sum_dz,
+                 double* sum_dz_centered) {
   const std::int64_t out_w = g.w / 2;
   for (std::int64_t r = first_row; r < end_row; ++r)
     for_channel_groups(g.c, [&](auto width, std::int64_t c) {
@@ -139,16 +153,10 @@ void winner_sums(const float* x, const Geometry& g, std::int64_t first_row, std:
       const V m = load<V>(mean + c);
       V dz_sum{}, dzc_sum{};
       for (std::int64_t ow = 0; ow < out_w; ++ow) {
-        const Window win(x, g, r, ow);
         const std::int64_t o = (r * out_w + ow) * g.c + c;
-        const I at = W::load_winner(winner + o);
-        const V v = at == 0   ? load<V>(win.at[0] + c)
-                    : at == 1 ? load<V>(win.at[1] + c)
-                    : at == 2 ? load<V>(win.at[2] + c)
-                              : load<V>(win.at[3] + c);
-        const V dz = at == I{} + kNoWinner ? V{} : load<V>(dp + o);
+        const V dz = W::load_winner(winner + o) == I{} + kNoWinner ? V{} : load<V>(dp + o);
         dz_sum += dz;
-        dzc_sum += dz * (v - m);
+        dzc_sum += dz * (load<V>(winner_x + o) - m);
       }
       W::add_lanes(sum_dz + c, dz_sum);
       W::add_lanes(sum_dz_centered + c, dzc_sum);

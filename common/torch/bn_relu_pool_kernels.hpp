@@ -30,12 +30,14 @@ struct Kernels {
   // sum[c] += x, sumsq[c] += x * x over pixels [first, end) (pixel p starts at x + p * c).
   void (*moments)(const float* x, std::int64_t channels, std::int64_t first, std::int64_t end, double* sum,
                   double* sumsq);
-  // out = relu(max over each window of x * scale + shift); winner (may be null): the winning position.
+  // out = relu(max over each window of x * scale + shift); winner and winner_x (both null, or both
+  // pooled-sized): the winning position and its x, which is all the backward's sums need of x.
   void (*normalize_relu_pool)(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                              const float* scale, const float* shift, float* out, std::uint8_t* winner);
-  // Over the winners: sum_dz[c] += dp, sum_dz_centered[c] += dp * (x - mean).
-  void (*winner_sums)(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                      const float* dp, const std::uint8_t* winner, const float* mean, double* sum_dz,
+                              const float* scale, const float* shift, float* out, std::uint8_t* winner,
+                              float* winner_x);
+  // Over the winners: sum_dz[c] += dp, sum_dz_centered[c] += dp * (winner_x - mean).
+  void (*winner_sums)(const Geometry& g, std::int64_t first_row, std::int64_t end_row, const float* dp,
+                      const std::uint8_t* winner, const float* winner_x, const float* mean, double* sum_dz,
                       double* sum_dz_centered);
   // dx = a * dz + b * (x - mean) + e, dz being dp at the window's winner and 0 elsewhere.
   void (*input_gradient)(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,

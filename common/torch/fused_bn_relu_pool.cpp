@@ -83,10 +83,10 @@ void chunked_sums(std::int64_t items, std::int64_t channels, std::vector<double>
 }
 
 void normalize_relu_pool(const float* x, const Geometry& g, const float* scale, const float* shift, float* out,
-                         std::uint8_t* winner) {
+                         std::uint8_t* winner, float* winner_x) {
   const std::int64_t rows = out_rows(g);
   for_each_chunk(rows, chunk_count(rows), [&](std::int64_t, std::int64_t lo, std::int64_t hi) {
-    chosen().normalize_relu_pool(x, g, lo, hi, scale, shift, out, winner);
+    chosen().normalize_relu_pool(x, g, lo, hi, scale, shift, out, winner, winner_x);
   });
 }
 
@@ -124,12 +124,14 @@ struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
     }
 
     Tensor out = pooled_like(x, torch::kFloat32), winner = pooled_like(x, torch::kUInt8);
+    Tensor winner_x = pooled_like(x, torch::kFloat32);
     normalize_relu_pool(x.data_ptr<float>(), g, scale.data(), shift.data(), out.data_ptr<float>(),
-                        winner.data_ptr<std::uint8_t>());
+                        winner.data_ptr<std::uint8_t>(), winner_x.data_ptr<float>());
     ctx->save_for_backward({x, weight});
     ctx->saved_data["mean"] = mean;
     ctx->saved_data["invstd"] = invstd;
     ctx->saved_data["winner"] = winner;
+    ctx->saved_data["winner_x"] = winner_x;
     return out;
   }
 
@@ -138,7 +140,7 @@ struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
     const Tensor& x = saved[0];
     const Tensor& weight = saved[1];
     const Tensor mean = ctx->saved_data["mean"].toTensor(), invstd = ctx->saved_data["invstd"].toTensor();
-    const Tensor winner = ctx->saved_data["winner"].toTensor();
+    const Tensor winner = ctx->saved_data["winner"].toTensor(), winner_x = ctx->saved_data["winner_x"].toTensor();
     const Tensor dp = grads[0].contiguous(at::MemoryFormat::ChannelsLast);
     const Geometry g = geometry_of(x);
     const auto count = static_cast<double>(g.n * g.h * g.w);
@@ -149,7 +151,7 @@ struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
 
     std::vector<double> sum_dz, sum_dz_centered;
     chunked_sums(out_rows(g), g.c, sum_dz, sum_dz_centered, [&](std::int64_t lo, std::int64_t hi, double* s, double* q) {
-      chosen().winner_sums(xs, g, lo, hi, dps, won, means, s, q);
+      chosen().winner_sums(g, lo, hi, dps, won, winner_x.data_ptr<float>(), means, s, q);
     });
     Tensor dweight = at::empty({g.c}, x.options()), dbias = at::empty({g.c}, x.options());
     std::vector<float> a(g.c), b(g.c), e(g.c);
@@ -189,7 +191,7 @@ Tensor fused_inference_block(torch::nn::BatchNorm2d& bn, const Tensor& x) {
     shift[c] = static_cast<float>(b[c] - rm[c] * w[c] * is);
   }
   Tensor out = pooled_like(x, torch::kFloat32);
-  normalize_relu_pool(x.data_ptr<float>(), g, scale.data(), shift.data(), out.data_ptr<float>(), nullptr);
+  normalize_relu_pool(x.data_ptr<float>(), g, scale.data(), shift.data(), out.data_ptr<float>(), nullptr, nullptr);
   return out;
 }
 
