@@ -114,8 +114,9 @@ int bench_ddp(const DdpBenchOptions& o) {
   const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
 
-  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {}, buckets {} MiB then {} MiB; "
-             "{} steps after {} warmup; {}\n", o.dataset, o.batch, o.collectives, o.bucket_first_mb, o.bucket_mb, o.steps,
+  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {} (shm progress {}), buckets {} "
+             "MiB then {} MiB; {} steps after {} warmup; {}\n", o.dataset, o.batch, o.collectives, o.shm_progress,
+             o.bucket_first_mb, o.bucket_mb, o.steps,
              o.warmup, o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
@@ -130,6 +131,7 @@ int bench_ddp(const DdpBenchOptions& o) {
     per_round.push_back(std::move(j));
   }
   Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", o.collectives},
+               {"shm_progress", o.shm_progress},
                {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
                {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb}, {"rounds", o.rounds},
                {"one_rank", result_json(one)}, {"ranks", result_json(many)},
@@ -181,6 +183,9 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--bucket-mb", o.bucket_mb, "learner.bucket_mb of the ranks")->capture_default_str();
   cmd->add_option("--collectives", o.collectives, "learner.cpu_collectives of the ranks")
       ->check(CLI::IsMember({"shm", "gloo"}))
+      ->capture_default_str();
+  cmd->add_option("--shm-progress", o.shm_progress, "learner.shm_progress of the ranks (shared-memory collectives)")
+      ->check(CLI::IsMember({"auto", "thread", "caller"}))
       ->capture_default_str();
   cmd->add_option("--rounds", o.rounds, "run every configuration this many times, interleaved; report medians")
       ->capture_default_str();

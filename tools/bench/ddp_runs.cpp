@@ -77,9 +77,10 @@ report_every_steps = {}
 bucket_first_mb = {}
 bucket_mb = {}
 cpu_collectives = "{}"
+shm_progress = "{}"
 )",
                      job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
-                     o.bucket_first_mb, o.bucket_mb, o.collectives);
+                     o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
 }
 
 double mean(const std::vector<double>& v) {

@@ -19,6 +19,7 @@ struct DdpBenchOptions {
   double bucket_first_mb = 1;  // learner.bucket_first_mb / learner.bucket_mb of the ranks
   double bucket_mb = 25;
   std::string collectives = "shm";  // learner.cpu_collectives of the ranks: shm | gloo
+  std::string shm_progress = "auto";  // learner.shm_progress of the ranks: auto | thread | caller
   int rounds = 1;            // every configuration this many times, interleaved; medians reported
   bool ceiling = false;      // also run N independent one-rank jobs at once (run_independent_ranks)
   bool peer = false;
