@@ -78,6 +78,15 @@ struct Window {  // the four input pixels under pooled output (row r, column ow)
   }
 };
 
+// Calls body(window, offset of its pooled output) for every pooled output of rows [first_row, end_row).
+template <class Body>
+inline void for_each_window(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
+                            Body body) {
+  const std::int64_t out_w = g.w / 2;
+  for (std::int64_t r = first_row; r < end_row; ++r)
+    for (std::int64_t ow = 0; ow < out_w; ++ow) body(Window(x, g, r, ow), (r * out_w + ow) * g.c);
+}
+
 void moments(const float* x, std::int64_t channels, std::int64_t first, std::int64_t end, double* sum,
              double* sumsq) {
   constexpr std::int64_t kBlock = 64;  // pixels summed in float before the double accumulators
@@ -101,35 +110,31 @@ template <bool kWinners>
 void normalize_relu_pool(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
                          const float* scale, const float* shift, float* out, std::uint8_t* winner,
                          float* winner_x) {
-  const std::int64_t out_w = g.w / 2;
-  for (std::int64_t r = first_row; r < end_row; ++r)
-    for (std::int64_t ow = 0; ow < out_w; ++ow) {
-      const Window win(x, g, r, ow);
-      const std::int64_t o = (r * out_w + ow) * g.c;
-      for_channel_groups(g.c, [&](auto width, std::int64_t c) {
-        using W = decltype(width);
-        using V = typename W::V;
-        using I = typename W::I;
-        const V s = load<V>(scale + c), t = load<V>(shift + c);
-        V best_x = load<V>(win.at[0] + c);
-        V best = best_x * s + t;
-        I at{};
-        for (int k = 1; k < 4; ++k) {
-          const V v = load<V>(win.at[k] + c);
-          const V z = v * s + t;
-          const auto wins = (z > best) | (z != z);  // the first maximum wins; a NaN always does
-          best = wins ? z : best;
-          best_x = wins ? v : best_x;
-          at = wins ? I{} + k : at;
-        }
-        const auto passes = (best > V{}) | (best != best);
-        store<V>(out + o + c, passes ? best : V{});
-        if constexpr (kWinners) {
-          W::store_winner(winner + o + c, passes ? at : I{} + kNoWinner);
-          store<V>(winner_x + o + c, best_x);
-        }
-      });
-    }
+  for_each_window(x, g, first_row, end_row, [&](const Window& win, std::int64_t o) {
+    for_channel_groups(g.c, [&](auto width, std::int64_t c) {
+      using W = decltype(width);
+      using V = typename W::V;
+      using I = typename W::I;
+      const V s = load<V>(scale + c), t = load<V>(shift + c);
+      V best_x = load<V>(win.at[0] + c);
+      V best = best_x * s + t;
+      I at{};
+      for (int k = 1; k < 4; ++k) {
+        const V v = load<V>(win.at[k] + c);
+        const V z = v * s + t;
+        const auto wins = (z > best) | (z != z);  // the first maximum wins; a NaN always does
+        best = wins ? z : best;
+        best_x = wins ? v : best_x;
+        at = wins ? I{} + k : at;
+      }
+      const auto passes = (best > V{}) | (best != best);
+      store<V>(out + o + c, passes ? best : V{});
+      if constexpr (kWinners) {
+        W::store_winner(winner + o + c, passes ? at : I{} + kNoWinner);
+        store<V>(winner_x + o + c, best_x);
+      }
+    });
+  });
 }
 
 void normalize_relu_pool_any(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
@@ -166,24 +171,20 @@ void winner_sums(const Geometry& g, std::int64_t first_row, std::int64_t end_row
 void input_gradient(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row, const float* dp,
                     const std::uint8_t* winner, const float* mean, const float* a, const float* b, const float* e,
                     float* dx) {
-  const std::int64_t out_w = g.w / 2;
-  for (std::int64_t r = first_row; r < end_row; ++r)
-    for (std::int64_t ow = 0; ow < out_w; ++ow) {
-      const Window win(x, g, r, ow);
-      const std::int64_t o = (r * out_w + ow) * g.c;
-      for_channel_groups(g.c, [&](auto width, std::int64_t c) {
-        using W = decltype(width);
-        using V = typename W::V;
-        using I = typename W::I;
-        const I at = W::load_winner(winner + o + c);
-        const V grad = load<V>(dp + o + c), va = load<V>(a + c), vb = load<V>(b + c), ve = load<V>(e + c);
-        const V m = load<V>(mean + c);
-        for (int k = 0; k < 4; ++k) {
-          const V dz = at == I{} + k ? grad : V{};
-          store<V>(dx + (win.at[k] - x) + c, va * dz + vb * (load<V>(win.at[k] + c) - m) + ve);
-        }
-      });
-    }
+  for_each_window(x, g, first_row, end_row, [&](const Window& win, std::int64_t o) {
+    for_channel_groups(g.c, [&](auto width, std::int64_t c) {
+      using W = decltype(width);
+      using V = typename W::V;
+      using I = typename W::I;
+      const I at = W::load_winner(winner + o + c);
+      const V grad = load<V>(dp + o + c), va = load<V>(a + c), vb = load<V>(b + c), ve = load<V>(e + c);
+      const V m = load<V>(mean + c);
+      for (int k = 0; k < 4; ++k) {
+        const V dz = at == I{} + k ? grad : V{};
+        store<V>(dx + (win.at[k] - x) + c, va * dz + vb * (load<V>(win.at[k] + c) - m) + ve);
+      }
+    });
+  });
 }
 
 }  // namespace
