@@ -17,9 +17,11 @@
 // A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
 // r & 1. All-reduce round: each rank copies its part into in[p][rank]; barrier; each rank sums its
 // 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each rank copies
-// out[p] back. Broadcast round: the root copies into in[p][root]; barrier; the others copy it out.
-// Every element of a sum is computed once, by one rank, and copied by all: the ranks' results are
-// bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
+// out[p] back. Two ranks stop after the first barrier: each sums in[p][0] + in[p][1] into its own
+// buffer (the same operation on the same bits on both, so no out[p], second barrier or copy back).
+// Broadcast round: the root copies into in[p][root]; barrier; the others copy it out.
+// Every element of a sum is computed once, by one rank, and copied by all (or, with two ranks, by
+// both the same way): the ranks' results are bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
 // barrier of round r + 1, which no rank reaches before it has finished reading round r.
 //
 // Barrier k: a rank stores `arrived` = k (seq_cst), increments `bell` and wakes the bell's sleepers
