@@ -14,8 +14,8 @@
 #include <map>
 
 #include "common/error.hpp"
-#include "common/torch/fused_bn_relu_pool.hpp"
 #include "common/job_keys.hpp"
+#include "common/torch/fused_bn_relu_pool.hpp"
 
 namespace tandem {
 namespace {
@@ -101,7 +101,8 @@ struct Cnn : Net {
     // On the CPU the activations go channels-last (NHWC): oneDNN's convolutions run natively in it
     // (NCHW is reordered to a blocked layout and back around every call), and the fused
     // BatchNorm-ReLU-pool needs it. A copy, even for one channel, where contiguous(ChannelsLast) would
-    // keep NCHW strides that oneDNN does not take for channels-last. The GPU keeps NCHW (measured there).
+    // keep NCHW strides that oneDNN does not take for channels-last. On the GPU the cnn keeps NCHW, as
+    // its CUDA-graph figures were measured (docs/BENCHMARKS.md); channels-last there is unmeasured.
     const Tensor in = x.is_cuda() ? x : torch::empty_like(x, at::MemoryFormat::ChannelsLast).copy_(x);
     Tensor h = bn_relu_pool(bn1, conv1->forward(in));
     h = bn_relu_pool(bn2, conv2->forward(h));
