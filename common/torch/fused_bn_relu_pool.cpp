@@ -82,10 +82,16 @@ void chunked_sums(std::int64_t items, std::int64_t channels, std::vector<double>
     }
 }
 
+// Calls pass(first_row, end_row) over the pooled rows, a chunk per intra-op thread.
+template <class Pass>
+void for_row_chunks(const Geometry& g, const Pass& pass) {
+  const std::int64_t rows = out_rows(g);
+  for_each_chunk(rows, chunk_count(rows), [&](std::int64_t, std::int64_t lo, std::int64_t hi) { pass(lo, hi); });
+}
+
 void normalize_relu_pool(const float* x, const Geometry& g, const float* scale, const float* shift, float* out,
                          std::uint8_t* winner, float* winner_x) {
-  const std::int64_t rows = out_rows(g);
-  for_each_chunk(rows, chunk_count(rows), [&](std::int64_t, std::int64_t lo, std::int64_t hi) {
+  for_row_chunks(g, [&](std::int64_t lo, std::int64_t hi) {
     chosen().normalize_relu_pool(x, g, lo, hi, scale, shift, out, winner, winner_x);
   });
 }
@@ -167,8 +173,7 @@ struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
     if (ctx->needs_input_grad(0)) {
       dx = at::empty_like(x, at::MemoryFormat::ChannelsLast);
       float* dxs = dx.data_ptr<float>();
-      const std::int64_t rows = out_rows(g);
-      for_each_chunk(rows, chunk_count(rows), [&](std::int64_t, std::int64_t lo, std::int64_t hi) {
+      for_row_chunks(g, [&](std::int64_t lo, std::int64_t hi) {
         chosen().input_gradient(xs, g, lo, hi, dps, won, means, a.data(), b.data(), e.data(), dxs);
       });
     }

@@ -6,8 +6,9 @@
 // (BatchNorm's statistics and normalisation, ReLU, pool with int64 indices, the pool's zero-filled
 // gradient, ReLU's mask, BatchNorm's two backward passes). At batch 128 the cnn's first block streams
 // ~90 MB a step through memory that the ranks of one node share. Fused: 2 passes forward (statistics;
-// normalise + ReLU + pool, keeping one byte per output for the winning window position) and 2
-// backward (the two BatchNorm sums over the winners; the dense input gradient), ~3x less traffic.
+// normalise + ReLU + pool, keeping for each output the winning window position, one byte, and the
+// winner's input) and 2 backward (the two BatchNorm sums, over those pooled values only; the dense
+// input gradient), ~3x less traffic.
 //
 // Applies when the input is a float32 CPU tensor in channels-last layout (or one channel) with even
 // height and width, and the module is affine with running statistics; otherwise the three ATen ops
