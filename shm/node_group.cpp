@@ -44,6 +44,16 @@ inline void cpu_relax() {
 #endif
 }
 
+// dst = src x scale: the ranks' average fused into the copy in (x 1 is a plain copy).
+void copy_scaled(std::byte* dst, const float* __restrict src, std::size_t n, float scale) {
+  if (scale == 1.0f) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  float* __restrict out = reinterpret_cast<float*>(dst);
+  for (std::size_t i = 0; i < n; ++i) out[i] = src[i] * scale;
+}
+
 // out[i] = sum over ranks of in_r[i], in rank order.
 void sum_rows(float* __restrict out, const float* const* rows, int world, std::size_t n) {
   const float* __restrict a = rows[0];
@@ -130,13 +140,22 @@ NodeGroup::Outcome NodeGroup::join(std::chrono::milliseconds timeout) {
   return o;
 }
 
-NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, std::chrono::milliseconds timeout) {
+NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, float scale,
+                                              std::chrono::milliseconds timeout, RidingBroadcast then) {
+  if (then.bytes > 0) check_root(then.root);
   const auto deadline = Clock::now() + timeout;
   const std::size_t per_round = chunk_ / sizeof(float);
   for (std::size_t done = 0; done < count; done += per_round) {
     const std::size_t n = std::min(per_round, count - done);
-    std::memcpy(in(rounds_, rank_), data + done, n * sizeof(float));
+    const std::size_t tail_at = align_up(n * sizeof(float), 64);
+    const bool carries = done + n == count && then.bytes > 0 && tail_at <= chunk_ && then.bytes <= chunk_ - tail_at;
+    copy_scaled(in(rounds_, rank_), data + done, n, scale);
+    if (carries && rank_ == then.root) std::memcpy(in(rounds_, rank_) + tail_at, then.data, then.bytes);
     if (Outcome o = barrier(deadline); !o) return o;
+    if (carries) {
+      if (rank_ != then.root) std::memcpy(then.data, in(rounds_, then.root) + tail_at, then.bytes);
+      then.bytes = 0;
+    }
     if (world_ == 2) {
       // Both ranks sum both parts, in rank order, straight into their own data: the same bits on
       // both, one barrier a round instead of two and no copy out. The parity buffers make it safe:
@@ -156,13 +175,21 @@ NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, std
     std::memcpy(data + done, out(rounds_), n * sizeof(float));
     ++rounds_;
   }
+  if (then.bytes > 0) return broadcast_until(then.data, then.bytes, then.root, deadline);
   return {};
 }
 
 NodeGroup::Outcome NodeGroup::broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout) {
+  check_root(root);
+  return broadcast_until(data, bytes, root, Clock::now() + timeout);
+}
+
+void NodeGroup::check_root(int root) const {
   if (root < 0 || root >= world_)
     fail("node reduce group: a broadcast from rank {}, which is not one of its {} ranks", root, world_);
-  const auto deadline = Clock::now() + timeout;
+}
+
+NodeGroup::Outcome NodeGroup::broadcast_until(void* data, std::size_t bytes, int root, Clock::time_point deadline) {
   auto* bytes_of = static_cast<std::byte*>(data);
   for (std::size_t done = 0; done < bytes; done += chunk_) {
     const std::size_t n = std::min(chunk_, bytes - done);

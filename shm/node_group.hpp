@@ -15,11 +15,14 @@
 //   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached)
 //   data_offset:             in[2][world][chunk_bytes], then out[2][chunk_bytes]
 // A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
-// r & 1. All-reduce round: each rank copies its part into in[p][rank]; barrier; each rank sums its
-// 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each rank copies
-// out[p] back. Two ranks stop after the first barrier: each sums in[p][0] + in[p][1] into its own
-// buffer (the same operation on the same bits on both, so no out[p], second barrier or copy back).
-// Broadcast round: the root copies into in[p][root]; barrier; the others copy it out.
+// r & 1. All-reduce round: each rank copies its part (x scale) into in[p][rank]; barrier; each rank
+// sums its 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each
+// rank copies out[p] back. Two ranks stop after the first barrier: each sums in[p][0] + in[p][1] into
+// its own buffer (the same operation on the same bits on both, so no out[p], second barrier or copy
+// back). Broadcast round: the root copies into in[p][root]; barrier; the others copy it out. A
+// broadcast that rides with an all-reduce goes behind the root's part in its last round (at the
+// part's end rounded up to 64 bytes), copied out by the others after that round's first barrier:
+// one round, one sync point, for a step's gradients and BatchNorm buffers together.
 // Every element of a sum is computed once, by one rank, and copied by all (or, with two ranks, by
 // both the same way): the ranks' results are bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
 // barrier of round r + 1, which no rank reaches before it has finished reading round r.
@@ -77,6 +80,14 @@ struct RankLane {                          // payload byte 64 + 64 * rank
 static_assert(std::is_standard_layout_v<RankLane> && sizeof(RankLane) == 64);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
 
+// A broadcast that rides along with an all-reduce (NodeGroup::all_reduce_sum's `then`): `root`'s
+// `bytes` at `data` into every rank's `data`.
+struct RidingBroadcast {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  int root = 0;
+};
+
 class NodeGroup {
  public:
   struct Outcome {
@@ -98,8 +109,11 @@ class NodeGroup {
   NodeGroup& operator=(NodeGroup&&) noexcept = default;
 
   [[nodiscard]] Outcome join(std::chrono::milliseconds timeout);
-  // Sums `count` floats over the ranks into every rank's `data`.
-  [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, std::chrono::milliseconds timeout);
+  // Sums every rank's `count` floats, each x `scale` as the rank copies them in, into every rank's
+  // `data`; then `then.root`'s `then.bytes` into every rank's `then.data`: behind the root's part of
+  // the sum's last round where they fit (no barrier of their own), else in rounds of their own.
+  [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, float scale, std::chrono::milliseconds timeout,
+                                       RidingBroadcast then = {});
   // `root`'s `bytes` into every rank's `data` (a `root` that is not a rank is a UserError).
   [[nodiscard]] Outcome broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout);
   void abort();
@@ -111,7 +125,9 @@ class NodeGroup {
  private:
   using Clock = std::chrono::steady_clock;
   NodeGroup(Segment segment, int rank);
+  [[nodiscard]] Outcome broadcast_until(void* data, std::size_t bytes, int root, Clock::time_point deadline);
   [[nodiscard]] Outcome barrier(Clock::time_point deadline);
+  void check_root(int root) const;
   [[nodiscard]] Outcome wait_for_all(std::uint64_t barrier, Clock::time_point deadline);
   int first_rank_behind(std::uint64_t barrier) const;
   bool lane_exited(int rank) const;

@@ -1,6 +1,6 @@
 // GradSync's buckets and hooks in one process, against a communicator that stands in for identical
 // peers (the sum over `world` equal ranks is world x the tensor): launch order, overlap with backward,
-// the fused average, the gradient views and the stop vote.
+// the fused average, the gradient views, the buffers riding with the last bucket and the stop vote.
 #include "tests/torch_doctest.hpp"
 
 #include <torch/torch.h>
@@ -24,24 +24,34 @@ struct Done final : ddp::Pending {
 struct IdenticalPeers final : ddp::Communicator {
   int world = 2;
   bool in_backward = false;
+  bool caller_runs_ops = false;
   struct Launch {
     const void* data;
     std::int64_t numel;
     bool during_backward;
+    const std::byte* carried = nullptr;  // rank 0's buffers riding along (none: nullptr, 0)
+    std::size_t carried_bytes = 0;
   };
   std::vector<Launch> launches;
-  std::unique_ptr<ddp::Pending> all_reduce_sum(const at::Tensor& t) override {
-    launches.push_back({t.data_ptr(), t.numel(), in_backward});
-    t.mul_(world);
+  std::unique_ptr<ddp::Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
+    Launch l{t.data_ptr(), t.numel(), in_backward};
+    if (rank0_bytes.defined()) {
+      l.carried = static_cast<const std::byte*>(rank0_bytes.data_ptr());
+      l.carried_bytes = rank0_bytes.nbytes();
+    }
+    launches.push_back(l);
+    t.mul_(scale).mul_(world);
     return std::make_unique<Done>();
   }
   void broadcast(const at::Tensor&, int) override {}
   void abort() override {}
   const char* backend() const override { return "identical peers"; }
+  bool runs_ops_on_caller() const override { return caller_runs_ops; }
 };
 
 struct Replica {
-  Model model = Model::create({.name = "mlp", .seed = 11});
+  explicit Replica(const char* model_name = "mlp") : model(Model::create({.name = model_name, .seed = 11})) {}
+  Model model;
   FlatParams flat = FlatParams::flatten(*model.nn_module());
   std::vector<at::Tensor> params() {
     std::vector<at::Tensor> out;
@@ -71,6 +81,7 @@ TEST_CASE("grad sync: buckets launch during backward, last parameters first, and
   peers.in_backward = false;
   CHECK(peers.launches.size() == sync.bucket_count());  // every bucket was launched from a hook
   for (const auto& l : peers.launches) CHECK(l.during_backward);
+  for (const auto& l : peers.launches) CHECK(l.carried_bytes == 0);  // the mlp has no buffers
   // The first bucket: the last parameters until it reaches 64 KiB (16384 floats), plus the stop vote.
   std::int64_t first = 1;
   const auto params = synced.params();
@@ -87,6 +98,34 @@ TEST_CASE("grad sync: buckets launch during backward, last parameters first, and
   for (std::size_t i = 0; i < a.size(); ++i) {
     CHECK(a[i].grad().storage().is_alias_of(sync.grad_buffer().storage()));
     CHECK(torch::equal(a[i].grad(), b[i].grad()));  // x 1/2 then x 2: exact
+  }
+}
+
+TEST_CASE("grad sync: where the caller runs the ops, all gradients go as one op after backward, carrying rank 0's "
+          "BatchNorm buffers") {
+  Replica synced("cnn");
+  IdenticalPeers peers;
+  peers.caller_runs_ops = true;
+  ddp::RankInfo rank;
+  rank.world_size = 2;
+  ddp::GradSync sync(synced.flat, synced.params(), peers, rank, {.bucket_first_mb = 0.0625, .bucket_mb = 0.25});
+  CHECK(sync.bucket_count() == 1);  // bucket sizes only matter where an op can overlap backward
+
+  peers.in_backward = true;
+  synced.loss().backward();
+  peers.in_backward = false;
+  CHECK(peers.launches.empty());  // nothing could overlap it, so nothing started during backward
+  sync.vote_stop(false);
+  sync.finish(0);
+  REQUIRE(peers.launches.size() == 1);
+  CHECK(peers.launches[0].numel == sync.grad_buffer().numel());  // every gradient and the vote
+  const auto& carried = peers.launches[0];
+  const auto buffers = synced.model.nn_module()->buffers();
+  CHECK(buffers.size() == 6);  // two BatchNorms' running means, variances and batch counts
+  for (const at::Tensor& b : buffers) {
+    const auto* at = static_cast<const std::byte*>(b.data_ptr());
+    CHECK(at >= carried.carried);
+    CHECK(at + b.nbytes() <= carried.carried + carried.carried_bytes);
   }
 }
 

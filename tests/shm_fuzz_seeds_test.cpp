@@ -76,7 +76,7 @@ TEST_CASE("segment fuzz seeds: the valid node reduce group attaches as rank 1, e
     if (group.join(std::chrono::milliseconds(0))) {
       float values[3000];
       std::fill(std::begin(values), std::end(values), 1.0f);
-      REQUIRE(group.all_reduce_sum(values, 3000, std::chrono::milliseconds(0)));
+      REQUIRE(group.all_reduce_sum(values, 3000, 1.0f, std::chrono::milliseconds(0)));
       CHECK(values[2999] == 1.0f);  // rank 0's part of the buffers is zero: the sum is ours
     }
   });

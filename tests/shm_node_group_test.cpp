@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -25,27 +26,38 @@ const std::vector<std::size_t> kCounts = {1, 2, 5, 1023, 1024, 3001, 100000};
 
 float value_of(int rank, std::size_t i) { return static_cast<float>((i * 2654435761u + rank * 97) % 1000) / 7.0f; }
 
-// What the group must produce: the ranks' values summed in rank order, as the group sums them.
-std::vector<float> expected_sum(int world, std::size_t n) {
+// What the group must produce: the ranks' values x scale summed in rank order, as the group sums them.
+std::vector<float> expected_sum(int world, std::size_t n, float scale) {
   std::vector<float> sum(n);
   for (std::size_t i = 0; i < n; ++i) {
-    sum[i] = value_of(0, i) + value_of(1, i);
-    for (int r = 2; r < world; ++r) sum[i] += value_of(r, i);
+    sum[i] = value_of(0, i) * scale + value_of(1, i) * scale;
+    for (int r = 2; r < world; ++r) sum[i] += value_of(r, i) * scale;
   }
   return sum;
 }
 
-// Every size in kCounts, each followed by a broadcast from the last rank; 0 if every result is exact.
+// Every size in kCounts: a plain sum; sums x 0.5 with a broadcast from the last rank riding along,
+// small (behind the sum's last round where it fits: sizes 1, 5, 3001) and larger than a round (in
+// rounds of its own); a broadcast alone. 0 if every result is exact.
 int exchange(NodeGroup& group) {
+  const int root = group.world() - 1;
+  const auto filled = [&](std::size_t bytes) { return std::vector<std::uint8_t>(bytes, static_cast<std::uint8_t>(group.rank())); };
+  const auto all_root = [&](const std::vector<std::uint8_t>& bytes) {
+    return std::all_of(bytes.begin(), bytes.end(), [&](std::uint8_t b) { return b == root; });
+  };
   for (std::size_t n : kCounts) {
-    std::vector<float> data(n);
-    for (std::size_t i = 0; i < n; ++i) data[i] = value_of(group.rank(), i);
-    if (!group.all_reduce_sum(data.data(), n, 10s)) return 2;
-    if (std::memcmp(data.data(), expected_sum(group.world(), n).data(), n * sizeof(float)) != 0) return 3;
-    std::vector<std::uint8_t> bytes(n * 3 + 1, static_cast<std::uint8_t>(group.rank()));
-    if (!group.broadcast(bytes.data(), bytes.size(), group.world() - 1, 10s)) return 4;
-    for (auto b : bytes)
-      if (b != group.world() - 1) return 5;
+    const std::vector<std::vector<std::uint8_t>> riders = {{}, filled(n % 97 + 1), filled(kSmallChunk + 5)};
+    for (std::vector<std::uint8_t> rider : riders) {
+      const float scale = rider.empty() ? 1.0f : 0.5f;
+      std::vector<float> data(n);
+      for (std::size_t i = 0; i < n; ++i) data[i] = value_of(group.rank(), i);
+      if (!group.all_reduce_sum(data.data(), n, scale, 10s, {rider.data(), rider.size(), root})) return 2;
+      if (std::memcmp(data.data(), expected_sum(group.world(), n, scale).data(), n * sizeof(float)) != 0) return 3;
+      if (!all_root(rider)) return 4;
+    }
+    std::vector<std::uint8_t> bytes = filled(n * 3 + 1);
+    if (!group.broadcast(bytes.data(), bytes.size(), root, 10s)) return 5;
+    if (!all_root(bytes)) return 6;
   }
   return 0;
 }
@@ -53,7 +65,7 @@ int exchange(NodeGroup& group) {
 NodeGroup join_as_child() {
   const auto& a = test::child_args();
   NodeGroup group = NodeGroup::attach(a.at(0), std::stoi(a.at(1)), std::stoi(a.at(2)));
-  if (!group.join(10s)) std::exit(6);
+  if (!group.join(10s)) std::exit(9);
   return group;
 }
 
@@ -75,7 +87,7 @@ Timed reduce_beside(NodeGroup& group, const char* behaviour, std::chrono::millis
   if (meanwhile) meanwhile(r1);
   std::vector<float> data(10, 1.0f);
   const auto t0 = std::chrono::steady_clock::now();
-  const NodeGroup::Outcome outcome = group.all_reduce_sum(data.data(), data.size(), timeout);
+  const NodeGroup::Outcome outcome = group.all_reduce_sum(data.data(), data.size(), 1.0f, timeout);
   return {outcome, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 

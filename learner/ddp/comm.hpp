@@ -47,14 +47,20 @@ class Pending {
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  // Sums `t` (contiguous, float32) over all ranks in place; async.
-  virtual std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t) = 0;
+  // Every rank's `t` (contiguous, float32) x `scale`, summed into every rank's `t`; then, where
+  // `rank0_bytes` is defined, rank 0's bytes of it (contiguous, any dtype) into every rank's. Async:
+  // both are in place once wait() returns. shm carries both in one round where they fit (the average
+  // fused into its copy in); Gloo and NCCL scale first, then run an all-reduce and a broadcast.
+  virtual std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) = 0;
   // Rank `root`'s bytes of `t` (contiguous, any dtype) into every rank's `t`; blocks until done.
   virtual void broadcast(const at::Tensor& t, int root) = 0;
   // Makes every op in flight and every later op fail fast (ncclCommAbort; Gloo: the process exits
   // on its own timeout or through the watchdog, so this only marks the communicator broken).
   virtual void abort() = 0;
   virtual const char* backend() const = 0;  // for the log: what carries the collectives
+  // True where each op runs on the thread that issues it (shm with learner.shm_progress = caller):
+  // nothing can overlap an op, so GradSync issues a step's gradients as one op after backward.
+  virtual bool runs_ops_on_caller() const { return false; }
 };
 
 // The node's shared-memory group: rank 0 creates /tandem.<job>.reduce-<pid> and hands its name out

@@ -29,28 +29,35 @@ class GlooCommunicator final : public Communicator {
     if (broken_) (void)group_.release();
   }
 
-  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t) override {
+  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
+    if (scale != 1.0) t.mul_(scale);
     std::vector<at::Tensor> tensors{t};
-    return std::make_unique<Tracked>(*this, group_->allreduce(tensors), timeout_);
+    std::vector<c10::intrusive_ptr<c10d::Work>> works{group_->allreduce(tensors)};
+    if (rank0_bytes.defined()) works.push_back(start_broadcast(rank0_bytes, 0));
+    return std::make_unique<Tracked>(*this, std::move(works), timeout_);
   }
-  void broadcast(const at::Tensor& t, int root) override {
-    std::vector<at::Tensor> tensors{t};
-    c10d::BroadcastOptions opts;
-    opts.rootRank = root;
-    Tracked(*this, group_->broadcast(tensors, opts), timeout_).wait();
-  }
+  void broadcast(const at::Tensor& t, int root) override { Tracked(*this, {start_broadcast(t, root)}, timeout_).wait(); }
   void abort() override { broken_ = true; }
   const char* backend() const override { return "gloo"; }
 
  private:
-  // Marks the group broken when an op fails, so the destructor does not wait on it.
+  c10::intrusive_ptr<c10d::Work> start_broadcast(const at::Tensor& t, int root) {
+    std::vector<at::Tensor> tensors{t};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    return group_->broadcast(tensors, opts);
+  }
+
+  // Gloo's works of one op, waited in issue order; marks the group broken when one fails, so the
+  // destructor does not wait on it.
   class Tracked final : public Pending {
    public:
-    Tracked(GlooCommunicator& owner, c10::intrusive_ptr<c10d::Work> work, std::chrono::milliseconds timeout)
-        : owner_(owner), work_(std::move(work)), timeout_(timeout) {}
+    Tracked(GlooCommunicator& owner, std::vector<c10::intrusive_ptr<c10d::Work>> works,
+            std::chrono::milliseconds timeout)
+        : owner_(owner), works_(std::move(works)), timeout_(timeout) {}
     void wait() override {
       try {
-        work_->wait(timeout_);
+        for (auto& work : works_) work->wait(timeout_);
       } catch (const std::exception& e) {
         owner_.broken_ = true;
         fail("Gloo collective failed: {}", first_line(e));
@@ -59,7 +66,7 @@ class GlooCommunicator final : public Communicator {
 
    private:
     GlooCommunicator& owner_;
-    c10::intrusive_ptr<c10d::Work> work_;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works_;
     std::chrono::milliseconds timeout_;
   };
 

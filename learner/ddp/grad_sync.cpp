@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -37,6 +38,7 @@ struct GradSync::State {
   at::Tensor grads;                       // float32 [numel + 1]; the last element is the stop vote
   at::Tensor flat_bytes;                  // the model's flat parameters and buffers (uint8)
   at::Tensor buffers;                     // uint8 view of its buffers' region, or undefined
+  bool launch_from_hooks = true;          // false where the caller runs ops: nothing would overlap them
   std::size_t next_launch = 0;            // buckets launch in order: the first not yet launched
   float vote = 0.0f;
   Clock::time_point first_launch{};
@@ -45,16 +47,20 @@ struct GradSync::State {
 
   void ready(std::size_t param) {
     Bucket& b = buckets[bucket_of[param]];
-    if (b.pending > 0 && --b.pending == 0) launch_ready();
+    if (b.pending > 0 && --b.pending == 0 && launch_from_hooks) launch_ready();
   }
   void launch_ready(bool all = false) {
     while (next_launch < buckets.size() && (all || buckets[next_launch].pending == 0)) {
       Bucket& b = buckets[next_launch];
-      if (next_launch == 0) first_launch = Clock::now();
-      b.view.mul_(1.0 / world);  // the average, fused into one pass over the bucket
-      if (next_launch == 0) grads[grads.numel() - 1].fill_(vote);  // after the scaling: a 0/1 count
+      if (next_launch == 0) {
+        first_launch = Clock::now();
+        grads[grads.numel() - 1].fill_(vote);  // averaged with the rest: > 0 where any rank voted
+      }
+      // The last bucket carries rank 0's buffers: forward has written them for this step and
+      // nothing touches them again before the next forward, which runs after finish().
+      const bool last = next_launch + 1 == buckets.size();
       const auto issue = Clock::now();
-      b.work = comm->all_reduce_sum(b.view);
+      b.work = comm->all_reduce_sum(b.view, 1.0 / world, last ? buffers : at::Tensor());
       issuing_s += std::chrono::duration<double>(Clock::now() - issue).count();
       ++next_launch;
     }
@@ -131,6 +137,7 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   s.world = rank.world_size;
   s.params = std::move(params);
   if (s.params.empty()) fail("data-parallel training: the model has no trainable parameter to synchronise");
+  s.launch_from_hooks = !comm.runs_ops_on_caller();
   const at::Device device = s.params[0].device();
   std::int64_t numel = 0;
   for (const at::Tensor& p : s.params) {
@@ -154,7 +161,10 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   }
 
   // Buckets, walking the parameters backwards.
+  // Where nothing overlaps an op, one bucket: every bucket boundary would be one more point where
+  // each rank waits for the slowest.
   const auto limit = [&](bool first) {
+    if (!s.launch_from_hooks) return std::numeric_limits<std::int64_t>::max();
     return static_cast<std::int64_t>((first ? options.bucket_first_mb : options.bucket_mb) * 1024 * 1024 / 4);
   };
   s.bucket_of.assign(s.params.size(), 0);
@@ -247,7 +257,6 @@ void GradSync::finish(std::int64_t step) {
       b.work.reset();
     }
     times_.allreduce_s = std::chrono::duration<double>(Clock::now() - s.first_launch).count();
-    if (s.buffers.defined()) s.comm->broadcast(s.buffers, 0);
   } catch (const UserError& e) {
     local_->watchdog->disarm();
     s.comm->abort();
@@ -261,7 +270,7 @@ void GradSync::finish(std::int64_t step) {
   times_.exposed_s = issued_during_backward_s + std::chrono::duration<double>(Clock::now() - backward_done).count();
   s.issuing_s = 0;
   at::Tensor vote = s.grads[s.grads.numel() - 1];
-  stop_agreed_ = vote.item<float>() > 0.5f;
+  stop_agreed_ = vote.item<float>() > 0.0f;
   vote.zero_();
   s.next_launch = 0;
   for (auto& b : s.buckets) b.pending = b.params.size();

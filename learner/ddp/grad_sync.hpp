@@ -12,14 +12,18 @@
 // learner.bucket_mb (a parameter larger than a bucket is a bucket of its own).
 // Hooks: a post-hook on each parameter's AccumulateGrad node (LibTorch 1.13 has no post-accumulate
 // hook on tensors; torch's reducer does the same) counts the bucket down; when a bucket's last
-// gradient has accumulated, that bucket and any ready ones after it are scaled by 1/world (the
-// average, one mul per bucket) and their all-reduce is launched, while backward goes on. Buckets are
-// launched strictly in bucket order, the same on every rank, which the backends need (comm.hpp).
-// finish() launches what backward did not reach (parameters unused this step), waits for every
-// bucket, then (models with buffers: BatchNorm's running statistics) broadcasts rank 0's buffers,
-// so the ranks' flat parameters AND buffers stay bitwise equal (docs/DATA_PARALLEL.md says why).
-// Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0; after finish() every rank sees the same
-// sum, so every rank stops after the same step at no extra collective.
+// gradient has accumulated, that bucket and any ready ones after it are launched as all-reduces with
+// the 1/world average fused in (comm.hpp), while backward goes on. Buckets are launched strictly in
+// bucket order, the same on every rank, which the backends need (comm.hpp). The last bucket carries
+// rank 0's buffers (BatchNorm's running statistics) to every rank, so the ranks' flat parameters AND
+// buffers stay bitwise equal (docs/DATA_PARALLEL.md says why). Where the communicator runs ops on
+// the issuing thread (comm.hpp runs_ops_on_caller), nothing could overlap an op: all gradients are
+// then one bucket, launched by finish(), one point a step where ranks wait for each other.
+// finish() launches what backward did not reach (parameters unused this step) and waits for every
+// bucket.
+// Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0, averaged with the gradients; after
+// finish() every rank sees the same value, > 0 where any rank voted, so every rank stops after the
+// same step at no extra collective.
 //
 // Threads: the training thread calls everything; the hooks run on the autograd thread that executes
 // backward for it (the same thread on CPU), never concurrently with those calls. A watchdog thread

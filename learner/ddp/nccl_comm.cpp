@@ -79,18 +79,16 @@ class NcclCommunicator final : public Communicator {
     if (!aborted_.load()) (void)ncclCommDestroy(comm_);
   }
 
-  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t) override {
+  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
+    if (scale != 1.0) t.mul_(scale);  // on the compute stream, which launch() fences the op behind
     return std::make_unique<NcclPending>(launch("all-reduce", [&](cudaStream_t s) {
       TANDEM_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t),
                                       ncclSum, comm_, s));
+      if (rank0_bytes.defined()) enqueue_broadcast(rank0_bytes, 0, s);
     }), device_);
   }
   void broadcast(const at::Tensor& t, int root) override {
-    const bool bytes = nccl_type(t) == ncclUint8;
-    const size_t count = bytes ? t.nbytes() : static_cast<size_t>(t.numel());
-    NcclPending(launch("broadcast", [&](cudaStream_t s) {
-      TANDEM_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), count, nccl_type(t), root, comm_, s));
-    }), device_).wait();
+    NcclPending(launch("broadcast", [&](cudaStream_t s) { enqueue_broadcast(t, root, s); }), device_).wait();
   }
   void abort() override {
     if (!aborted_.exchange(true)) (void)ncclCommAbort(comm_);
@@ -98,6 +96,12 @@ class NcclCommunicator final : public Communicator {
   const char* backend() const override { return "nccl"; }
 
  private:
+  void enqueue_broadcast(const at::Tensor& t, int root, cudaStream_t s) {
+    const bool bytes = nccl_type(t) == ncclUint8;
+    const size_t count = bytes ? t.nbytes() : static_cast<size_t>(t.numel());
+    TANDEM_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), count, nccl_type(t), root, comm_, s));
+  }
+
   template <class F>
   cuda::Event launch(const char* what, F&& enqueue) {
     cuda::Event ready = cuda::Event::create(), done = cuda::Event::create();

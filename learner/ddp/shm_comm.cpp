@@ -26,8 +26,10 @@ namespace {
 constexpr const char* kGroupKey = "node_reduce_group";
 
 struct Op {
-  at::Tensor tensor;  // keeps the memory alive until the op is done
-  bool sum = true;    // all-reduce sum, else broadcast from `root`
+  at::Tensor tensor;       // keeps the memory alive until the op is done
+  bool sum = true;         // all-reduce sum (x scale, then rank 0's `rank0_bytes`), else broadcast from `root`
+  float scale = 1.0f;
+  at::Tensor rank0_bytes;  // undefined: none
   int root = 0;
   bool done = false;
   shm::NodeGroup::Outcome outcome;
@@ -49,21 +51,30 @@ class ShmCommunicator final : public Communicator {
     worker_.join();
   }
 
-  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t) override {
+  std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
     if (!t.device().is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous())
       fail("the node's shared-memory all-reduce sums contiguous float32 CPU tensors, not {} on {}",
            c10::toString(t.scalar_type()), t.device().str());
-    return std::make_unique<ShmPending>(*this, issue(t, /*sum=*/true, 0));
+    if (rank0_bytes.defined()) require_cpu_contiguous(rank0_bytes);
+    auto op = std::make_shared<Op>();
+    op->tensor = t;
+    op->scale = static_cast<float>(scale);
+    op->rank0_bytes = rank0_bytes;
+    return std::make_unique<ShmPending>(*this, issue(std::move(op)));
   }
   void broadcast(const at::Tensor& t, int root) override {
-    if (!t.device().is_cpu() || !t.is_contiguous())
-      fail("the node's shared-memory broadcast moves contiguous CPU tensors, not one on {}", t.device().str());
-    ShmPending(*this, issue(t, /*sum=*/false, root)).wait();
+    require_cpu_contiguous(t);
+    auto op = std::make_shared<Op>();
+    op->tensor = t;
+    op->sum = false;
+    op->root = root;
+    ShmPending(*this, issue(std::move(op))).wait();
   }
   void abort() override { group_.abort(); }
   const char* backend() const override {
     return worker_.joinable() ? "shared memory (a worker thread per rank)" : "shared memory (run by the training thread)";
   }
+  bool runs_ops_on_caller() const override { return !worker_.joinable(); }
 
  private:
   class ShmPending final : public Pending {
@@ -80,11 +91,12 @@ class ShmCommunicator final : public Communicator {
     std::shared_ptr<Op> op_;
   };
 
-  std::shared_ptr<Op> issue(const at::Tensor& t, bool sum, int root) {
-    auto shared = std::make_shared<Op>();
-    shared->tensor = t;
-    shared->sum = sum;
-    shared->root = root;
+  static void require_cpu_contiguous(const at::Tensor& t) {
+    if (!t.device().is_cpu() || !t.is_contiguous())
+      fail("the node's shared-memory broadcast moves contiguous CPU tensors, not one on {}", t.device().str());
+  }
+
+  std::shared_ptr<Op> issue(std::shared_ptr<Op> shared) {
     if (!worker_.joinable()) {  // the caller runs it
       shared->outcome = execute(*shared);
       shared->done = true;
@@ -120,8 +132,10 @@ class ShmCommunicator final : public Communicator {
 
   shm::NodeGroup::Outcome execute(const Op& op) {
     const at::Tensor& t = op.tensor;
-    return op.sum ? group_.all_reduce_sum(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), timeout_)
-                  : group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
+    if (!op.sum) return group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
+    shm::RidingBroadcast then;
+    if (op.rank0_bytes.defined()) then = {op.rank0_bytes.data_ptr(), op.rank0_bytes.nbytes(), 0};
+    return group_.all_reduce_sum(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), op.scale, timeout_, then);
   }
 
   shm::NodeGroup group_;

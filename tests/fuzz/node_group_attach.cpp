@@ -18,7 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     shm::NodeGroup group = shm::NodeGroup::attach(name, 1, 2);
     if (group.join(milliseconds(0))) {
       float values[3000] = {};
-      if (group.all_reduce_sum(values, 3000, milliseconds(0))) (void)group.broadcast(values, sizeof values, 0, milliseconds(0));
+      std::uint8_t riding[100] = {};
+      if (group.all_reduce_sum(values, 3000, 0.5f, milliseconds(0), {riding, sizeof riding, 0}))
+        (void)group.broadcast(values, sizeof values, 0, milliseconds(0));
     }
   } catch (const UserError&) {
   }
