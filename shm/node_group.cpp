@@ -21,8 +21,11 @@ constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
 constexpr int kSpins = 256;  // ~10 us: a peer that is about to arrive costs no futex round trip
 
 std::uint64_t data_offset(int world) { return align_up(kLanesOffset + sizeof(RankLane) * world, 4096); }
-std::uint64_t payload_bytes(int world, std::size_t chunk) {
-  return data_offset(world) + (2 * static_cast<std::uint64_t>(world) + 2) * chunk;
+std::uint64_t slots_offset(int world, std::size_t chunk) {
+  return align_up(data_offset(world) + (2 * static_cast<std::uint64_t>(world) + 2) * chunk, 4096);
+}
+std::uint64_t payload_bytes(int world, std::size_t chunk, std::size_t slot_bytes) {
+  return slots_offset(world, chunk) + static_cast<std::uint64_t>(world) * slot_bytes;
 }
 
 // Shared futex (no FUTEX_PRIVATE_FLAG): the waiters are other processes.
@@ -54,6 +57,25 @@ void copy_scaled(std::byte* dst, const float* __restrict src, std::size_t n, flo
   for (std::size_t i = 0; i < n; ++i) out[i] = src[i] * scale;
 }
 
+
+// Every slot's [0, n) = the sum over ranks of slot_r[i] x scale, in rank order; in place, so each
+// element is read from every slot before it is written to any.
+void sum_into_all(float* const* slots, int world, std::size_t n, float scale) {
+  constexpr std::size_t kBlock = 1024;  // 4 KiB: the partial sums stay in L1 between the passes
+  float sum[kBlock];
+  for (std::size_t at = 0; at < n; at += kBlock) {
+    const std::size_t m = std::min(kBlock, n - at);
+    const float* __restrict a = slots[0] + at;
+    const float* __restrict b = slots[1] + at;
+    for (std::size_t i = 0; i < m; ++i) sum[i] = a[i] * scale + b[i] * scale;
+    for (int r = 2; r < world; ++r) {
+      const float* __restrict c = slots[r] + at;
+      for (std::size_t i = 0; i < m; ++i) sum[i] += c[i] * scale;
+    }
+    for (int r = 0; r < world; ++r) std::memcpy(slots[r] + at, sum, m * sizeof(float));
+  }
+}
+
 // out[i] = sum over ranks of in_r[i], in rank order.
 void sum_rows(float* __restrict out, const float* const* rows, int world, std::size_t n) {
   const float* __restrict a = rows[0];
@@ -77,10 +99,12 @@ std::string NodeGroup::Outcome::describe() const {
   return "unknown";
 }
 
-NodeGroup::NodeGroup(Segment segment, int rank) : segment_(std::move(segment)), rank_(rank) {
-  const auto& d = segment_.descriptor_as<ReduceDescriptor>();
+NodeGroup::NodeGroup(Segment segment, int rank)
+    : segment_(std::make_shared<Segment>(std::move(segment))), rank_(rank) {
+  const auto& d = segment_->descriptor_as<ReduceDescriptor>();
   world_ = static_cast<int>(d.world);
   chunk_ = d.chunk_bytes;
+  slot_bytes_ = d.slot_bytes;
   RankLane& me = lane(rank_);
   const auto self = process_identity(static_cast<std::uint32_t>(::getpid()));
   me.start_ticks.store(self ? self->start_ticks : 0);
@@ -90,20 +114,23 @@ NodeGroup::NodeGroup(Segment segment, int rank) : segment_(std::move(segment)), 
          none);
 }
 
-NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_bytes) {
+NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_bytes, std::size_t slot_floats) {
   if (world < 2 || world > kReduceMaxWorld)
     fail("a node reduce group needs 2..{} ranks on the node, not {}: use Gloo (learner.cpu_collectives = \"gloo\")",
          kReduceMaxWorld, world);
   chunk_bytes = align_up(std::max<std::size_t>(chunk_bytes, 64), 64);
+  const std::size_t slot_bytes = align_up(slot_floats * sizeof(float), 64);
   // The pid makes the name this process's alone: an object under it is a dead process's leftover.
-  const std::string name = job_segment_name(job, fmt::format("reduce-{}", ::getpid()));
+  const std::string name =
+      job_segment_name(job, fmt::format("reduce-{}{}", ::getpid(), slot_floats > 0 ? "-slots" : ""));
   Segment::unlink(name);
-  Segment seg = Segment::create(name, Kind::reduce, kReduceLayoutVersion, payload_bytes(world, chunk_bytes),
+  Segment seg = Segment::create(name, Kind::reduce, kReduceLayoutVersion, payload_bytes(world, chunk_bytes, slot_bytes),
                                 "another rank 0 of this job is running on the node: stop it first");
   auto& d = seg.descriptor_as<ReduceDescriptor>();
   d.world = static_cast<std::uint32_t>(world);
   d.chunk_bytes = chunk_bytes;
   d.data_offset = data_offset(world);
+  d.slot_bytes = slot_bytes;
   seg.mark_ready();
   return NodeGroup(std::move(seg), 0);
 }
@@ -114,29 +141,34 @@ NodeGroup NodeGroup::attach(const std::string& name, int rank, int world) {
   const auto& d = seg.descriptor_as<ReduceDescriptor>();
   if (static_cast<int>(d.world) != world || rank <= 0 || rank >= world)
     fail("node reduce group '/{}' is for {} ranks, but this is rank {} of {}: {}", name, d.world, rank, world, fix);
-  // chunk_bytes first: bounded by the mapping, the size computed from it cannot overflow.
+  // chunk_bytes and slot_bytes first: bounded by the mapping, the size computed from them cannot overflow.
   if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.chunk_bytes > seg.payload_size() ||
-      d.data_offset != data_offset(world) || payload_bytes(world, d.chunk_bytes) > seg.payload_size())
-    fail("node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, payload {} bytes): {}", name,
-         d.chunk_bytes, d.data_offset, seg.payload_size(), fix);
+      d.slot_bytes % 64 != 0 || d.slot_bytes > seg.payload_size() || d.data_offset != data_offset(world) ||
+      payload_bytes(world, d.chunk_bytes, d.slot_bytes) > seg.payload_size())
+    fail("node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, slots {} bytes, payload {} "
+         "bytes): {}", name, d.chunk_bytes, d.data_offset, d.slot_bytes, seg.payload_size(), fix);
   return NodeGroup(std::move(seg), rank);
 }
 
-ReduceControl& NodeGroup::control() const { return *reinterpret_cast<ReduceControl*>(segment_.payload()); }
+ReduceControl& NodeGroup::control() const { return *reinterpret_cast<ReduceControl*>(segment_->payload()); }
 RankLane& NodeGroup::lane(int rank) const {
-  return reinterpret_cast<RankLane*>(segment_.payload() + kLanesOffset)[rank];
+  return reinterpret_cast<RankLane*>(segment_->payload() + kLanesOffset)[rank];
 }
 std::byte* NodeGroup::in(std::uint64_t round, int rank) const {
-  return segment_.payload() + data_offset(world_) + ((round & 1) * world_ + rank) * chunk_;
+  return segment_->payload() + data_offset(world_) + ((round & 1) * world_ + rank) * chunk_;
 }
 std::byte* NodeGroup::out(std::uint64_t round) const {
-  return segment_.payload() + data_offset(world_) + (2 * world_ + (round & 1)) * chunk_;
+  return segment_->payload() + data_offset(world_) + (2 * world_ + (round & 1)) * chunk_;
+}
+float* NodeGroup::slot(int rank) const {
+  if (slot_bytes_ == 0) return nullptr;
+  return reinterpret_cast<float*>(segment_->payload() + slots_offset(world_, chunk_) + rank * slot_bytes_);
 }
 
 NodeGroup::Outcome NodeGroup::join(std::chrono::milliseconds timeout) {
   Outcome o = barrier(Clock::now() + timeout);
   // Every rank has mapped it (or the group failed): the name is no longer needed by anyone.
-  if (rank_ == 0) segment_.unlink_now();
+  if (rank_ == 0) segment_->unlink_now();
   return o;
 }
 
@@ -179,6 +211,29 @@ NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, flo
   return {};
 }
 
+NodeGroup::Outcome NodeGroup::all_reduce_slots(std::size_t offset, std::size_t count, float scale,
+                                                std::chrono::milliseconds timeout, RidingBroadcast then) {
+  if (offset > slot_floats() || count > slot_floats() - offset)
+    fail("node reduce group '/{}': summing slot floats [{}, {}) but a slot holds {}", name(), offset, offset + count,
+         slot_floats());
+  if (then.bytes > 0) check_root(then.root);
+  const auto deadline = Clock::now() + timeout;
+  // The riding bytes go through the root's in[p] of this round when they fit (the two barriers
+  // fence them as they fence a broadcast round), else in broadcast rounds of their own after.
+  const bool carries = then.bytes > 0 && then.bytes <= chunk_;
+  if (carries && rank_ == then.root) std::memcpy(in(rounds_, rank_), then.data, then.bytes);
+  if (Outcome o = barrier(deadline); !o) return o;
+  float* share[kReduceMaxWorld];
+  const std::size_t lo = offset + count * rank_ / world_, hi = offset + count * (rank_ + 1) / world_;
+  for (int r = 0; r < world_; ++r) share[r] = slot(r) + lo;
+  sum_into_all(share, world_, hi - lo, scale);
+  if (carries && rank_ != then.root) std::memcpy(then.data, in(rounds_, then.root), then.bytes);
+  if (Outcome o = barrier(deadline); !o) return o;
+  ++rounds_;
+  if (then.bytes > 0 && !carries) return broadcast_until(then.data, then.bytes, then.root, deadline);
+  return {};
+}
+
 NodeGroup::Outcome NodeGroup::broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout) {
   check_root(root);
   return broadcast_until(data, bytes, root, Clock::now() + timeout);
@@ -202,7 +257,7 @@ NodeGroup::Outcome NodeGroup::broadcast_until(void* data, std::size_t bytes, int
 }
 
 void NodeGroup::abort() {
-  if (!segment_.base()) return;
+  if (!segment_ || !segment_->base()) return;
   std::uint32_t none = 0;
   control().aborted_by.compare_exchange_strong(none, static_cast<std::uint32_t>(rank_ + 1));
   control().bell.fetch_add(1);

@@ -14,6 +14,7 @@
 //   [0, 64)                  ReduceControl: `bell` (the futex every waiter sleeps on), `aborted_by`
 //   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached)
 //   data_offset:             in[2][world][chunk_bytes], then out[2][chunk_bytes]
+//   slots (rounded to 4096): slot[world][slot_bytes], where the group was made with slots
 // A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
 // r & 1. All-reduce round: each rank copies its part (x scale) into in[p][rank]; barrier; each rank
 // sums its 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each
@@ -23,6 +24,10 @@
 // broadcast that rides with an all-reduce goes behind the root's part in its last round (at the
 // part's end rounded up to 64 bytes), copied out by the others after that round's first barrier:
 // one round, one sync point, for a step's gradients and BatchNorm buffers together.
+// Slots round (all_reduce_slots): the gradients already live in the slots, so there is nothing to copy
+// in: barrier; each rank sums its 1/world share over slot[0..world) in rank order (x scale) and writes
+// it into every slot; barrier. A rank touches its own slot outside a slots round only (backward, the
+// optimizer), and a peer's only inside one, between the two barriers, when that rank is in it too.
 // Every element of a sum is computed once, by one rank, and copied by all (or, with two ranks, by
 // both the same way): the ranks' results are bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
 // barrier of round r + 1, which no rank reaches before it has finished reading round r.
@@ -43,6 +48,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -60,8 +66,9 @@ struct ReduceDescriptor {      // at byte 64
   std::uint32_t reserved;
   std::uint64_t chunk_bytes;   // per rank and round, a multiple of 64
   std::uint64_t data_offset;   // payload offset of in[0][0]
+  std::uint64_t slot_bytes;    // per rank, a multiple of 64; 0: no slots
 };
-static_assert(std::is_standard_layout_v<ReduceDescriptor> && sizeof(ReduceDescriptor) == 24);
+static_assert(std::is_standard_layout_v<ReduceDescriptor> && sizeof(ReduceDescriptor) == 32);
 
 struct ReduceControl {                     // payload byte 0
   std::atomic<std::uint32_t> bell;         // +1 on every arrival and abort: the futex word
@@ -99,7 +106,10 @@ class NodeGroup {
   };
 
   // Rank 0. `job` names the segment; UserError when /dev/shm lacks room (naming the size and the fix).
-  static NodeGroup create(std::string_view job, int world, std::size_t chunk_bytes = kReduceChunkBytes);
+  // `slot_floats` > 0: each rank also gets a slot of that many floats in the segment (slot()), which
+  // all_reduce_slots sums in place; the name then ends in "-slots".
+  static NodeGroup create(std::string_view job, int world, std::size_t chunk_bytes = kReduceChunkBytes,
+                          std::size_t slot_floats = 0);
   // Ranks 1..world-1, with the name rank 0 handed out. UserError if it is not a group of `world`
   // ranks, or `rank` already attached.
   static NodeGroup attach(const std::string& name, int rank, int world);
@@ -114,11 +124,23 @@ class NodeGroup {
   // the sum's last round where they fit (no barrier of their own), else in rounds of their own.
   [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, float scale, std::chrono::milliseconds timeout,
                                        RidingBroadcast then = {});
+  // Sums every rank's slot floats [offset, offset + count), each x `scale`, in place: afterwards each
+  // slot holds the sum there. Rank r sums the r-th 1/world share over the slots in rank order and
+  // writes it into every slot, between two barriers: no copy in or out. Then `then`, as above. A range
+  // outside the slots is a UserError.
+  [[nodiscard]] Outcome all_reduce_slots(std::size_t offset, std::size_t count, float scale,
+                                         std::chrono::milliseconds timeout, RidingBroadcast then = {});
   // `root`'s `bytes` into every rank's `data` (a `root` that is not a rank is a UserError).
   [[nodiscard]] Outcome broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout);
   void abort();
 
-  const std::string& name() const { return segment_.name(); }
+  // Rank `rank`'s slot (nullptr without slots), and what keeps the mapping alive: memory handed out
+  // from a slot (a tensor over it) holds this, so it stays mapped after the group is gone.
+  float* slot(int rank) const;
+  std::size_t slot_floats() const { return slot_bytes_ / sizeof(float); }
+  std::shared_ptr<const void> mapping() const { return segment_; }
+
+  const std::string& name() const { return segment_->name(); }
   int rank() const { return rank_; }
   int world() const { return world_; }
 
@@ -136,9 +158,9 @@ class NodeGroup {
   std::byte* in(std::uint64_t round, int rank) const;
   std::byte* out(std::uint64_t round) const;
 
-  Segment segment_;
+  std::shared_ptr<Segment> segment_;  // shared with memory handed out from the slots
   int rank_ = 0, world_ = 0;
-  std::size_t chunk_ = 0;
+  std::size_t chunk_ = 0, slot_bytes_ = 0;
   std::uint64_t barriers_ = 0;  // barriers this rank has reached
   std::uint64_t rounds_ = 0;    // rounds done: the next round's parity
   Outcome broken_;              // the first failure; every later call returns it

@@ -58,6 +58,11 @@ class Communicator {
   // on its own timeout or through the watchdog, so this only marks the communicator broken).
   virtual void abort() = 0;
   virtual const char* backend() const = 0;  // for the log: what carries the collectives
+  // A zeroed float32 buffer of `numel` elements on `device` for the gradients this communicator will
+  // reduce. A collective: every rank calls it once, with the same numel, before any op on it. shm
+  // hands out the rank's slot in the node's shared memory, which the all-reduce then sums in place
+  // with no copy in or out; the others, ordinary memory.
+  virtual at::Tensor gradient_buffer(std::int64_t numel, at::Device device);
   // True where each op runs on the thread that issues it (shm with learner.shm_progress = caller):
   // nothing can overlap an op, so GradSync issues a step's gradients as one op after backward.
   virtual bool runs_ops_on_caller() const { return false; }

@@ -147,7 +147,7 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
     numel += p.numel();
   }
   torch::NoGradGuard no_grad;
-  s.grads = torch::zeros({numel + 1}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  s.grads = comm.gradient_buffer(numel + 1, device);
 
   std::vector<std::int64_t> offset(s.params.size());
   std::int64_t at = 0;

@@ -7,7 +7,8 @@
 //
 // Layout: every trainable parameter's .grad is a view into ONE float32 buffer, packed densely in
 // registration order (so the optimizer's fused flat update still applies), plus one trailing element:
-// the stop vote. Buckets are contiguous ranges of that buffer in REVERSE registration order -- the
+// the stop vote. The communicator provides the buffer (comm.hpp gradient_buffer: with shm, this
+// rank's slot in the node's shared memory, reduced in place). Buckets are contiguous ranges of that buffer in REVERSE registration order -- the
 // last layers' gradients are ready first in backward -- the first learner.bucket_first_mb, the rest
 // learner.bucket_mb (a parameter larger than a bucket is a bucket of its own).
 // Hooks: a post-hook on each parameter's AccumulateGrad node (LibTorch 1.13 has no post-accumulate

@@ -8,8 +8,10 @@
 //     hand-offs (a futex wake and a context switch each) per op: on 2 cores with 2 ranks this mode
 //     made the cnn's step 0.4 ms (4 %) shorter (docs/BENCHMARKS.md).
 #include <c10/core/ScalarType.h>
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -27,6 +29,7 @@ constexpr const char* kGroupKey = "node_reduce_group";
 
 struct Op {
   at::Tensor tensor;       // keeps the memory alive until the op is done
+  bool in_slot = false;    // `tensor` lies in this rank's slot of the group: summed in place
   bool sum = true;         // all-reduce sum (x scale, then rank 0's `rank0_bytes`), else broadcast from `root`
   float scale = 1.0f;
   at::Tensor rank0_bytes;  // undefined: none
@@ -37,8 +40,9 @@ struct Op {
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(shm::NodeGroup group, std::chrono::milliseconds timeout, bool caller_runs_ops)
-      : group_(std::move(group)), timeout_(timeout) {
+  ShmCommunicator(shm::NodeGroup group, std::string_view job, std::chrono::milliseconds join_timeout,
+                  std::chrono::milliseconds timeout, bool caller_runs_ops)
+      : group_(std::move(group)), job_(job), join_timeout_(join_timeout), timeout_(timeout) {
     if (!caller_runs_ops) worker_ = std::thread([this] { run(); });
   }
   ~ShmCommunicator() override {
@@ -58,6 +62,7 @@ class ShmCommunicator final : public Communicator {
     if (rank0_bytes.defined()) require_cpu_contiguous(rank0_bytes);
     auto op = std::make_shared<Op>();
     op->tensor = t;
+    op->in_slot = in_own_slot(t);
     op->scale = static_cast<float>(scale);
     op->rank0_bytes = rank0_bytes;
     return std::make_unique<ShmPending>(*this, issue(std::move(op)));
@@ -76,6 +81,39 @@ class ShmCommunicator final : public Communicator {
   }
   bool runs_ops_on_caller() const override { return !worker_.joinable(); }
 
+  // The gradients move into a group of the same ranks with a slot per rank sized for them (a group's
+  // size is fixed when rank 0 creates it, before the model exists): rank 0 hands its name out
+  // through the current group, every rank joins, and it replaces the current one.
+  at::Tensor gradient_buffer(std::int64_t numel, at::Device device) override {
+    if (!device.is_cpu()) return Communicator::gradient_buffer(numel, device);
+    const int rank = group_.rank(), world = group_.world();
+    const auto floats = static_cast<std::size_t>(numel);
+    std::array<char, 256> name{};
+    shm::NodeGroup slotted;
+    if (rank == 0) {
+      slotted = shm::NodeGroup::create(job_, world, shm::kReduceChunkBytes, floats);
+      if (slotted.name().size() >= name.size())
+        fail("the node's reduce group name '{}' is longer than {} bytes: use a shorter job name", slotted.name(),
+             name.size() - 1);
+      slotted.name().copy(name.data(), name.size() - 1);
+    }
+    if (auto o = group_.broadcast(name.data(), name.size(), 0, join_timeout_); !o)
+      fail("rank {}: handing out the node's gradient slots failed: {}", rank, o.describe());
+    if (rank != 0) slotted = shm::NodeGroup::attach(name.data(), rank, world);
+    if (auto joined = slotted.join(join_timeout_); !joined)
+      fail("rank {}: the node's gradient slots did not form: {}", rank, joined.describe());
+    if (slotted.slot_floats() < floats)
+      fail("rank {}: the node's gradient slots hold {} floats, this rank needs {}: every rank must train the same "
+           "model", rank, slotted.slot_floats(), floats);
+    {
+      std::lock_guard lock(mutex_);  // the worker reads group_ for ops issued after this
+      group_ = std::move(slotted);
+    }
+    auto keep_mapped = group_.mapping();
+    return at::from_blob(group_.slot(rank), {numel}, [keep_mapped](void*) {},
+                         torch::TensorOptions().dtype(torch::kFloat32));
+  }
+
  private:
   class ShmPending final : public Pending {
    public:
@@ -90,6 +128,12 @@ class ShmCommunicator final : public Communicator {
     ShmCommunicator& owner_;
     std::shared_ptr<Op> op_;
   };
+
+  bool in_own_slot(const at::Tensor& t) const {
+    const float* slot = group_.slot(group_.rank());
+    const auto* p = static_cast<const float*>(t.data_ptr());
+    return slot && p >= slot && p + t.numel() <= slot + group_.slot_floats();
+  }
 
   static void require_cpu_contiguous(const at::Tensor& t) {
     if (!t.device().is_cpu() || !t.is_contiguous())
@@ -135,11 +179,17 @@ class ShmCommunicator final : public Communicator {
     if (!op.sum) return group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
     shm::RidingBroadcast then;
     if (op.rank0_bytes.defined()) then = {op.rank0_bytes.data_ptr(), op.rank0_bytes.nbytes(), 0};
-    return group_.all_reduce_sum(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), op.scale, timeout_, then);
+    const auto count = static_cast<std::size_t>(t.numel());
+    if (op.in_slot) {
+      const auto offset = static_cast<std::size_t>(t.data_ptr<float>() - group_.slot(group_.rank()));
+      return group_.all_reduce_slots(offset, count, op.scale, timeout_, then);
+    }
+    return group_.all_reduce_sum(t.data_ptr<float>(), count, op.scale, timeout_, then);
   }
 
   shm::NodeGroup group_;
-  std::chrono::milliseconds timeout_;
+  std::string job_;
+  std::chrono::milliseconds join_timeout_, timeout_;
   std::mutex mutex_;
   std::condition_variable work_, finished_;
   std::deque<std::shared_ptr<Op>> queue_;
@@ -170,7 +220,7 @@ std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store
   }
   if (auto joined = group.join(join_timeout); !joined)
     fail("rank {}: the node's shared-memory reduce group did not form: {}", rank.rank, joined.describe());
-  return std::make_unique<ShmCommunicator>(std::move(group), timeout, caller_runs_ops);
+  return std::make_unique<ShmCommunicator>(std::move(group), job, join_timeout, timeout, caller_runs_ops);
 }
 
 }  // namespace tandem::ddp
