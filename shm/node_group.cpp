@@ -18,7 +18,7 @@ namespace {
 
 constexpr std::size_t kLanesOffset = sizeof(ReduceControl);
 constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
-constexpr int kSpins = 256;  // ~10 us: a peer that is about to arrive costs no futex round trip
+constexpr auto kSpinFor = std::chrono::microseconds(200);
 
 std::uint64_t data_offset(int world) { return align_up(kLanesOffset + sizeof(RankLane) * world, 4096); }
 std::uint64_t slots_offset(int world, std::size_t chunk) {
@@ -289,18 +289,19 @@ bool NodeGroup::lane_exited(int rank) const {
 NodeGroup::Outcome NodeGroup::wait_for_all(std::uint64_t barrier, Clock::time_point deadline) {
   using Status = Outcome::Status;
   auto next_check = Clock::now();
-  for (int spin = 0;; ++spin) {
+  const auto spin_until = next_check + kSpinFor;
+  for (;;) {
     const std::uint32_t bell = control().bell.load();
     // A barrier every rank reached stands even if one aborted since: the abort fails the next one.
     const int behind = first_rank_behind(barrier);
     if (behind < 0) return {};
     if (const std::uint32_t by = control().aborted_by.load(); by != 0)
       return {Status::aborted, by <= static_cast<std::uint32_t>(world_) ? static_cast<int>(by) - 1 : -1};
-    if (spin < kSpins) {
-      cpu_relax();
+    const auto now = Clock::now();
+    if (now < spin_until) {
+      for (int i = 0; i < 16; ++i) cpu_relax();
       continue;
     }
-    const auto now = Clock::now();
     if (now >= next_check) {
       for (int r = 0; r < world_; ++r)
         if (lane(r).arrived.load() < barrier && lane_exited(r)) return {Status::peer_exited, r};
