@@ -25,7 +25,8 @@ std::uint64_t slots_offset(int world, std::size_t chunk) {
   return align_up(data_offset(world) + (2 * static_cast<std::uint64_t>(world) + 2) * chunk, 4096);
 }
 std::uint64_t payload_bytes(int world, std::size_t chunk, std::size_t slot_bytes) {
-  return slots_offset(world, chunk) + static_cast<std::uint64_t>(world) * slot_bytes;
+  if (slot_bytes == 0) return slots_offset(world, chunk);
+  return slots_offset(world, chunk) + 2 * static_cast<std::uint64_t>(chunk) + static_cast<std::uint64_t>(world) * slot_bytes;
 }
 
 // Shared futex (no FUTEX_PRIVATE_FLAG): the waiters are other processes.
@@ -57,24 +58,6 @@ void copy_scaled(std::byte* dst, const float* __restrict src, std::size_t n, flo
   for (std::size_t i = 0; i < n; ++i) out[i] = src[i] * scale;
 }
 
-
-// Every slot's [0, n) = the sum over ranks of slot_r[i] x scale, in rank order; in place, so each
-// element is read from every slot before it is written to any.
-void sum_into_all(float* const* slots, int world, std::size_t n, float scale) {
-  constexpr std::size_t kBlock = 1024;  // 4 KiB: the partial sums stay in L1 between the passes
-  float sum[kBlock];
-  for (std::size_t at = 0; at < n; at += kBlock) {
-    const std::size_t m = std::min(kBlock, n - at);
-    const float* __restrict a = slots[0] + at;
-    const float* __restrict b = slots[1] + at;
-    for (std::size_t i = 0; i < m; ++i) sum[i] = a[i] * scale + b[i] * scale;
-    for (int r = 2; r < world; ++r) {
-      const float* __restrict c = slots[r] + at;
-      for (std::size_t i = 0; i < m; ++i) sum[i] += c[i] * scale;
-    }
-    for (int r = 0; r < world; ++r) std::memcpy(slots[r] + at, sum, m * sizeof(float));
-  }
-}
 
 // out[i] = sum over ranks of in_r[i], in rank order.
 void sum_rows(float* __restrict out, const float* const* rows, int world, std::size_t n) {
@@ -160,9 +143,12 @@ std::byte* NodeGroup::in(std::uint64_t round, int rank) const {
 std::byte* NodeGroup::out(std::uint64_t round) const {
   return segment_->payload() + data_offset(world_) + (2 * world_ + (round & 1)) * chunk_;
 }
+std::byte* NodeGroup::rider(std::uint64_t parity) const {
+  return segment_->payload() + slots_offset(world_, chunk_) + (parity & 1) * chunk_;
+}
 float* NodeGroup::slot(int rank) const {
   if (slot_bytes_ == 0) return nullptr;
-  return reinterpret_cast<float*>(segment_->payload() + slots_offset(world_, chunk_) + rank * slot_bytes_);
+  return reinterpret_cast<float*>(segment_->payload() + slots_offset(world_, chunk_) + 2 * chunk_ + rank * slot_bytes_);
 }
 
 NodeGroup::Outcome NodeGroup::join(std::chrono::milliseconds timeout) {
@@ -211,29 +197,6 @@ NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, flo
   return {};
 }
 
-NodeGroup::Outcome NodeGroup::all_reduce_slots(std::size_t offset, std::size_t count, float scale,
-                                                std::chrono::milliseconds timeout, RidingBroadcast then) {
-  if (offset > slot_floats() || count > slot_floats() - offset)
-    fail("node reduce group '/{}': summing slot floats [{}, {}) but a slot holds {}", name(), offset, offset + count,
-         slot_floats());
-  if (then.bytes > 0) check_root(then.root);
-  const auto deadline = Clock::now() + timeout;
-  // The riding bytes go through the root's in[p] of this round when they fit (the two barriers
-  // fence them as they fence a broadcast round), else in broadcast rounds of their own after.
-  const bool carries = then.bytes > 0 && then.bytes <= chunk_;
-  if (carries && rank_ == then.root) std::memcpy(in(rounds_, rank_), then.data, then.bytes);
-  if (Outcome o = barrier(deadline); !o) return o;
-  float* share[kReduceMaxWorld];
-  const std::size_t lo = offset + count * rank_ / world_, hi = offset + count * (rank_ + 1) / world_;
-  for (int r = 0; r < world_; ++r) share[r] = slot(r) + lo;
-  sum_into_all(share, world_, hi - lo, scale);
-  if (carries && rank_ != then.root) std::memcpy(then.data, in(rounds_, then.root), then.bytes);
-  if (Outcome o = barrier(deadline); !o) return o;
-  ++rounds_;
-  if (then.bytes > 0 && !carries) return broadcast_until(then.data, then.bytes, then.root, deadline);
-  return {};
-}
-
 NodeGroup::Outcome NodeGroup::broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout) {
   check_root(root);
   return broadcast_until(data, bytes, root, Clock::now() + timeout);
@@ -264,12 +227,20 @@ void NodeGroup::abort() {
   futex_wake_all(control().bell);
 }
 
+void NodeGroup::ring() {
+  control().bell.fetch_add(1);
+  futex_wake_all(control().bell);
+}
+
 NodeGroup::Outcome NodeGroup::barrier(Clock::time_point deadline) {
   if (!broken_) return broken_;
   lane(rank_).arrived.store(++barriers_);
-  control().bell.fetch_add(1);
-  futex_wake_all(control().bell);
-  broken_ = wait_for_all(barriers_, deadline);
+  ring();
+  const std::uint64_t k = barriers_;
+  broken_ = wait_while([&]() -> std::optional<int> {
+    const int behind = first_rank_behind(k);
+    return behind < 0 ? std::nullopt : std::optional<int>(behind);
+  }, deadline);
   return broken_;
 }
 
@@ -286,15 +257,15 @@ bool NodeGroup::lane_exited(int rank) const {
   return !id || id->exited() || id->start_ticks != lane(rank).start_ticks.load();
 }
 
-NodeGroup::Outcome NodeGroup::wait_for_all(std::uint64_t barrier, Clock::time_point deadline) {
+NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>()>& holdup, Clock::time_point deadline) {
   using Status = Outcome::Status;
   auto next_check = Clock::now();
   const auto spin_until = next_check + kSpinFor;
   for (;;) {
     const std::uint32_t bell = control().bell.load();
-    // A barrier every rank reached stands even if one aborted since: the abort fails the next one.
-    const int behind = first_rank_behind(barrier);
-    if (behind < 0) return {};
+    // What every rank did stands even if one aborted since: the abort fails the next wait.
+    const std::optional<int> behind = holdup();
+    if (!behind) return {};
     if (const std::uint32_t by = control().aborted_by.load(); by != 0)
       return {Status::aborted, by <= static_cast<std::uint32_t>(world_) ? static_cast<int>(by) - 1 : -1};
     const auto now = Clock::now();
@@ -304,10 +275,10 @@ NodeGroup::Outcome NodeGroup::wait_for_all(std::uint64_t barrier, Clock::time_po
     }
     if (now >= next_check) {
       for (int r = 0; r < world_; ++r)
-        if (lane(r).arrived.load() < barrier && lane_exited(r)) return {Status::peer_exited, r};
+        if (r != rank_ && (*behind < 0 || r == *behind) && lane_exited(r)) return {Status::peer_exited, r};
       next_check = now + kLivenessSlice;
     }
-    if (now >= deadline) return {Status::timed_out, behind};
+    if (now >= deadline) return {Status::timed_out, *behind};
     futex_wait(control().bell, bell, std::min(deadline, next_check) - now);
   }
 }

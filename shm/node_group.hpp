@@ -14,7 +14,7 @@
 //   [0, 64)                  ReduceControl: `bell` (the futex every waiter sleeps on), `aborted_by`
 //   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached)
 //   data_offset:             in[2][world][chunk_bytes], then out[2][chunk_bytes]
-//   slots (rounded to 4096): slot[world][slot_bytes], where the group was made with slots
+//   slots (rounded to 4096): rider[2][chunk_bytes], slot[world][slot_bytes], where the group has slots
 // A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
 // r & 1. All-reduce round: each rank copies its part (x scale) into in[p][rank]; barrier; each rank
 // sums its 1/world share of the part over in[p][0..world) in rank order into out[p]; barrier; each
@@ -24,13 +24,17 @@
 // broadcast that rides with an all-reduce goes behind the root's part in its last round (at the
 // part's end rounded up to 64 bytes), copied out by the others after that round's first barrier:
 // one round, one sync point, for a step's gradients and BatchNorm buffers together.
-// Slots round (all_reduce_slots): the gradients already live in the slots, so there is nothing to copy
-// in: barrier; each rank sums its 1/world share over slot[0..world) in rank order (x scale) and writes
-// it into every slot; barrier. A rank touches its own slot outside a slots round only (backward, the
-// optimizer), and a peer's only inside one, between the two barriers, when that rank is in it too.
-// Every element of a sum is computed once, by one rank, and copied by all (or, with two ranks, by
-// both the same way): the ranks' results are bitwise equal. Two parities suffice: a rank writes round r + 2's buffers only after passing a
-// barrier of round r + 1, which no rank reaches before it has finished reading round r.
+// Slots op (start_slots/finish_slots): the gradients already live in the slots, so nothing is copied
+// in or out. Starting one publishes `slots_started` (the root first copies its riding bytes into
+// rider[parity]); its range is cut into pieces of kSlotPiece floats, numbered on from every earlier
+// op's. A rank in finish_slots takes the next piece (a CAS on `pieces_claimed`) while every rank has
+// started the op, sums it over slot[0..world) in rank order (x scale) and writes it into every slot,
+// then counts it in `pieces_summed`; the op is done when all its pieces are. So the rank that
+// finished backward first sums what the other has already handed over (the first buckets) while that
+// one is still in backward. A rank writes its own slot's range of an op only before starting it
+// (backward) and after finishing it (the optimizer, zeroing): peers touch it only in between.
+// Riders alternate between two buffers: the root rewrites one only two riding ops later, after every
+// rank started the op between, which each did after copying the first out.
 //
 // Barrier k: a rank stores `arrived` = k (seq_cst), increments `bell` and wakes the bell's sleepers
 // (FUTEX_WAKE on the shared mapping: C++20 atomic wait uses process-private futexes), then waits
@@ -48,7 +52,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -60,6 +66,7 @@ namespace tandem::shm {
 inline constexpr std::uint32_t kReduceLayoutVersion = 1;
 inline constexpr std::size_t kReduceChunkBytes = 1u << 20;  // per rank and round
 inline constexpr int kReduceMaxWorld = 60;                  // lanes fill the descriptor's page at most
+inline constexpr std::size_t kSlotPiece = 8192;              // floats a slots op hands out at a time
 
 struct ReduceDescriptor {      // at byte 64
   std::uint32_t world;         // ranks in the group
@@ -70,19 +77,23 @@ struct ReduceDescriptor {      // at byte 64
 };
 static_assert(std::is_standard_layout_v<ReduceDescriptor> && sizeof(ReduceDescriptor) == 32);
 
-struct ReduceControl {                     // payload byte 0
-  std::atomic<std::uint32_t> bell;         // +1 on every arrival and abort: the futex word
-  std::atomic<std::uint32_t> aborted_by;   // 0, or the first rank that aborted + 1
-  std::uint64_t reserved[7];
+struct ReduceControl {                        // payload byte 0
+  std::atomic<std::uint32_t> bell;            // +1 on every arrival, slots op start, finished slots op
+                                              // and abort: the futex word
+  std::atomic<std::uint32_t> aborted_by;      // 0, or the first rank that aborted + 1
+  std::atomic<std::uint64_t> pieces_claimed;  // slots-op pieces any rank has taken on, ever
+  std::atomic<std::uint64_t> pieces_summed;   // ... and summed
+  std::uint64_t reserved[5];
 };
 static_assert(std::is_standard_layout_v<ReduceControl> && sizeof(ReduceControl) == 64);
 
-struct RankLane {                          // payload byte 64 + 64 * rank
-  std::atomic<std::uint64_t> arrived;      // barriers this rank has reached (join is barrier 1)
-  std::atomic<std::uint32_t> pid;          // 0 until the rank attached
+struct RankLane {                            // payload byte 64 + 64 * rank
+  std::atomic<std::uint64_t> arrived;        // barriers this rank has reached (join is barrier 1)
+  std::atomic<std::uint32_t> pid;            // 0 until the rank attached
   std::uint32_t reserved0;
-  std::atomic<std::uint64_t> start_ticks;  // /proc/<pid>/stat field 22: tells a reused pid apart
-  std::uint64_t reserved[5];
+  std::atomic<std::uint64_t> start_ticks;    // /proc/<pid>/stat field 22: tells a reused pid apart
+  std::atomic<std::uint64_t> slots_started;  // slots ops this rank has started
+  std::uint64_t reserved[4];
 };
 static_assert(std::is_standard_layout_v<RankLane> && sizeof(RankLane) == 64);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
@@ -124,12 +135,28 @@ class NodeGroup {
   // the sum's last round where they fit (no barrier of their own), else in rounds of their own.
   [[nodiscard]] Outcome all_reduce_sum(float* data, std::size_t count, float scale, std::chrono::milliseconds timeout,
                                        RidingBroadcast then = {});
-  // Sums every rank's slot floats [offset, offset + count), each x `scale`, in place: afterwards each
-  // slot holds the sum there. Rank r sums the r-th 1/world share over the slots in rank order and
-  // writes it into every slot, between two barriers: no copy in or out. Then `then`, as above. A range
-  // outside the slots is a UserError.
-  [[nodiscard]] Outcome all_reduce_slots(std::size_t offset, std::size_t count, float scale,
-                                         std::chrono::milliseconds timeout, RidingBroadcast then = {});
+  // The in-place all-reduce of slot floats [offset, offset + count) (x `scale`), in two halves, so a
+  // rank hands its part over the moment it is final and whichever rank is idle sums it (work
+  // sharing; node_group_slots.cpp):
+  //   SlotsOp op = group.start_slots(offset, count, scale, then);  // never waits
+  //   ... more work, more ops started ...
+  //   group.finish_slots(op, timeout);  // sums pieces every rank has handed over, until all are summed
+  // Afterwards every rank's slot holds the sum there (summed in rank order, the same bits in every
+  // slot), and rank `then.root`'s `then.bytes` are in every rank's `then.data`. Ops start in the same
+  // order, with the same arguments, on every rank, and finish in the order started. A range outside
+  // the slots is a UserError.
+  struct SlotsOp {
+    std::uint64_t index = 0;        // slots ops started before it (the same on every rank)
+    std::uint64_t first_piece = 0;  // its pieces are [first_piece, first_piece + pieces) of the group's
+    std::uint64_t pieces = 0;
+    std::size_t offset = 0, count = 0;
+    float scale = 1.0f;
+    RidingBroadcast then;
+    bool rides = false;             // `then` goes through rider[parity] (it fits in a chunk)
+    std::uint64_t parity = 0;
+  };
+  SlotsOp start_slots(std::size_t offset, std::size_t count, float scale, RidingBroadcast then = {});
+  [[nodiscard]] Outcome finish_slots(const SlotsOp& op, std::chrono::milliseconds timeout);
   // `root`'s `bytes` into every rank's `data` (a `root` that is not a rank is a UserError).
   [[nodiscard]] Outcome broadcast(void* data, std::size_t bytes, int root, std::chrono::milliseconds timeout);
   void abort();
@@ -150,19 +177,25 @@ class NodeGroup {
   [[nodiscard]] Outcome broadcast_until(void* data, std::size_t bytes, int root, Clock::time_point deadline);
   [[nodiscard]] Outcome barrier(Clock::time_point deadline);
   void check_root(int root) const;
-  [[nodiscard]] Outcome wait_for_all(std::uint64_t barrier, Clock::time_point deadline);
+  // Waits until `holdup()` returns nullopt, else the rank that holds things up (-1: not known),
+  // failing when it (or, unknown, any peer) exited, a rank aborted, or the deadline passed.
+  [[nodiscard]] Outcome wait_while(const std::function<std::optional<int>()>& holdup, Clock::time_point deadline);
+  void ring();  // wakes every rank sleeping on the bell
+  void sum_piece(const SlotsOp& op, std::uint64_t piece);
   int first_rank_behind(std::uint64_t barrier) const;
   bool lane_exited(int rank) const;
   ReduceControl& control() const;
   RankLane& lane(int rank) const;
   std::byte* in(std::uint64_t round, int rank) const;
   std::byte* out(std::uint64_t round) const;
+  std::byte* rider(std::uint64_t parity) const;
 
   std::shared_ptr<Segment> segment_;  // shared with memory handed out from the slots
   int rank_ = 0, world_ = 0;
   std::size_t chunk_ = 0, slot_bytes_ = 0;
   std::uint64_t barriers_ = 0;  // barriers this rank has reached
   std::uint64_t rounds_ = 0;    // rounds done: the next round's parity
+  std::uint64_t slots_ops_ = 0, pieces_ = 0, riders_ = 0;  // slots ops, their pieces and riders started
   Outcome broken_;              // the first failure; every later call returns it
 };
 

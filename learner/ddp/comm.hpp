@@ -63,9 +63,6 @@ class Communicator {
   // hands out the rank's slot in the node's shared memory, which the all-reduce then sums in place
   // with no copy in or out; the others, ordinary memory.
   virtual at::Tensor gradient_buffer(std::int64_t numel, at::Device device);
-  // True where each op runs on the thread that issues it (shm with learner.shm_progress = caller):
-  // nothing can overlap an op, so GradSync issues a step's gradients as one op after backward.
-  virtual bool runs_ops_on_caller() const { return false; }
 };
 
 // The node's shared-memory group: rank 0 creates /tandem.<job>.reduce-<pid> and hands its name out

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
-#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -38,7 +37,6 @@ struct GradSync::State {
   at::Tensor grads;                       // float32 [numel + 1]; the last element is the stop vote
   at::Tensor flat_bytes;                  // the model's flat parameters and buffers (uint8)
   at::Tensor buffers;                     // uint8 view of its buffers' region, or undefined
-  bool launch_from_hooks = true;          // false where the caller runs ops: nothing would overlap them
   std::size_t next_launch = 0;            // buckets launch in order: the first not yet launched
   float vote = 0.0f;
   Clock::time_point first_launch{};
@@ -47,7 +45,7 @@ struct GradSync::State {
 
   void ready(std::size_t param) {
     Bucket& b = buckets[bucket_of[param]];
-    if (b.pending > 0 && --b.pending == 0 && launch_from_hooks) launch_ready();
+    if (b.pending > 0 && --b.pending == 0) launch_ready();
   }
   void launch_ready(bool all = false) {
     while (next_launch < buckets.size() && (all || buckets[next_launch].pending == 0)) {
@@ -137,7 +135,6 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   s.world = rank.world_size;
   s.params = std::move(params);
   if (s.params.empty()) fail("data-parallel training: the model has no trainable parameter to synchronise");
-  s.launch_from_hooks = !comm.runs_ops_on_caller();
   const at::Device device = s.params[0].device();
   std::int64_t numel = 0;
   for (const at::Tensor& p : s.params) {
@@ -161,10 +158,7 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   }
 
   // Buckets, walking the parameters backwards.
-  // Where nothing overlaps an op, one bucket: every bucket boundary would be one more point where
-  // each rank waits for the slowest.
   const auto limit = [&](bool first) {
-    if (!s.launch_from_hooks) return std::numeric_limits<std::int64_t>::max();
     return static_cast<std::int64_t>((first ? options.bucket_first_mb : options.bucket_mb) * 1024 * 1024 / 4);
   };
   s.bucket_of.assign(s.params.size(), 0);

@@ -17,9 +17,7 @@
 // the 1/world average fused in (comm.hpp), while backward goes on. Buckets are launched strictly in
 // bucket order, the same on every rank, which the backends need (comm.hpp). The last bucket carries
 // rank 0's buffers (BatchNorm's running statistics) to every rank, so the ranks' flat parameters AND
-// buffers stay bitwise equal (docs/DATA_PARALLEL.md says why). Where the communicator runs ops on
-// the issuing thread (comm.hpp runs_ops_on_caller), nothing could overlap an op: all gradients are
-// then one bucket, launched by finish(), one point a step where ranks wait for each other.
+// buffers stay bitwise equal (docs/DATA_PARALLEL.md says why).
 // finish() launches what backward did not reach (parameters unused this step) and waits for every
 // bucket.
 // Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0, averaged with the gradients; after

@@ -65,6 +65,11 @@ class ShmCommunicator final : public Communicator {
     op->in_slot = in_own_slot(t);
     op->scale = static_cast<float>(scale);
     op->rank0_bytes = rank0_bytes;
+    if (op->in_slot && !worker_.joinable()) {
+      // Handing the gradients over never waits: the caller sums, with its peers, in wait().
+      auto slots_op = group_.start_slots(slot_offset(t), static_cast<std::size_t>(t.numel()), op->scale, riding(*op));
+      return std::make_unique<SlotsPending>(*this, std::move(op), slots_op);
+    }
     return std::make_unique<ShmPending>(*this, issue(std::move(op)));
   }
   void broadcast(const at::Tensor& t, int root) override {
@@ -79,8 +84,6 @@ class ShmCommunicator final : public Communicator {
   const char* backend() const override {
     return worker_.joinable() ? "shared memory (a worker thread per rank)" : "shared memory (run by the training thread)";
   }
-  bool runs_ops_on_caller() const override { return !worker_.joinable(); }
-
   // The gradients move into a group of the same ranks with a slot per rank sized for them (a group's
   // size is fixed when rank 0 creates it, before the model exists): rank 0 hands its name out
   // through the current group, every rank joins, and it replaces the current one.
@@ -115,6 +118,22 @@ class ShmCommunicator final : public Communicator {
   }
 
  private:
+  // A slots op the caller started: wait() sums pieces until all are summed (node_group.hpp).
+  class SlotsPending final : public Pending {
+   public:
+    SlotsPending(ShmCommunicator& owner, std::shared_ptr<Op> op, shm::NodeGroup::SlotsOp slots_op)
+        : owner_(owner), op_(std::move(op)), slots_op_(slots_op) {}
+    void wait() override {
+      if (auto o = owner_.group_.finish_slots(slots_op_, owner_.timeout_); !o)
+        fail("shared-memory collective failed: {}", o.describe());
+    }
+
+   private:
+    ShmCommunicator& owner_;
+    std::shared_ptr<Op> op_;  // keeps the tensors alive
+    shm::NodeGroup::SlotsOp slots_op_;
+  };
+
   class ShmPending final : public Pending {
    public:
     ShmPending(ShmCommunicator& owner, std::shared_ptr<Op> op) : owner_(owner), op_(std::move(op)) {}
@@ -128,6 +147,14 @@ class ShmCommunicator final : public Communicator {
     ShmCommunicator& owner_;
     std::shared_ptr<Op> op_;
   };
+
+  std::size_t slot_offset(const at::Tensor& t) const {
+    return static_cast<std::size_t>(static_cast<const float*>(t.data_ptr()) - group_.slot(group_.rank()));
+  }
+  static shm::RidingBroadcast riding(const Op& op) {
+    if (!op.rank0_bytes.defined()) return {};
+    return {op.rank0_bytes.data_ptr(), op.rank0_bytes.nbytes(), 0};
+  }
 
   bool in_own_slot(const at::Tensor& t) const {
     const float* slot = group_.slot(group_.rank());
@@ -177,14 +204,9 @@ class ShmCommunicator final : public Communicator {
   shm::NodeGroup::Outcome execute(const Op& op) {
     const at::Tensor& t = op.tensor;
     if (!op.sum) return group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
-    shm::RidingBroadcast then;
-    if (op.rank0_bytes.defined()) then = {op.rank0_bytes.data_ptr(), op.rank0_bytes.nbytes(), 0};
     const auto count = static_cast<std::size_t>(t.numel());
-    if (op.in_slot) {
-      const auto offset = static_cast<std::size_t>(t.data_ptr<float>() - group_.slot(group_.rank()));
-      return group_.all_reduce_slots(offset, count, op.scale, timeout_, then);
-    }
-    return group_.all_reduce_sum(t.data_ptr<float>(), count, op.scale, timeout_, then);
+    if (op.in_slot) return group_.finish_slots(group_.start_slots(slot_offset(t), count, op.scale, riding(op)), timeout_);
+    return group_.all_reduce_sum(t.data_ptr<float>(), count, op.scale, timeout_, riding(op));
   }
 
   shm::NodeGroup group_;
