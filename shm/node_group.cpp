@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -271,6 +272,7 @@ NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>(
     const auto now = Clock::now();
     if (now < spin_until) {
       for (int i = 0; i < 16; ++i) cpu_relax();
+      ::sched_yield();  // where ranks outnumber cores, the rank this one waits for may need this core
       continue;
     }
     if (now >= next_check) {

@@ -1,7 +1,8 @@
 // NodeGroup: the data-parallel learner ranks of one node summing and broadcasting CPU buffers through
 // one shared-memory segment, /tandem.<job>.reduce-<pid of rank 0> (kind 6, docs/FORMAT.md "Node
 // reduce group"). An all-reduce here costs a copy in, a 1/N share of the sum and a copy out of
-// ordinary memory; Gloo between processes of one machine costs TCP loopback: kernel copies and
+// ordinary memory, and of memory that lives in the segment's slots only the sum, done by whichever
+// rank is idle; Gloo between processes of one machine costs TCP loopback: kernel copies and
 // thread wake-ups, ~7 ms of CPU per 0.83 MB step on two cores (docs/BENCHMARKS.md), which is why
 // CPU ranks of one node use this and ranks on several nodes keep Gloo (docs/DEPARTURES.md).
 //
@@ -11,8 +12,10 @@
 // rank. A creation or join that fails unlinks it too (rank 0's Segment owns the name until then).
 //
 // Payload (at the segment's payload offset):
-//   [0, 64)                  ReduceControl: `bell` (the futex every waiter sleeps on), `aborted_by`
-//   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached)
+//   [0, 64)                  ReduceControl: `bell` (the futex every waiter sleeps on), `aborted_by`,
+//                            the slots ops' piece counters
+//   [64, 64 + 64 * world)    one RankLane per rank: who it is, `arrived` (barriers it has reached),
+//                            `slots_started`
 //   data_offset:             in[2][world][chunk_bytes], then out[2][chunk_bytes]
 //   slots (rounded to 4096): rider[2][chunk_bytes], slot[world][slot_bytes], where the group has slots
 // A collective is cut into rounds of at most chunk_bytes per rank; round r uses the buffers of parity
@@ -38,9 +41,12 @@
 //
 // Barrier k: a rank stores `arrived` = k (seq_cst), increments `bell` and wakes the bell's sleepers
 // (FUTEX_WAKE on the shared mapping: C++20 atomic wait uses process-private futexes), then waits
-// until every lane's `arrived` >= k: a short spin, then FUTEX_WAIT on `bell` in slices of at most
+// until every lane's `arrived` >= k: a spin of up to 200 us (a peer that is about to arrive costs no
+// futex round trip, whose wake-up alone takes tens of us), then FUTEX_WAIT on `bell` in slices of at most
 // 100 ms, checking between slices whether a rank it waits for has exited (its pid and start time in
 // /proc, so a reused pid is not mistaken for it) or whether a rank aborted.
+//
+// Every wait (a slots op's too) works this way.
 //
 // Threads: one thread per rank calls join() and the collectives, in the same order on every rank;
 // abort() may be called from any thread, and makes this rank's and every peer's waits fail at once.

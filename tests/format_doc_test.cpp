@@ -308,12 +308,13 @@ TEST_CASE("FORMAT.md: the node reduce group tables match the structs") {
   const auto tables = parse_tables(read_doc());
   check_struct(tables, "ReduceDescriptor", sizeof(ReduceDescriptor),
                {MEMBER(ReduceDescriptor, world), MEMBER(ReduceDescriptor, reserved), MEMBER(ReduceDescriptor, chunk_bytes),
-                MEMBER(ReduceDescriptor, data_offset)});
+                MEMBER(ReduceDescriptor, data_offset), MEMBER(ReduceDescriptor, slot_bytes)});
   check_struct(tables, "ReduceControl", sizeof(ReduceControl),
-               {MEMBER(ReduceControl, bell), MEMBER(ReduceControl, aborted_by), MEMBER(ReduceControl, reserved)});
+               {MEMBER(ReduceControl, bell), MEMBER(ReduceControl, aborted_by), MEMBER(ReduceControl, pieces_claimed),
+                MEMBER(ReduceControl, pieces_summed), MEMBER(ReduceControl, reserved)});
   check_struct(tables, "RankLane", sizeof(RankLane),
                {MEMBER(RankLane, arrived), MEMBER(RankLane, pid), MEMBER(RankLane, reserved0),
-                MEMBER(RankLane, start_ticks), MEMBER(RankLane, reserved)});
+                MEMBER(RankLane, start_ticks), MEMBER(RankLane, slots_started), MEMBER(RankLane, reserved)});
   CHECK(read_doc().find(fmt::format("| {} | reduce |", static_cast<int>(Kind::reduce))) != std::string::npos);
 }
 

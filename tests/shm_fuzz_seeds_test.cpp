@@ -78,6 +78,11 @@ TEST_CASE("segment fuzz seeds: the valid node reduce group attaches as rank 1, e
       std::fill(std::begin(values), std::end(values), 1.0f);
       REQUIRE(group.all_reduce_sum(values, 3000, 1.0f, std::chrono::milliseconds(0)));
       CHECK(values[2999] == 1.0f);  // rank 0's part of the buffers is zero: the sum is ours
+      if (group.slot_floats() > 0) {  // rank 0 never started a slots op: ours waits for it, in vain
+        const auto op = group.start_slots(0, group.slot_floats(), 1.0f);
+        CHECK(group.finish_slots(op, std::chrono::milliseconds(0)).status ==
+              shm::NodeGroup::Outcome::Status::timed_out);
+      }
     }
   });
 }

@@ -62,6 +62,53 @@ int exchange(NodeGroup& group) {
   return 0;
 }
 
+// Slots ops on ranges that follow each other (none, one float, a piece less one, a piece, a piece and
+// a bit; kSlotTail floats after them stay out), all started before the first is finished: x 0.5 with
+// small riding bytes (through rider[]), then x 1 with riders larger than a chunk (in rounds).
+constexpr std::size_t kPiece = shm::kSlotPiece;
+const std::vector<std::size_t> kSlotCounts = {0, 1, kPiece - 1, kPiece, kPiece + 5};
+constexpr std::size_t kSlotTail = 7;
+constexpr std::size_t kSlotFloats = 3 * kPiece + 5 + kSlotTail;
+
+void fill_slot(NodeGroup& group) {
+  float* mine = group.slot(group.rank());
+  for (std::size_t i = 0; i < kSlotFloats; ++i) mine[i] = value_of(group.rank(), i);
+}
+
+// 0 if this rank's slot holds the sum x scale over the ranges and its own values after them.
+int check_slot(const NodeGroup& group, float scale) {
+  const std::vector<float> sum = expected_sum(group.world(), kSlotFloats, scale);
+  const float* mine = group.slot(group.rank());
+  for (std::size_t i = 0; i < kSlotFloats; ++i) {
+    const float want = i < kSlotFloats - kSlotTail ? sum[i] : value_of(group.rank(), i);
+    if (std::memcmp(&mine[i], &want, sizeof want) != 0) return 1;
+  }
+  return 0;
+}
+
+int slot_exchange(NodeGroup& group) {
+  const int root = group.world() - 1;
+  for (std::size_t rider_extra : {std::size_t{0}, kSmallChunk}) {
+    const float scale = rider_extra == 0 ? 0.5f : 1.0f;
+    fill_slot(group);
+    std::vector<std::vector<std::uint8_t>> riders;
+    std::vector<NodeGroup::SlotsOp> ops;
+    std::size_t offset = 0;
+    for (std::size_t count : kSlotCounts) {
+      riders.emplace_back(count % 13 + 1 + rider_extra, static_cast<std::uint8_t>(group.rank()));
+      ops.push_back(group.start_slots(offset, count, scale, {riders.back().data(), riders.back().size(), root}));
+      offset += count;
+    }
+    for (const auto& op : ops)
+      if (!group.finish_slots(op, 10s)) return 2;
+    if (check_slot(group, scale) != 0) return 3;
+    for (const auto& rider : riders)
+      for (auto b : rider)
+        if (b != root) return 4;
+  }
+  return 0;
+}
+
 NodeGroup join_as_child() {
   const auto& a = test::child_args();
   NodeGroup group = NodeGroup::attach(a.at(0), std::stoi(a.at(1)), std::stoi(a.at(2)));
@@ -110,6 +157,21 @@ TANDEM_CHILD("rank-that-aborts-after-join") {
   return 0;
 }
 
+TANDEM_CHILD("slot-exchanging-rank") {
+  NodeGroup group = join_as_child();
+  if (int failed = slot_exchange(group)) return failed;
+  return exchange(group);
+}
+
+TANDEM_CHILD("slot-rank-that-naps-before-finishing") {
+  NodeGroup group = join_as_child();
+  fill_slot(group);
+  const auto op = group.start_slots(0, kSlotFloats - kSlotTail, 1.0f);
+  std::this_thread::sleep_for(2s);
+  if (!group.finish_slots(op, 10s)) return 2;
+  return check_slot(group, 1.0f) == 0 ? 0 : 3;
+}
+
 TANDEM_CHILD("rank-that-sleeps-after-join") {
   (void)join_as_child();
   std::this_thread::sleep_for(20s);
@@ -129,6 +191,52 @@ TEST_CASE("node group: two and three ranks all-reduce and broadcast across many 
     CHECK(exchange(group) == 0);
     for (test::Child& peer : peers) CHECK(peer.wait() == 0);
   }
+}
+
+TEST_CASE("node group: two and three ranks sum their slots in place, several ops in flight, each slot exact" *
+          doctest::timeout(60)) {
+  for (int world : {2, 3}) {
+    CAPTURE(world);
+    NodeGroup group = NodeGroup::create(test::unique_name("reduce"), world, kSmallChunk, kSlotFloats);
+    REQUIRE(group.slot_floats() >= kSlotFloats);
+    std::vector<test::Child> peers;
+    for (int rank = 1; rank < world; ++rank) peers.push_back(spawn_rank("slot-exchanging-rank", group, rank));
+    REQUIRE(group.join(10s));
+    CHECK(slot_exchange(group) == 0);
+    CHECK(exchange(group) == 0);  // the rounds still work beside the slots
+    for (test::Child& peer : peers) CHECK(peer.wait() == 0);
+  }
+}
+
+TEST_CASE("node group: the rank that is idle sums every piece a late rank handed over, without waiting for it" *
+          doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk, kSlotFloats);
+  test::Child r1 = spawn_rank("slot-rank-that-naps-before-finishing", group, 1);
+  REQUIRE(group.join(10s));
+  fill_slot(group);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(group.finish_slots(group.start_slots(0, kSlotFloats - kSlotTail, 1.0f), 10s));
+  CHECK(std::chrono::steady_clock::now() - t0 < 1500ms);  // rank 1 naps 2 s before its finish
+  CHECK(check_slot(group, 1.0f) == 0);
+  CHECK(r1.wait() == 0);  // and finds its slot summed
+}
+
+TEST_CASE("node group: a rank that exits before handing its slot over fails its peer's finish within a second" *
+          doctest::timeout(30)) {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk, kSlotFloats);
+  test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
+  REQUIRE(group.join(10s));
+  CHECK(r1.wait() == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const NodeGroup::Outcome outcome = group.finish_slots(group.start_slots(0, 10, 1.0f), 20s);
+  CHECK(outcome.status == Status::peer_exited);
+  CHECK(outcome.peer == 1);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+}
+
+TEST_CASE("node group: a slots op outside the slots is refused") {
+  NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk, 100);
+  CHECK(test::error_of([&] { (void)group.start_slots(100, 20, 1.0f); }).find("a slot holds") != std::string::npos);
 }
 
 TEST_CASE("node group: a rank that exits mid-run fails its peers' next collective within a second, naming it" *

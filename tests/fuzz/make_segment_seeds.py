@@ -96,9 +96,10 @@ CONTROLS = {
 }
 
 
-# ---- node reduce group: 2 ranks, 4 KiB per rank and round; lanes at payload 64, buffers at 4096
-def reduce_group(world=2, chunk=4096, data_offset=4096, lanes=b""):
-    return seed(0x13, struct.pack("<IIQQ", world, 0, chunk, data_offset), lanes)
+# ---- node reduce group: 2 ranks, 4 KiB per rank and round; lanes at payload 64, buffers at 4096,
+# then (with slots) two riders and the slots
+def reduce_group(world=2, chunk=4096, data_offset=4096, lanes=b"", slot_bytes=0):
+    return seed(0x13, struct.pack("<IIQQQ", world, 0, chunk, data_offset, slot_bytes), lanes)
 
 
 def lane(arrived=0, pid=0):
@@ -114,6 +115,11 @@ REDUCE_GROUPS = {
     "data-offset-elsewhere": reduce_group(data_offset=64),
     "buffers-past-the-mapping": reduce_group(chunk=1 << 20),
     "three-ranks": reduce_group(world=3),
+    "valid-with-slots": reduce_group(slot_bytes=64 * 1024),
+    "valid-with-slots-rank-0-far-ahead": reduce_group(slot_bytes=64 * 1024, lanes=bytes(64) + lane(arrived=2**40)),
+    "slots-not-a-multiple-of-64": reduce_group(slot_bytes=100),
+    "slots-wrap": reduce_group(slot_bytes=2**63),
+    "slots-past-the-mapping": reduce_group(slot_bytes=1 << 20),
 }
 
 for target, seeds in (("dataset_cache_attach", DATASETS), ("weight_slab_attach", SLABS),
