@@ -48,7 +48,7 @@ class Communicator;
 struct RankInfo;
 
 struct GradSyncOptions {
-  double bucket_first_mb = 1.0;
+  double bucket_first_mb = 0.5;
   double bucket_mb = 25.0;
   std::chrono::milliseconds timeout{30000};
 };
