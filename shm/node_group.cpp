@@ -59,7 +59,6 @@ void copy_scaled(std::byte* dst, const float* __restrict src, std::size_t n, flo
   for (std::size_t i = 0; i < n; ++i) out[i] = src[i] * scale;
 }
 
-
 // out[i] = sum over ranks of in_r[i], in rank order.
 void sum_rows(float* __restrict out, const float* const* rows, int world, std::size_t n) {
   const float* __restrict a = rows[0];
@@ -224,8 +223,7 @@ void NodeGroup::abort() {
   if (!segment_ || !segment_->base()) return;
   std::uint32_t none = 0;
   control().aborted_by.compare_exchange_strong(none, static_cast<std::uint32_t>(rank_ + 1));
-  control().bell.fetch_add(1);
-  futex_wake_all(control().bell);
+  ring();
 }
 
 void NodeGroup::ring() {

@@ -1,12 +1,15 @@
 // Node-local backend of comm.hpp for CPU ranks that all share one node: shm::NodeGroup (one
-// shared-memory segment per job, shm/node_group.hpp), driven one of two ways:
+// shared-memory segment per job, shm/node_group.hpp). gradient_buffer() hands each rank its slot in a
+// group made for the gradients, and an all-reduce of memory in that slot is a slots op: summed in
+// place, piece by piece, by whichever rank is idle. Ops are driven one of two ways:
 //   worker thread: ops run on one thread per rank strictly in the order they were issued (the same
 //     order on every rank), so an all-reduce launched from an autograd hook proceeds while backward
 //     goes on, as Gloo's async work does. That pays only where a core is free to run it.
-//   caller: the issuing thread runs each op at once and gets back a finished Pending. Where the ranks'
-//     threads fill the node's cores, a worker only takes CPU from backward and adds two thread
-//     hand-offs (a futex wake and a context switch each) per op: on 2 cores with 2 ranks this mode
-//     made the cnn's step 0.4 ms (4 %) shorter (docs/BENCHMARKS.md).
+//   caller: the issuing thread starts a slots op at once (handing its part over never waits) and
+//     sums in Pending::wait; any other op it runs at once. Where the ranks' threads fill the node's
+//     cores, a worker only takes CPU from backward and adds two thread hand-offs (a futex wake and a
+//     context switch each) per op: on 2 cores with 2 ranks this mode made the cnn's step 0.4 ms (4 %)
+//     shorter (docs/BENCHMARKS.md).
 #include <c10/core/ScalarType.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
