@@ -80,6 +80,11 @@ TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the rank
   CHECK(line.at("independent_jobs").at("ranks") == 2);
   CHECK(line.at("independent_jobs").at("samples_per_s").get<double>() > 0);
   CHECK(line.at("contention_ceiling").get<double>() > 0);
+  // The slowest job's pace is at most the jobs' mean pace.
+  CHECK(line.at("lockstep_ceiling").get<double>() > 0);
+  CHECK(line.at("lockstep_ceiling").get<double>() <= line.at("contention_ceiling").get<double>() + 1e-4);
+  CHECK(line.at("independent_jobs").at("slowest_step_ms").get<double>() >=
+        line.at("independent_jobs").at("step_ms").get<double>());
   CHECK(r.output.find("independent 1-rank jobs") != std::string::npos);
 }
 

@@ -54,6 +54,7 @@ Json result_json(const DdpResult& r) {
   Json j = {{"ranks", r.ranks}, {"step_ms", rounded(r.step_ms, 3)}, {"samples_per_s", rounded(r.samples_per_s, 1)}};
   if (r.allreduce_ms >= 0) j["allreduce_ms"] = rounded(r.allreduce_ms, 3);
   if (r.exposed_comm_ms >= 0) j["exposed_comm_ms"] = rounded(r.exposed_comm_ms, 3);
+  if (r.slowest_step_ms >= 0) j["slowest_step_ms"] = rounded(r.slowest_step_ms, 3);
   return j;
 }
 
@@ -86,16 +87,17 @@ double median(std::vector<double> v) {
 
 // The median of each figure over the rounds (each figure on its own).
 DdpResult median_of(const std::vector<Round>& rounds, const std::function<const DdpResult&(const Round&)>& pick) {
-  std::vector<double> step, samples, allreduce, exposed;
+  std::vector<double> step, samples, allreduce, exposed, slowest;
   for (const Round& r : rounds) {
     const DdpResult& x = pick(r);
     step.push_back(x.step_ms);
     samples.push_back(x.samples_per_s);
     allreduce.push_back(x.allreduce_ms);
     exposed.push_back(x.exposed_comm_ms);
+    slowest.push_back(x.slowest_step_ms);
   }
   return {.ranks = pick(rounds[0]).ranks, .step_ms = median(step), .samples_per_s = median(samples),
-          .allreduce_ms = median(allreduce), .exposed_comm_ms = median(exposed)};
+          .allreduce_ms = median(allreduce), .exposed_comm_ms = median(exposed), .slowest_step_ms = median(slowest)};
 }
 
 int bench_ddp(const DdpBenchOptions& o) {
@@ -143,6 +145,12 @@ int bench_ddp(const DdpBenchOptions& o) {
                independent.step_ms, independent.samples_per_s, fmt::format("{:.1f} %", ceiling * 100), "-", "-");
     line["independent_jobs"] = result_json(independent);
     line["contention_ceiling"] = rounded(ceiling, 4);
+    // A synchronous step waits for the slowest rank: N ranks in lock step at the slowest job's pace.
+    const double lockstep_samples = o.ranks * o.batch * 1e3 / independent.slowest_step_ms;
+    const double lockstep = lockstep_samples / (o.ranks * one.samples_per_s);
+    fmt::print("{:<22} {:>5} {:>10.2f} {:>11.0f} {:>9} {:>13} {:>16}\n", "  at the slowest's pace", o.ranks,
+               independent.slowest_step_ms, lockstep_samples, fmt::format("{:.1f} %", lockstep * 100), "-", "-");
+    line["lockstep_ceiling"] = rounded(lockstep, 4);
   }
   if (o.peer) {
     const DdpResult peer_one = median_of(rounds, [](const Round& r) -> const DdpResult& { return *r.peer_one; });
@@ -191,7 +199,8 @@ void add_ddp_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
   cmd->add_flag("--ceiling", o.ceiling,
-                "also run N independent one-rank jobs at once: the scaling the machine allows with no communication");
+                "also run N independent one-rank jobs at once: the scaling the machine allows with no communication, "
+                "and with every job held to the slowest one's pace (what a synchronous step allows)");
   cmd->add_flag("--peer", o.peer, "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of ddp_peer.py (default: found in the source tree)");

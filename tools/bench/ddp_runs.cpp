@@ -158,6 +158,7 @@ DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::f
     const DdpResult r = read_metrics(dir / "metrics.jsonl", o, 1);
     sum.step_ms += r.step_ms / jobs;
     sum.samples_per_s += r.samples_per_s;
+    sum.slowest_step_ms = std::max(sum.slowest_step_ms, r.step_ms);
   }
   return sum;
 }

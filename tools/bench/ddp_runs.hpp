@@ -36,13 +36,14 @@ struct DdpResult {
   double samples_per_s = 0;    // all ranks together
   double allreduce_ms = -1;    // -1: the ranks did not report it (one rank needs no all-reduce)
   double exposed_comm_ms = -1;
+  double slowest_step_ms = -1;  // independent jobs: the slowest job's step, the pace a lock-step run keeps
 };
 
 // `tandem run` with `ranks` learner ranks; fails naming the run when it does not succeed.
 DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
 // `jobs` independent one-rank `tandem run`s at once, each training its own model (no communication):
 // what the machine's shared cores, caches and memory bus leave of N x one rank. Its samples/s is the
-// jobs' sum; its step time their mean.
+// jobs' sum; its step time their mean; slowest_step_ms the slowest job's.
 DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::filesystem::path& work_dir);
 // ddp_peer.py under torchrun with `ranks` processes.
 DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
