@@ -124,7 +124,7 @@ class NodeGroup {
 
   // Rank 0. `job` names the segment; UserError when /dev/shm lacks room (naming the size and the fix).
   // `slot_floats` > 0: each rank also gets a slot of that many floats in the segment (slot()), which
-  // all_reduce_slots sums in place; the name then ends in "-slots".
+  // the slots ops sum in place; the name then ends in "-slots".
   static NodeGroup create(std::string_view job, int world, std::size_t chunk_bytes = kReduceChunkBytes,
                           std::size_t slot_floats = 0);
   // Ranks 1..world-1, with the name rank 0 handed out. UserError if it is not a group of `world`
