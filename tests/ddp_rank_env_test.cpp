@@ -3,8 +3,10 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "learner/ddp/rank_env.hpp"
+#include "learner/ddp/session.hpp"
 #include "tests/harness.hpp"
 
 using tandem::ddp::RankInfo;
@@ -89,4 +91,14 @@ TEST_CASE("rank env: a bad value is one line naming the variable") {
     CHECK(message.find(row.names) != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
   }
+}
+
+TEST_CASE("cpu affinity: ranks that fill the node's CPUs exactly each keep to their own, in order; otherwise none") {
+  const std::vector<int> four = {0, 1, 4, 5};  // the CPUs the learner may run on need not be contiguous
+  CHECK(tandem::ddp::cpus_for_rank(0, 2, 2, four) == std::vector<int>{0, 1});
+  CHECK(tandem::ddp::cpus_for_rank(1, 2, 2, four) == std::vector<int>{4, 5});
+  CHECK(tandem::ddp::cpus_for_rank(3, 4, 1, four) == std::vector<int>{5});
+  CHECK(tandem::ddp::cpus_for_rank(0, 2, 1, four).empty());  // cores to spare: the scheduler places the ranks
+  CHECK(tandem::ddp::cpus_for_rank(0, 4, 2, four).empty());  // more threads than CPUs: pinning would crowd them
+  CHECK(tandem::ddp::cpus_for_rank(0, 1, 4, four).empty());  // one rank has nothing to keep apart from
 }

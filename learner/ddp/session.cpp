@@ -1,7 +1,12 @@
 #include "learner/ddp/session.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sched.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <string>
+#include <vector>
 
 #include "common/config.hpp"
 #include "common/log.hpp"
@@ -24,7 +29,37 @@ bool caller_runs_shm_ops(const RankInfo& rank, const Config& config) {
   return rank.local_world_size * config.integer("learner.threads") >= cpus;
 }
 
+std::vector<int> allowed_cpus() {
+  cpu_set_t allowed;
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
+// learner.cpu_affinity: keeps this rank (the calling thread, and every thread it starts later) to its
+// own CPUs; returns them, or none where it does not pin.
+std::vector<int> pin_rank(const RankInfo& rank, const Config& config) {
+  if (config.string("learner.cpu_affinity") != "auto") return {};
+  const std::vector<int> cpus =
+      cpus_for_rank(rank.local_rank, rank.local_world_size, static_cast<int>(config.integer("learner.threads")),
+                    allowed_cpus());
+  if (cpus.empty()) return cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  if (::sched_setaffinity(0, sizeof set, &set) != 0) return {};  // a container that forbids it: run unpinned
+  return cpus;
+}
+
 }  // namespace
+
+std::vector<int> cpus_for_rank(int local_rank, int local_world_size, int threads, const std::vector<int>& allowed) {
+  if (local_world_size < 2 || threads < 1 || static_cast<std::size_t>(local_world_size) * threads != allowed.size())
+    return {};
+  return std::vector<int>(allowed.begin() + local_rank * threads, allowed.begin() + (local_rank + 1) * threads);
+}
 
 std::unique_ptr<Session> Session::start(const RankInfo& rank, const Config& config, std::string_view job,
                                         int cuda_device) {
@@ -43,8 +78,10 @@ std::unique_ptr<Session> Session::start(const RankInfo& rank, const Config& conf
                              caller_runs_shm_ops(rank, config));
   else
     s->comm_ = make_gloo(s->store_, rank, s->sync_options_.timeout);
-  log::info("{} ({}): {} ranks met at {}:{}; collectives over {}", rank.name(), rank.source, rank.world_size,
-            rank.master_addr, rank.master_port, s->comm_->backend());
+  const std::vector<int> pinned = cuda_device < 0 ? pin_rank(rank, config) : std::vector<int>{};
+  log::info("{} ({}): {} ranks met at {}:{}; collectives over {}{}", rank.name(), rank.source, rank.world_size,
+            rank.master_addr, rank.master_port, s->comm_->backend(),
+            pinned.empty() ? std::string() : fmt::format("; kept to CPU {}", fmt::join(pinned, ",")));
   return s;
 }
 

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "learner/ddp/comm.hpp"
 #include "learner/ddp/grad_sync.hpp"
@@ -19,6 +20,13 @@ class Config;
 }
 
 namespace tandem::ddp {
+
+// learner.cpu_affinity = "auto": where the node's ranks x `threads` equal the CPUs the learner may run
+// on (`allowed`, in order), rank `local_rank` keeps to its own `threads` of them, so each rank's
+// training and feed threads share its cores and no rank's work lands on another's core mid-step: a
+// synchronous step waits for the slowest rank, and that made it steadier (docs/DATA_PARALLEL.md).
+// Empty where it does not pin (fewer ranks than CPUs, or more).
+std::vector<int> cpus_for_rank(int local_rank, int local_world_size, int threads, const std::vector<int>& allowed);
 
 class Session {
  public:
