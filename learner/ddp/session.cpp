@@ -21,14 +21,7 @@ std::chrono::milliseconds millis(double seconds) {
 
 // learner.shm_progress: whether the training thread runs the node's shared-memory collectives itself
 // (comm.hpp, make_node_shm): "auto" when the node's ranks' intra-op threads leave no CPU to a worker.
-bool caller_runs_shm_ops(const RankInfo& rank, const Config& config) {
-  const std::string mode = config.string("learner.shm_progress");
-  if (mode != "auto") return mode == "caller";
-  cpu_set_t allowed;
-  const int cpus = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-  return rank.local_world_size * config.integer("learner.threads") >= cpus;
-}
-
+// The CPUs this process may run on, in order (none where the kernel will not say).
 std::vector<int> allowed_cpus() {
   cpu_set_t allowed;
   std::vector<int> cpus;
@@ -36,6 +29,13 @@ std::vector<int> allowed_cpus() {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
   return cpus;
+}
+
+bool caller_runs_shm_ops(const RankInfo& rank, const Config& config) {
+  const std::string mode = config.string("learner.shm_progress");
+  if (mode != "auto") return mode == "caller";
+  const auto cpus = static_cast<std::int64_t>(allowed_cpus().size());
+  return rank.local_world_size * config.integer("learner.threads") >= cpus;
 }
 
 // learner.cpu_affinity: keeps this rank (the calling thread, and every thread it starts later) to its
