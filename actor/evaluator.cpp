@@ -135,7 +135,9 @@ EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) 
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(config_.device));
   torch::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(config_.device));
   const std::int64_t n = num_samples();
+  model.weights_changed();  // a compiled package takes this version's weights in
   GraphEval* graph = graph_for(model);
+  if (graph != nullptr) graph->refold();  // this version's weights into the folded ones
   EvalResult r;
   for (std::int64_t b = 0; b < n; b += config_.batch_size) {
     if (stop && stop()) {
@@ -154,7 +156,7 @@ EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) 
     }
     torch::Tensor x = normalise(inputs_view(b, e));
     torch::Tensor y = labels_view(b, e).to(config_.device).to(torch::kInt64);
-    torch::Tensor logits = model.forward(x);
+    torch::Tensor logits = graph != nullptr ? graph->logits(x) : model.forward(x);
     loss_sum.add_(torch::nn::functional::cross_entropy(
         logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)));
     correct.add_(logits.argmax(1).eq(y).sum());

@@ -6,8 +6,12 @@
 //
 // The graph holds what Evaluator::evaluate does to a batch once it is on the device: the conversion
 // to float and normalisation, the forward, the batch's summed cross-entropy and its correct count.
-// The caller adds those to its running sums outside the graph, in batch order, exactly as the eager
-// loop does: same kernels, same reduction order, so the result is bitwise the eager one.
+// The caller adds those to its running sums outside the graph, in batch order, as the eager loop does.
+// Where the model allows (a built-in cnn or resnet18: folded_eval.hpp) the forward is the folded
+// one, each BatchNorm inside its convolution, in the model's precision; the fold itself is a second,
+// small graph that refold() replays, once per weight version (the caller calls it after the weights
+// changed, before the batches). Folded logits match eager ones within folded_eval.hpp's tolerance;
+// for any other model the graph runs the model's own forward, bitwise the eager result.
 // Built on the current stream's device; one eager run on a side stream warms cuDNN/cuBLAS up, the
 // capture happens on that side stream, replays on the caller's current stream. Capturing runs no
 // kernel. The model must stay in eval mode with its parameters at the same addresses (a follower
@@ -39,7 +43,10 @@ class GraphEval {
   GraphEval(const GraphEval&) = delete;
   GraphEval& operator=(const GraphEval&) = delete;
 
+  void refold();  // after the model's weights changed; nothing for a model that is not folded
   std::pair<torch::Tensor, torch::Tensor> replay();  // (loss sum float32, correct int64) of the batch
+  torch::Tensor logits(const torch::Tensor& x);      // eagerly, through the graph's forward (a partial batch)
+  bool folded() const;
   bool matches(const Model& model) const;
 
  private:

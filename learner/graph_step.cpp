@@ -55,15 +55,22 @@ struct GraphStep::Impl {
     std::tie(window_loss, window_correct) = t.window_sums(d);
   }
 
-  // One step's device work; eager during warm-up, recorded during capture.
+  // One step's device work; eager during warm-up, recorded during capture. With the fused optimizers
+  // the gradients come from autograd::grad straight into the update: no accumulation into .grad, no
+  // zeroing, one or two launches for the whole update.
   void body() {
     if (gather) gather(rows_, fixed);
     torch::Tensor logits = trainer.model().forward(fixed.x);
     torch::Tensor l = torch::nn::functional::cross_entropy(logits, fixed.y);
-    l.backward();
     Optimizer& opt = trainer.mutable_optimizer();
-    opt.step_captured();
-    opt.zero_grad();
+    if (opt.fused()) {
+      opt.step_fused(torch::autograd::grad({l}, opt.parameters(), {}, /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true));
+    } else {
+      l.backward();
+      opt.step_captured();
+      opt.zero_grad();
+    }
     torch::NoGradGuard no_grad;
     loss = l.detach();
     correct = logits.detach().argmax(1).eq(fixed.y).sum();

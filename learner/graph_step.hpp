@@ -6,9 +6,10 @@
 //   GraphStep h(trainer, {batch, 3, 32, 32}); h.step(b.x, b.y);   // any batch: copied in first
 //
 // What the graph holds: the gather from the fixed index buffer rows() into the fixed batch (when a
-// gather is given), forward, cross-entropy, backward, the optimizer update (Optimizer::step_captured,
-// reading lr and bias corrections from a device tensor), zero-grad, and the additions to the
-// trainer's window sums. What runs outside it, before each replay: the optimizer's coefficients
+// gather is given), forward, cross-entropy, backward, the optimizer update, and the additions to the
+// trainer's window sums. The update is LibTorch's fused optimizer where there is one (LibTorch 2.x:
+// Optimizer::step_fused over the gradients autograd::grad returns), else Optimizer::step_captured
+// and zero-grad; both read the learning rate (and Adam's step) from a device tensor. What runs outside it, before each replay: the optimizer's coefficients
 // (Optimizer::set_step_coefficients: the schedule keeps working), the caller's rows copy or the
 // batch copy, and the host-side step count. Nothing in a step reads the device back.
 //

@@ -1,6 +1,7 @@
 #include "learner/optim.hpp"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -146,10 +147,12 @@ void Optimizer::update(Param& p, const torch::Tensor& grad, double lr, double bc
 //   sgd:        [-lr, -lr * momentum, unused]
 //   adam/adamw: [-lr / bc1, 1 / sqrt(bc2) (CUDA divides by a host scalar as a multiply by its float
 //               reciprocal), 1 - lr * weight_decay]
+// followed by what the fused optimizers read: [lr, the step count (Adam's bias corrections)].
 void Optimizer::set_step_coefficients(double lr) {
   ++steps_;
   const OptimizerConfig& c = config_;
-  float k[3] = {static_cast<float>(-lr), static_cast<float>(-lr * c.momentum), 0.0f};
+  float k[5] = {static_cast<float>(-lr), static_cast<float>(-lr * c.momentum), 0.0f, static_cast<float>(lr),
+                static_cast<float>(steps_)};
   if (c.kind != "sgd") {
     const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps_));
     const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(steps_));
@@ -159,10 +162,10 @@ void Optimizer::set_step_coefficients(double lr) {
   }
   if (params_.empty()) return;
   const torch::Device device = params_[0].value.device();
-  if (!coefficients_.defined()) coefficients_ = torch::empty({3}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  if (!coefficients_.defined()) coefficients_ = torch::empty({5}, torch::TensorOptions().dtype(torch::kFloat).device(device));
   // A fresh pinned block per step: the caching host allocator keeps it until the copy has run, so the
   // host never overwrites values a queued copy has yet to read.
-  const torch::Tensor host = torch::from_blob(k, {3}, torch::kFloat);
+  const torch::Tensor host = torch::from_blob(k, {5}, torch::kFloat);
   if (device.is_cuda()) coefficients_.copy_(host.pin_memory(), /*non_blocking=*/true);
   else coefficients_.copy_(host);  // CPU parameters: the tests check the formulas here
 }
@@ -208,6 +211,57 @@ void Optimizer::update_captured(Param& p, const torch::Tensor& grad) const {
     torch::Tensor denom = p.buf2.sqrt().mul_(k1).add_(c.eps);
     p.value.addcmul_(p.buf1.div(denom), k0);
   }
+}
+
+#if TORCH_VERSION_MAJOR >= 2
+bool Optimizer::fused_available() { return true; }
+#else
+bool Optimizer::fused_available() { return false; }
+#endif
+
+bool Optimizer::fused() const {
+  return config_.fused && fused_available() && !params_.empty() && params_[0].value.is_cuda();
+}
+
+std::vector<torch::Tensor> Optimizer::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const Param& p : params_) out.push_back(p.value);
+  return out;
+}
+
+void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
+  if (!fused()) fail("Optimizer::step_fused needs LibTorch 2.x and parameters on a GPU");
+  if (!coefficients_.defined()) fail("Optimizer::step_fused before set_step_coefficients: a fused step needs its coefficients");
+  if (grads.size() != params_.size())
+    fail("Optimizer::step_fused got {} gradients for {} parameters", grads.size(), params_.size());
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> values, gs, buf1, buf2;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Param& p = params_[i];
+    values.push_back(p.value);
+    // The fused kernels walk parameter and gradient as one flat array each: same strides needed.
+    gs.push_back(grads[i].strides() == p.value.strides() ? grads[i] : grads[i].contiguous());
+    if (p.buf1.defined()) buf1.push_back(p.buf1);
+    if (p.buf2.defined()) buf2.push_back(p.buf2);
+  }
+  if (values.empty()) return;
+#if TORCH_VERSION_MAJOR >= 2
+  const OptimizerConfig& c = config_;
+  const torch::Tensor lr = coefficients_[3], step = coefficients_[4];
+  if (c.kind == "sgd") {
+    at::_fused_sgd_(values, gs, buf1, c.weight_decay, c.momentum, lr, /*dampening=*/0.0, c.nesterov,
+                    /*maximize=*/false, /*is_first_step=*/false);
+    return;
+  }
+  const std::vector<torch::Tensor> steps(values.size(), step);  // read only: one tensor serves all
+  if (c.kind == "adam")
+    at::_fused_adam_(values, gs, buf1, buf2, {}, steps, lr, c.beta1, c.beta2, c.weight_decay, c.eps, /*amsgrad=*/false,
+                     /*maximize=*/false);
+  else
+    at::_fused_adamw_(values, gs, buf1, buf2, {}, steps, lr, c.beta1, c.beta2, c.weight_decay, c.eps,
+                      /*amsgrad=*/false, /*maximize=*/false);
+#endif
 }
 
 void Optimizer::zero_grad() {

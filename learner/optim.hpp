@@ -34,6 +34,7 @@ struct OptimizerConfig {
   double beta1 = 0.9;         // adam, adamw
   double beta2 = 0.999;
   double eps = 1e-8;
+  bool fused = true;          // LibTorch's fused kernels where there are some (step_fused); false: step()
 };
 
 struct ScheduleConfig {
@@ -66,6 +67,16 @@ class Optimizer {
   // float read from the tensor). CUDA parameters only.
   void set_step_coefficients(double lr);
   void step_captured();
+  // The captured step through LibTorch's fused multi-tensor optimizers (_fused_sgd_, _fused_adam_,
+  // _fused_adamw_: LibTorch 2.x, CUDA parameters): one or two launches update every parameter instead
+  // of a handful per buffer, reading the learning rate and the step count that set_step_coefficients
+  // wrote to the device. `grads` are the gradients in parameters() order (undefined: no update of
+  // that parameter), e.g. from torch::autograd::grad, so .grad is neither read nor zeroed. Same
+  // update formulas as PyTorch's optimizers; rounding differs from step() by float32 reordering.
+  static bool fused_available();
+  bool fused() const;  // config().fused, fused_available() and the parameters are on a GPU
+  void step_fused(const std::vector<torch::Tensor>& grads);
+  std::vector<torch::Tensor> parameters() const;  // the tensors this optimizer updates, in order
 
   void zero_grad();  // in place: gradient tensors (and views of a flat gradient) stay allocated
 
@@ -93,7 +104,7 @@ class Optimizer {
   Param flat_;  // defined when the parameters tile one buffer: params_' state are views of its state
   OptimizerConfig config_;
   std::int64_t steps_ = 0;
-  torch::Tensor coefficients_;  // float [3] on the parameters' device: see set_step_coefficients
+  torch::Tensor coefficients_;  // float [5] on the parameters' device: see set_step_coefficients
 };
 
 }  // namespace tandem

@@ -54,7 +54,14 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
   torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
   loss.backward();
   if (before_update_) before_update_();
-  optimizer_.step(lr);
+  if (optimizer_.fused()) {  // the kernels a captured step uses (graph_step.hpp): the two agree exactly
+    optimizer_.set_step_coefficients(lr);
+    std::vector<torch::Tensor> grads;
+    for (const torch::Tensor& p : optimizer_.parameters()) grads.push_back(p.grad());
+    optimizer_.step_fused(grads);
+  } else {
+    optimizer_.step(lr);
+  }
   optimizer_.zero_grad();
   ++step_;
 

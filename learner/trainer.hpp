@@ -6,7 +6,7 @@
 //   trainer.save_checkpoint(checkpoint_path(dir, trainer.step()), {{"version", "12"}});
 //
 // train_step: forward, cross-entropy, backward, one optimizer update with the scheduled learning
-// rate, zero the gradients. It never synchronises with the device: loss and correct-count come back
+// rate (LibTorch's fused kernels on a GPU, as a captured step: Optimizer::fused), zero the gradients. It never synchronises with the device: loss and correct-count come back
 // as device tensors (reading them is the caller's sync), and the window accumulates on the device.
 //
 // Checkpoints are safetensors files (common/torch/safetensors.hpp) holding

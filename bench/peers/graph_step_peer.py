@@ -2,10 +2,12 @@
 """The PyTorch peer of `tandem-bench graph`: one supervised training step (gather a batch from a
 GPU-resident CIFAR-shaped pool, forward, cross-entropy, backward, SGD Nesterov, zero_grad) and one
 evaluation forward, for the cnn and ResNet-18 built layer for layer as Tandem's C++ models
-(common/torch/models.cpp; torchvision is not needed), eager and under
-torch.compile(mode="reduce-overhead") (CUDA graphs through Inductor). Median step time over --steps
-steps after --warmup, timed with CUDA events. Prints a table, then one JSON line:
-{"bench": "graph_step_peer", "results": [{"model", "batch", "mode", "train_ms", "eval_ms"} ...],
+(common/torch/networks.cpp; torchvision is not needed), eager and under
+torch.compile(mode="reduce-overhead") (CUDA graphs through Inductor), in float32 and in bf16 under
+torch.autocast(device_type="cuda", dtype=torch.bfloat16) (float32 weights, bf16 activations and
+matmuls). Median step time over --steps steps after --warmup, timed with CUDA events. Prints a
+table, then one JSON line:
+{"bench": "graph_step_peer", "results": [{"model", "batch", "precision", "mode", "train_ms", "eval_ms"} ...],
  "compile_error": "..." (only when torch.compile failed)}.
 """
 import argparse
@@ -22,7 +24,7 @@ def conv3x3(cin, cout, stride=1):
     return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
 
 
-class Cnn(nn.Module):  # Tandem's "cnn": two conv-BN-ReLU-maxpool blocks, one hidden layer
+class Cnn(nn.Module):  # Tandem's "cnn" (and its state_dict names): two conv-BN-ReLU-maxpool blocks, one hidden layer
     def __init__(self, c=3, h=32, w=32, classes=10):
         super().__init__()
         self.conv1, self.bn1 = conv3x3(c, 16), nn.BatchNorm2d(16)
@@ -50,20 +52,20 @@ class BasicBlock(nn.Module):
         return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
 
 
-class ResNet18(nn.Module):  # Tandem's "resnet18" for 32x32 inputs: 3x3 stem, no max-pool
+class ResNet18(nn.Module):  # Tandem's "resnet18" for 32x32 inputs: 3x3 stem, no max-pool; its state_dict names
     def __init__(self, c=3, classes=10):
         super().__init__()
         self.conv1, self.bn1 = conv3x3(c, 64), nn.BatchNorm2d(64)
-        blocks, cin = [], 64
+        cin = 64
         for layer, width in enumerate([64, 128, 256, 512]):
-            for b in range(2):
-                blocks.append(BasicBlock(cin, width, 2 if layer > 0 and b == 0 else 1))
-                cin = width
-        self.blocks = nn.Sequential(*blocks)
+            setattr(self, f"layer{layer + 1}",
+                    nn.Sequential(BasicBlock(cin, width, 2 if layer > 0 else 1), BasicBlock(width, width, 1)))
+            cin = width
         self.fc = nn.Linear(512, classes)
 
     def forward(self, x):
-        h = self.blocks(F.relu(self.bn1(self.conv1(x))))
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.layer4(self.layer3(self.layer2(self.layer1(h))))
         return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
 
 
@@ -80,22 +82,24 @@ def median_ms(fn, warmup, steps):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
-def measure(name, batch, mode, args, device):
+def measure(name, batch, precision, mode, args, device):
     torch.manual_seed(0)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16")
     model = (Cnn() if name == "cnn" else ResNet18()).to(device)
     pool_x = torch.randn(batch * 8, 3, 32, 32, device=device)
     pool_y = torch.randint(0, 10, (batch * 8,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
 
     def train_body(x, y):
-        loss = F.cross_entropy(model(x), y)
+        with autocast:
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=False)
         return loss.detach()
 
     def eval_body(x, y):
-        with torch.no_grad():
+        with torch.no_grad(), autocast:
             return F.cross_entropy(model(x), y, reduction="sum")
 
     if mode == "compile":
@@ -108,7 +112,8 @@ def measure(name, batch, mode, args, device):
 
         def train_fn(x, y):
             torch.compiler.cudagraph_mark_step_begin()
-            loss = F.cross_entropy(compiled_train(x), y)
+            with autocast:
+                loss = F.cross_entropy(compiled_train(x), y)
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -116,7 +121,7 @@ def measure(name, batch, mode, args, device):
 
         def eval_fn(x, y):
             torch.compiler.cudagraph_mark_step_begin()
-            with torch.no_grad():
+            with torch.no_grad(), autocast:
                 return F.cross_entropy(compiled_eval(x).clone(), y, reduction="sum")
     else:
         train_fn, eval_fn = train_body, eval_body
@@ -138,13 +143,15 @@ def measure(name, batch, mode, args, device):
     train_ms = median_ms(train, args.warmup, args.steps)
     model.eval()
     eval_ms = median_ms(evaluate, args.warmup, args.steps)
-    return {"model": name, "batch": batch, "mode": mode, "train_ms": round(train_ms, 4), "eval_ms": round(eval_ms, 4)}
+    return {"model": name, "batch": batch, "precision": precision, "mode": mode, "train_ms": round(train_ms, 4),
+            "eval_ms": round(eval_ms, 4)}
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--models", default="cnn,resnet18")
     p.add_argument("--batches", default="128,512")
+    p.add_argument("--precisions", default="fp32,bf16")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--device", type=int, default=0)
@@ -156,21 +163,25 @@ def main():
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True  # fixed shapes, as tandem-bench graph and the learner
     results, compile_error = [], None
-    print(f"{'model':<10} {'batch':>6} {'mode':<8} {'train ms':>9} {'eval ms':>9}")
+    print(f"{'model':<10} {'batch':>6} {'prec':<5} {'mode':<8} {'train ms':>9} {'eval ms':>9}")
     for name in args.models.split(","):
         for batch in [int(b) for b in args.batches.split(",")]:
-            modes = ["eager"] + ([] if args.no_compile or compile_error else ["compile"])
-            for mode in modes:
-                try:
-                    r = measure(name, batch, mode, args, device)
-                except Exception as e:  # torch.compile needs a working Triton/compiler on the machine
-                    if mode != "compile":
-                        raise
-                    compile_error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    print(f"torch.compile failed, eager only from here: {compile_error}")
-                    continue
-                results.append(r)
-                print(f"{name:<10} {batch:>6} {mode:<8} {r['train_ms']:>9.3f} {r['eval_ms']:>9.3f}")
+            for precision in args.precisions.split(","):
+                modes = ["eager"] + ([] if args.no_compile or compile_error else ["compile"])
+                for mode in modes:
+                    try:
+                        r = measure(name, batch, precision, mode, args, device)
+                    except Exception as e:  # torch.compile needs a working Triton/compiler on the machine
+                        if mode != "compile":
+                            raise
+                        compile_error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                        print(f"torch.compile failed, eager only from here: {compile_error}")
+                        continue
+                    finally:
+                        if mode == "compile":
+                            torch._dynamo.reset()  # each measurement compiles afresh, as a new program would
+                    results.append(r)
+                    print(f"{name:<10} {batch:>6} {precision:<5} {mode:<8} {r['train_ms']:>9.3f} {r['eval_ms']:>9.3f}")
     line = {"bench": "graph_step_peer", "torch": torch.__version__, "results": results}
     if compile_error:
         line["compile_error"] = compile_error

@@ -8,12 +8,12 @@
 //   cnn               a small BatchNorm CNN for 28x28 (any H, W divisible by 4): 3x3 conv blocks of 16
 //                     and 32 channels with 2x2 max-pool, then a 128-unit hidden layer; Fashion-MNIST
 //                     0.91 after two epochs (docs/BENCHMARKS.md, "Fashion-MNIST recipe"). On the
-//                     CPU its activations are channels-last and each BatchNorm-ReLU-pool is one fused
-//                     op (fused_bn_relu_pool.hpp)
+//                     CPU each BatchNorm-ReLU-pool is one fused op (fused_bn_relu_pool.hpp)
 //   resnet18          ResNet-18, CIFAR variant for 32x32: 3x3 stride-1 stem, no max-pool
 //   actor_critic_mlp  flatten -> 64 -> 64 (tanh) trunk with a policy head (classes = actions) and a
 //                     value head; forward() gives the policy logits, forward_heads() {logits, value[B]}
-// Any other name is a path to a TorchScript file (torch::jit::save / torch.jit.save) whose forward
+// On the GPU the built-in networks run channels-last with BatchNorm, its residual add and ReLU
+// fused (networks.hpp says how). Any other name is a path to a TorchScript file (torch::jit::save / torch.jit.save) whose forward
 // takes [B, C, H, W] and returns logits (or a tuple whose first element is the logits).
 // create() runs a two-sample dry forward and checks the output shape, so a model that does not fit
 // the data is a one-line UserError naming the model, not a crash mid-training.
@@ -77,6 +77,22 @@ class Model {
   bool is_training() const;
   void to(const torch::Device& device);
   torch::Device device() const;
+
+  // The dtype of a GPU forward's activations and matmuls: float32 (the default) or bfloat16, with
+  // float32 parameters, BatchNorm statistics and logits, as torch.autocast does it (a TorchScript
+  // model runs under ATen's autocast itself). CPU forwards stay float32.
+  void set_precision(torch::ScalarType compute);
+  torch::ScalarType precision() const;
+
+  // An AOTInductor package (.pt2) as this model's evaluation forward on the GPU (aoti_package.hpp):
+  // the model keeps its parameters and buffers (what a weight slab or checkpoint holds), which the
+  // package takes in at weights_changed(). Loaded now if the model is on a GPU, else at to(cuda).
+  // Evaluation only: a forward in training mode is a UserError.
+  void set_package(const std::string& path);
+  bool has_package() const;
+  // Call after the parameters or buffers were overwritten in place (a follower's new version): a
+  // model with a package swaps them into its constants; anything else ignores it.
+  void weights_changed();
 
   // The underlying module, for code that must reach it (flat parameters, TorchScript export):
   // exactly one of them is non-null.

@@ -17,6 +17,11 @@
 #include "learner/ddp/comm.hpp"
 #include "learner/ddp/rank_env.hpp"
 
+#ifdef TANDEM_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#endif
+
 namespace tandem::ddp {
 
 using Clock = std::chrono::steady_clock;
@@ -122,9 +127,49 @@ class Watchdog {
 
 }  // namespace
 
+// The agreed stop vote, read without stalling the host on the device. On the CPU the reduced vote is
+// plain memory, read after each step. On a GPU reading it would make every step wait for the
+// device: instead each step's vote is copied to pinned memory on the stream, behind its all-reduce,
+// and the vote of kVoteLag steps ago is read, its copy long finished. Every rank reads with the same
+// lag, so every rank still stops after the same step: kVoteLag steps after the vote.
+class LaggedVote {
+ public:
+  static constexpr std::int64_t kVoteLag = 2;
+
+  bool read(const at::Tensor& vote) {
+#ifdef TANDEM_TORCH_CUDA
+    if (vote.is_cuda()) {
+      if (slots_.empty()) {
+        for (std::int64_t i = 0; i <= kVoteLag; ++i) {
+          slots_.push_back(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(true)));
+          copied_.emplace_back(cudaEventDisableTiming);
+        }
+      }
+      const auto ring = static_cast<std::int64_t>(slots_.size());
+      const auto slot = static_cast<std::size_t>(steps_ % ring);
+      slots_[slot].copy_(vote.view({1}), /*non_blocking=*/true);
+      copied_[slot].record(at::cuda::getCurrentCUDAStream());
+      if (++steps_ <= kVoteLag) return false;
+      const auto old = static_cast<std::size_t>((steps_ - 1 - kVoteLag) % ring);
+      copied_[old].synchronize();  // recorded kVoteLag steps ago: done
+      return slots_[old].data_ptr<float>()[0] > 0.0f;
+    }
+#endif
+    return vote.item<float>() > 0.0f;
+  }
+
+ private:
+  std::int64_t steps_ = 0;
+#ifdef TANDEM_TORCH_CUDA
+  std::vector<at::Tensor> slots_;
+  std::vector<at::cuda::CUDAEvent> copied_;
+#endif
+};
+
 struct GradSync::Local {
   int rank = 0;
   std::unique_ptr<Watchdog> watchdog;
+  LaggedVote vote;
 };
 
 GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Communicator& comm, const RankInfo& rank,
@@ -264,7 +309,7 @@ void GradSync::finish(std::int64_t step) {
   times_.exposed_s = issued_during_backward_s + std::chrono::duration<double>(Clock::now() - backward_done).count();
   s.issuing_s = 0;
   at::Tensor vote = s.grads[s.grads.numel() - 1];
-  stop_agreed_ = vote.item<float>() > 0.0f;
+  stop_agreed_ = local_->vote.read(vote);
   vote.zero_();
   s.next_launch = 0;
   for (auto& b : s.buckets) b.pending = b.params.size();

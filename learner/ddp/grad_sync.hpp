@@ -20,9 +20,11 @@
 // buffers stay bitwise equal (docs/DATA_PARALLEL.md says why).
 // finish() launches what backward did not reach (parameters unused this step) and waits for every
 // bucket.
-// Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0, averaged with the gradients; after
-// finish() every rank sees the same value, > 0 where any rank voted, so every rank stops after the
-// same step at no extra collective.
+// Stop agreement: the vote rides in bucket 0 as 1.0 or 0.0, averaged with the gradients; every rank
+// sees the same value, > 0 where any rank voted, so every rank stops after the same step at no extra
+// collective. On CPUs stop_agreed() answers for this step's vote; on GPUs for the vote of two steps
+// before (copied to the host behind the all-reduce, so no step waits for the device), the same lag
+// on every rank: a stop takes effect two steps after it was voted.
 //
 // Threads: the training thread calls everything; the hooks run on the autograd thread that executes
 // backward for it (the same thread on CPU), never concurrently with those calls. A watchdog thread

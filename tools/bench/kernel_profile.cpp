@@ -1,0 +1,76 @@
+#include "tools/bench/kernel_profile.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/error.hpp"
+
+#if defined(TANDEM_TORCH_CUDA) && __has_include(<torch/csrc/autograd/profiler_kineto.h>)
+#define TANDEM_KINETO 1
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
+namespace tandem::bench {
+
+void KernelProfile::print(std::FILE* out, std::size_t top) const {
+  fmt::print(out, "  {:.3f} ms of kernels per call, {:.0f} launches\n", busy_ms_per_call, launches_per_call);
+  for (std::size_t i = 0; i < std::min(top, rows.size()); ++i)
+    fmt::print(out, "  {:8.3f} ms {:6.1f}x  {}\n", rows[i].ms_per_call, rows[i].launches_per_call, rows[i].name);
+}
+
+#ifdef TANDEM_KINETO
+
+namespace {
+
+// "void at::native::foo<float, 4>(Args)" -> "void at::native::foo": the template makes one name per
+// instantiation, which hides how much one kind of kernel costs.
+std::string short_name(std::string name) {
+  for (const std::string noise : {"(anonymous namespace)::", "void "}) {
+    for (std::size_t at; (at = name.find(noise)) != std::string::npos;) name.erase(at, noise.size());
+  }
+  return name.substr(0, std::min(name.find('<'), name.find('('))).substr(0, 90);
+}
+
+}  // namespace
+
+KernelProfile profile_kernels(const std::function<void()>& call, int calls) {
+  namespace prof = torch::profiler::impl;
+  call();
+  c10::cuda::device_synchronize();
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  const std::set<prof::ActivityType> activities{prof::ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+  for (int i = 0; i < calls; ++i) call();
+  c10::cuda::device_synchronize();
+  const auto result = torch::autograd::profiler::disableProfiler();
+  std::map<std::string, KernelRow> by_name;
+  KernelProfile p;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    KernelRow& row = by_name[short_name(e.name())];
+    row.name = short_name(e.name());
+    row.ms_per_call += static_cast<double>(e.durationNs()) / 1e6 / calls;
+    row.launches_per_call += 1.0 / calls;
+  }
+  for (auto& [name, row] : by_name) {
+    p.busy_ms_per_call += row.ms_per_call;
+    p.launches_per_call += row.launches_per_call;
+    p.rows.push_back(row);
+  }
+  std::sort(p.rows.begin(), p.rows.end(), [](const KernelRow& a, const KernelRow& b) { return a.ms_per_call > b.ms_per_call; });
+  return p;
+}
+
+#else
+
+KernelProfile profile_kernels(const std::function<void()>&, int) {
+  fail("bench graph --profile needs a CUDA build of LibTorch 2.x (its Kineto profiler)");
+}
+
+#endif
+
+}  // namespace tandem::bench
