@@ -5,6 +5,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "common/torch/bn_act_device.cuh"
 #include "common/torch/bn_act_kernels.hpp"
 
 namespace tandem::bn_act_kernels {
@@ -31,117 +32,6 @@ constexpr std::int64_t kMaxChannels = 4096;
 constexpr unsigned kCounterSlots = 4096;
 __device__ unsigned g_counters[kCounterSlots];
 std::atomic<unsigned> next_counter{0};
-
-using bf16 = __nv_bfloat16;
-
-// 16 bytes of T as floats.
-template <typename T>
-constexpr int kLanes = 16 / sizeof(T);
-
-template <typename T>
-__device__ __forceinline__ void load16(const T* p, float (&v)[kLanes<T>]) {
-  if constexpr (std::is_same_v<T, float>) {
-    const float4 r = *reinterpret_cast<const float4*>(p);
-    v[0] = r.x, v[1] = r.y, v[2] = r.z, v[3] = r.w;
-  } else {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
-      v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void store16(T* p, const float (&v)[kLanes<T>]) {
-  if constexpr (std::is_same_v<T, float>) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    uint4 r;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-    *reinterpret_cast<uint4*>(p) = r;
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float load1(const T* p) {
-  if constexpr (std::is_same_v<T, float>) return *p;
-  else return __bfloat162float(*p);
-}
-
-// The reductions' geometry: `lanes` threads (a power of two >= groups) cover one row's channel
-// groups, blockDim.x / lanes rows are read at once.
-struct Geometry {
-  std::int64_t rows;
-  int channels, groups, lanes;
-};
-
-// Adds a[] and b[] of the threads sharing a channel group (tree over the block's rows, in shared
-// memory laid out [lane element][thread] so that no two threads of a warp hit one bank), and writes
-// the block's sums as doubles to partials[0 or 1][block][channel].
-template <int V>
-__device__ void store_block_sums(const Geometry& g, float (&a)[V], float (&b)[V], double* partials, float* red) {
-  const int tid = threadIdx.x, n = blockDim.x;
-  const int lane = tid & (g.lanes - 1), row = tid / g.lanes, rows = n / g.lanes;
-  for (int pass = 0; pass < 2; ++pass) {
-    const float* v = pass == 0 ? a : b;
-#pragma unroll
-    for (int j = 0; j < V; ++j) red[j * n + tid] = v[j];
-    __syncthreads();
-    for (int stride = rows / 2; stride > 0; stride /= 2) {
-      if (row < stride)
-#pragma unroll
-        for (int j = 0; j < V; ++j) red[j * n + tid] += red[j * n + tid + stride * g.lanes];
-      __syncthreads();
-    }
-    if (row == 0 && lane < g.groups)
-#pragma unroll
-      for (int j = 0; j < V; ++j)
-        partials[(static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * g.channels + lane * V + j] = red[j * n + tid];
-    __syncthreads();
-  }
-}
-
-// True in the one block that finishes last; its partial sums and everyone else's are then visible.
-__device__ bool last_block(unsigned* counter) {
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  return last;
-}
-
-// In the last block: calls done(c, sum_a, sum_b) once per channel with the sums over all blocks.
-// Each channel's blocks are split over `ways` threads, each adding its share in block order, and
-// the shares are added in thread order: the same order on every run.
-template <class Done>
-__device__ void finish_sums(const Geometry& g, const double* partials, double* red, Done&& done) {
-  const int tid = threadIdx.x, n = blockDim.x, blocks = gridDim.x;
-  for (int first = 0; first < g.channels; first += n) {
-    const int count = min(n, g.channels - first);
-    const int ways = n / count;
-    const int c = first + tid % count, way = tid / count;
-    double sa = 0.0, sb = 0.0;
-    if (way < ways)
-#pragma unroll 8
-      for (int blk = way; blk < blocks; blk += ways) {
-        sa += __ldcg(partials + static_cast<std::int64_t>(blk) * g.channels + c);
-        sb += __ldcg(partials + (static_cast<std::int64_t>(blocks) + blk) * g.channels + c);
-      }
-    if (way < ways) red[2 * (way * count + tid % count)] = sa, red[2 * (way * count + tid % count) + 1] = sb;
-    __syncthreads();
-    if (way == 0) {
-      for (int w = 1; w < ways; ++w) sa += red[2 * (w * count + tid)], sb += red[2 * (w * count + tid) + 1];
-      done(c, sa, sb);
-    }
-    __syncthreads();
-  }
-}
 
 struct StatsParams {
   Geometry g;
