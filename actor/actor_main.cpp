@@ -29,6 +29,7 @@
 #include "actor/follower.hpp"
 #include "actor/rl_evaluator.hpp"
 #include "actor/rollout_loop.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
 #include "common/log.hpp"
@@ -43,8 +44,6 @@ namespace {
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The supervised evaluator: a dataset cache's test split, one evaluation per version.
 int run_evaluator(const Config& config, shm::JobProcess& process, const actor::ActorContext& ctx) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "shm/segment.hpp"
 
@@ -11,8 +12,6 @@ namespace tandem::actor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 template <class Attach>
 auto wait_and_attach(const std::string& segment, const char* what, double wait_s, const ActorContext& ctx,

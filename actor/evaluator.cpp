@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "actor/graph_eval.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -164,7 +165,7 @@ EvalResult Evaluator::evaluate(Model& model, const std::function<bool()>& stop) 
   const double evaluated = static_cast<double>(std::max<std::int64_t>(r.samples, 1));
   r.loss = loss_sum.item<double>() / evaluated;
   r.accuracy = static_cast<double>(correct.item<std::int64_t>()) / evaluated;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = seconds_since(start);
   return r;
 }
 

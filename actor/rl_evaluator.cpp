@@ -13,17 +13,17 @@
 #include <vector>
 
 #include "actor/attach.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/program.hpp"
+#include "common/torch/rl_model.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 void append_line(const std::string& path, const nlohmann::json& row) {
   if (std::FILE* f = std::fopen(path.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
@@ -56,7 +56,7 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& 
       return r;
     }
     const torch::Tensor x = torch::from_blob(const_cast<float*>(env.observations().data()),
-                                             model_input_shape(n, obs_dim), torch::kFloat32);
+                                             rl_model_input_shape(n, obs_dim), torch::kFloat32);
     const torch::Tensor actions = head.greedy(model.forward_heads(x).at(0).reshape({n, head.params_dim()})).contiguous();
     bool ok = false;
     if (head.is_continuous()) {

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "actor/rl_setup.hpp"
 #include "common/error.hpp"
+#include "common/torch/rl_model.hpp"
 
 namespace tandem::actor {
 namespace {
@@ -76,7 +76,7 @@ SlotStats Rollout::fill(const shm::SlotView& slot, std::uint64_t version, const 
 void Rollout::act(const float* obs, std::int64_t t, const shm::SlotView& slot) {
   const std::int64_t e = d_.envs, p = d_.logits_dim;
   // from_blob over the slot's own row: the model only reads it.
-  const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), model_input_shape(e, static_cast<int>(d_.obs_dim)),
+  const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(e, d_.obs_dim),
                                            torch::TensorOptions().dtype(torch::kFloat32));
   const std::vector<torch::Tensor> heads = model_.forward_heads(x);
   copy_floats(slot.values() + t * e, heads.at(1).reshape({e}), e);

@@ -12,17 +12,17 @@
 #include "actor/attach.hpp"
 #include "actor/rl_setup.hpp"
 #include "actor/rollout.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/program.hpp"
+#include "common/torch/rl_model.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Sleeps 10 us, doubling to 1 ms, between polls of something another process will change.
 class Backoff {

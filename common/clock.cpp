@@ -16,4 +16,13 @@ std::uint64_t read_ns(clockid_t clock) {
 std::uint64_t monotonic_ns() { return read_ns(CLOCK_MONOTONIC); }
 std::uint64_t unix_ns() { return read_ns(CLOCK_REALTIME); }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double seconds_since(std::uint64_t start_monotonic_ns) {
+  const std::uint64_t now = monotonic_ns();
+  return now > start_monotonic_ns ? static_cast<double>(now - start_monotonic_ns) / 1e9 : 0.0;
+}
+
 }  // namespace tandem

@@ -4,14 +4,20 @@
 // (a heartbeat, a publish time in shared memory) can be compared with another process's reading.
 // It is the clock of every *_ns field that compares times across processes. unix_ns() is the wall
 // clock, for instants shown to people (when a segment or a job was created); it may jump.
-// Both are safe to call from any thread and never fail.
+// seconds_since() measures a duration for a report: from a steady_clock time point (one process's
+// timer) or from a monotonic_ns() reading (one that another process may have stored).
+// All are safe to call from any thread and never fail.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace tandem {
 
 std::uint64_t monotonic_ns();
 std::uint64_t unix_ns();
+
+double seconds_since(std::chrono::steady_clock::time_point start);
+double seconds_since(std::uint64_t start_monotonic_ns);  // 0 for a reading later than now
 
 }  // namespace tandem

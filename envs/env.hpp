@@ -12,21 +12,11 @@
 #include <memory>
 #include <string>
 
+#include "common/env_spec.hpp"
+
 namespace tandem::envs {
 
-// What an env observes and accepts. A discrete env has num_actions > 0 and action_dim == 0; a
-// continuous env has num_actions == 0, action_dim > 0 and every component bounded by
-// [action_low, action_high] (the env clips, as Gymnasium's do).
-struct EnvSpec {
-  std::string name;
-  int obs_dim = 0;
-  int num_actions = 0;
-  int action_dim = 0;
-  float action_low = 0.0f;
-  float action_high = 0.0f;
-  int max_episode_steps = 0;  // the time limit (Gymnasium's TimeLimit); 0 = none
-  bool discrete() const { return num_actions > 0; }
-};
+using tandem::EnvSpec;  // what an env observes and accepts (common/env_spec.hpp)
 
 // splitmix64 (Steele, Lea, Flood 2014): the whole generator state is one word, every output a full
 // 64-bit mix. Used both to derive seeds and as the envs' random stream.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/torch/safetensors.hpp"
 
@@ -105,7 +106,7 @@ WindowMetrics Trainer::take_window() {
     w.loss = window_loss_.item<double>() / static_cast<double>(window_samples_);  // the sync
     w.accuracy = static_cast<double>(window_correct_.item<std::int64_t>()) / static_cast<double>(window_samples_);
   }
-  w.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
+  w.seconds = seconds_since(window_start_);
   w.samples_per_s = w.seconds > 0.0 ? static_cast<double>(w.samples) / w.seconds : 0.0;
   reset_window();
   return w;

@@ -103,8 +103,8 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   try {
     bip::permissions owner_only(0600);
     bip::shared_memory_object object(bip::create_only, name.c_str(), bip::read_write, owner_only);
-    seg.fd_ = ::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
-    if (seg.fd_ == -1) {  // the name exists now: remove it before reporting, so nothing is left behind
+    seg.fd_.reset(::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0));
+    if (!seg.fd_) {  // the name exists now: remove it before reporting, so nothing is left behind
       const int err = errno;
       bip::shared_memory_object::remove(name.c_str());
       TANDEM_FAIL_SYS(err, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
@@ -116,16 +116,16 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   }
   seg.name_ = name;
   seg.unlink_on_destroy_ = true;  // from here on, any failure removes the half-made object
-  TANDEM_CHECK_SYS(::fchmod(seg.fd_, 0600));
-  TANDEM_CHECK_SYS(::ftruncate(seg.fd_, static_cast<off_t>(total)));
+  TANDEM_CHECK_SYS(::fchmod(seg.fd_.get(), 0600));
+  TANDEM_CHECK_SYS(::ftruncate(seg.fd_.get(), static_cast<off_t>(total)));
   // Reserve the pages now: tmpfs otherwise allocates on first touch and a full /dev/shm kills the
   // writer with SIGBUS halfway through.
-  if (int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(total)); err != 0) {
+  if (int err = ::posix_fallocate(seg.fd_.get(), 0, static_cast<off_t>(total)); err != 0) {
     if (err == ENOSPC) too_small(shm_free_bytes());
     TANDEM_FAIL_SYS(err, "posix_fallocate(/dev/shm/" + name + ")");
   }
   seg.size_ = total;
-  seg.base_ = map(seg.fd_, total, Access::read_write, name);
+  seg.base_ = map(seg.fd_.get(), total, Access::read_write, name);
 
   SegmentHeader& h = seg.header();
   h.magic = kMagic;
@@ -150,22 +150,22 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
   try {
     bip::shared_memory_object object(bip::open_only, name.c_str(),
                                      access == Access::read_write ? bip::read_write : bip::read_only);
-    seg.fd_ = ::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
-    if (seg.fd_ == -1) TANDEM_FAIL_SYS(errno, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
+    seg.fd_.reset(::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0));
+    if (!seg.fd_) TANDEM_FAIL_SYS(errno, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error)
       fail("shared-memory segment '/{}' does not exist: {}", name, fix);
     fail("cannot open shared-memory segment '/{}': {}: {}", name, e.what(), fix);
   }
   struct stat st {};
-  TANDEM_CHECK_SYS(::fstat(seg.fd_, &st));
+  TANDEM_CHECK_SYS(::fstat(seg.fd_.get(), &st));
   if (st.st_uid != ::getuid())  // replaced between the check above and the open
     fail("shared-memory segment '/{}' is owned by uid {}, not by this user (uid {}): it is another user's; "
          "run as that user or choose another name", name, st.st_uid, ::getuid());
   if (static_cast<std::size_t>(st.st_size) < kHeaderBytes)
     fail("shared-memory segment '/{}' is truncated ({} bytes, less than its header): {}", name, st.st_size, fix);
   seg.size_ = static_cast<std::size_t>(st.st_size);
-  seg.base_ = map(seg.fd_, seg.size_, access, name);
+  seg.base_ = map(seg.fd_.get(), seg.size_, access, name);
 
   const SegmentHeader& h = seg.header();
   if (h.magic != kMagic) fail("shared-memory segment '/{}' is not a Tandem segment (bad magic): {}", name, fix);
@@ -230,7 +230,7 @@ Segment::Segment(Segment&& other) noexcept
     : name_(std::move(other.name_)),
       base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      fd_(std::exchange(other.fd_, -1)),
+      fd_(std::move(other.fd_)),
       unlink_on_destroy_(std::exchange(other.unlink_on_destroy_, false)) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
@@ -239,7 +239,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     name_ = std::move(other.name_);
     base_ = std::exchange(other.base_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    fd_ = std::exchange(other.fd_, -1);
+    fd_ = std::move(other.fd_);
     unlink_on_destroy_ = std::exchange(other.unlink_on_destroy_, false);
   }
   return *this;
@@ -249,10 +249,9 @@ Segment::~Segment() { reset(); }
 
 void Segment::reset() noexcept {
   if (base_ != nullptr) ::munmap(base_, size_);
-  if (fd_ >= 0) ::close(fd_);
+  fd_.reset();
   if (unlink_on_destroy_) unlink(name_);
   base_ = nullptr;
-  fd_ = -1;
   unlink_on_destroy_ = false;
 }
 
@@ -271,12 +270,12 @@ std::vector<SegmentInfo> list_segments() {
     info.ours = st.st_uid == ::getuid();
     info.bytes = static_cast<std::uint64_t>(st.st_size);
     // O_NOFOLLOW: a symlink named tandem.* is reported, never followed.
-    int fd = S_ISREG(st.st_mode) ? ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-    if (fd < 0 || ::fstat(fd, &st) != 0) {
+    const FileDescriptor fd(S_ISREG(st.st_mode) ? ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                                                : -1);
+    if (!fd || ::fstat(fd.get(), &st) != 0) {
       info.problem = !S_ISREG(st.st_mode) ? "not a regular file"
                      : info.ours          ? "cannot be opened"
                                           : fmt::format("owned by uid {}, cannot be opened", info.owner_uid);
-      if (fd >= 0) ::close(fd);
       out.push_back(info);
       continue;
     }
@@ -285,7 +284,7 @@ std::vector<SegmentInfo> list_segments() {
       info.problem = "truncated";
     } else {
       std::byte header[kHeaderBytes];
-      if (::pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
+      if (::pread(fd.get(), header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
         const auto* h = reinterpret_cast<const SegmentHeader*>(header);
         info.ready = h->ready.load(std::memory_order_acquire) == static_cast<std::uint32_t>(Ready::ready);
         if (h->magic != kMagic) {
@@ -308,7 +307,6 @@ std::vector<SegmentInfo> list_segments() {
         }
       }
     }
-    ::close(fd);
     out.push_back(info);
   }
   ::closedir(dir);

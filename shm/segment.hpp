@@ -28,6 +28,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
+
 namespace tandem::shm {
 
 inline constexpr std::uint64_t kMagic = 0x004d485344'4e4154ULL;  // "TANDSHM\0" little-endian
@@ -115,7 +117,7 @@ class Segment {
   std::size_t payload_size() const { return size_ - header().payload_offset; }
   std::byte* base() const { return base_; }
   std::size_t size() const { return size_; }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
   template <class T>
   T& descriptor_as() const {
@@ -128,7 +130,7 @@ class Segment {
   std::string name_;
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
-  int fd_ = -1;
+  FileDescriptor fd_;
   bool unlink_on_destroy_ = false;
 };
 

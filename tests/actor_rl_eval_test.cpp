@@ -13,6 +13,7 @@
 
 #include "actor/rl_evaluator.hpp"
 #include "common/program.hpp"
+#include "common/torch/rl_model.hpp"
 #include "learner/model_publisher.hpp"
 #include "tests/harness.hpp"
 
@@ -50,8 +51,8 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
 TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and their statistics are consistent") {
   const Config config = test::rl_config(kConfig);
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
-  const PolicyHead head = actor::policy_head_for(source.spec());
+  Model model = make_rl_model(config, source.spec());
+  const PolicyHead head = policy_head_for(source.spec());
   const auto a = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
   const auto b = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
   CHECK(a.complete);
@@ -73,7 +74,7 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   std::ofstream(config_path) << kConfig;
   const Config config = test::rl_config(kConfig);
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   FlatParams flat = FlatParams::flatten(*model.nn_module());
   learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"});
   const std::uint64_t v1 = publisher.publish_final(0, 10);

@@ -14,6 +14,7 @@
 #include "actor/rl_setup.hpp"
 #include "common/config.hpp"
 #include "common/job_keys.hpp"
+#include "common/torch/rl_model.hpp"
 #include "envs/vec_env.hpp"
 #include "shm/experience_ring.hpp"
 
@@ -25,7 +26,7 @@ inline Config rl_config(const std::string& toml) {
 
 inline shm::ExperienceShape ring_shape(const envs::EnvSpec& spec, std::uint32_t actors, std::uint32_t slots,
                                        std::uint32_t steps, std::uint32_t envs) {
-  const PolicyHead head = actor::policy_head_for(spec);
+  const PolicyHead head = policy_head_for(spec);
   shm::ExperienceShape s;
   s.num_actors = actors;
   s.slots_per_ring = slots;
@@ -43,14 +44,14 @@ inline shm::ExperienceShape ring_shape(const envs::EnvSpec& spec, std::uint32_t 
 inline void check_slot_replays(const shm::SlotView& slot, const shm::ExperienceDescriptor& d, envs::VecEnv& env,
                                Model* model) {
   const std::size_t E = d.envs, O = d.obs_dim, T = d.steps, P = d.logits_dim;
-  const PolicyHead head = actor::policy_head_for(env.spec());
+  const PolicyHead head = policy_head_for(env.spec());
   std::uint32_t episodes = 0;
   for (std::size_t t = 0; t <= T; ++t) {
     const float* obs = slot.observations() + t * E * O;
     REQUIRE(std::memcmp(obs, env.observations().data(), E * O * sizeof(float)) == 0);  // row t+1 == next obs
     if (model) {
       torch::NoGradGuard no_grad;
-      const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), actor::model_input_shape(static_cast<std::int64_t>(E), static_cast<int>(O)));
+      const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(static_cast<std::int64_t>(E), static_cast<std::int64_t>(O)));
       const auto heads = model->forward_heads(x);
       const torch::Tensor values = torch::from_blob(slot.values() + t * E, {static_cast<std::int64_t>(E)});
       CHECK(torch::allclose(heads[1].reshape({-1}), values, 1e-6, 1e-6));

@@ -15,6 +15,7 @@
 
 #include "actor/rollout_loop.hpp"
 #include "common/program.hpp"
+#include "common/torch/rl_model.hpp"
 #include "learner/model_publisher.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
@@ -44,7 +45,7 @@ int rollout_child() {
 struct Learner {
   Config config;
   actor::EnvSource source{config};
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   FlatParams flat = FlatParams::flatten(*model.nn_module());
   learner::ModelPublisher publisher;
   std::uint64_t step = 0;

@@ -8,6 +8,7 @@
 
 #include "actor/rollout.hpp"
 #include "common/error.hpp"
+#include "common/torch/rl_model.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -19,13 +20,13 @@ namespace {
 std::uint32_t fill_and_replay(const std::string& toml, std::uint32_t steps, std::uint32_t envs, int slots) {
   const Config config = test::rl_config(toml);
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   envs::VecEnv env(source.make(static_cast<int>(envs)), 7, 0);
   envs::VecEnv replay(source.make(static_cast<int>(envs)), 7, 0);
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(source.spec(), 1, 2, steps, envs));
   shm::ExperienceWriter writer = shm::ExperienceWriter::attach(job, 0);
-  actor::Rollout rollout(model, actor::policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(),
+  actor::Rollout rollout(model, policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(),
                          at::make_generator<at::CPUGeneratorImpl>(3));
   std::uint32_t episodes = 0;
   for (int n = 0; n < slots; ++n) {
@@ -58,12 +59,12 @@ TEST_CASE("rollout: CartPole slots hold the envs' steps, the acting policy's out
 TEST_CASE("rollout: CartPole rewards are 1 and a slot's episodes are its done steps") {
   const Config config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n");
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   envs::VecEnv env(source.make(8), 1, 2);
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(source.spec(), 3, 1, 50, 8));
   shm::ExperienceWriter writer = shm::ExperienceWriter::attach(job, 2);
-  actor::Rollout rollout(model, actor::policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(), {});
+  actor::Rollout rollout(model, policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(), {});
   auto slot = writer.begin_write();
   REQUIRE(slot);
   const actor::SlotStats stats = rollout.fill(*slot, 1);
@@ -98,12 +99,12 @@ TEST_CASE("rollout: the example plugin env is acted through dlopen") {
 TEST_CASE("rollout: a stop mid-slot leaves the slot incomplete, uncommitted") {
   const Config config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n");
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   envs::VecEnv env(source.make(2), 1, 0);
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(source.spec(), 1, 2, 16, 2));
   shm::ExperienceWriter writer = shm::ExperienceWriter::attach(job, 0);
-  actor::Rollout rollout(model, actor::policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(), {});
+  actor::Rollout rollout(model, policy_head_for(source.spec()), env, writer.descriptor(), rings.segment_name(), {});
   int asked = 0;
   auto slot = writer.begin_write();
   REQUIRE(slot);
@@ -115,13 +116,13 @@ TEST_CASE("rollout: a stop mid-slot leaves the slot incomplete, uncommitted") {
 TEST_CASE("rollout: rings shaped for another env are a one-line error naming the segment") {
   const Config config = test::rl_config("[env]\nname = \"cartpole\"\nenvs = 4\n[model]\nname = \"actor_critic_mlp\"\n");
   const actor::EnvSource source(config);
-  Model model = actor::make_rl_model(config, source.spec());
+  Model model = make_rl_model(config, source.spec());
   envs::VecEnv env(source.make(4), 1, 0);
   const actor::EnvSource other(test::rl_config("[env]\nname = \"acrobot\"\n"));
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(other.spec(), 1, 2, 8, 4));
   const std::string err = test::error_of([&] {
-    actor::Rollout(model, actor::policy_head_for(source.spec()), env, rings.descriptor(), rings.segment_name(), {});
+    actor::Rollout(model, policy_head_for(source.spec()), env, rings.descriptor(), rings.segment_name(), {});
   });
   CHECK(err.find(rings.segment_name()) != std::string::npos);
   CHECK(err.find("CartPole-v1") != std::string::npos);
@@ -131,7 +132,7 @@ TEST_CASE("rollout: rings shaped for another env are a one-line error naming the
 TEST_CASE("rollout: a model without a value head is refused, naming the model") {
   const Config config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"mlp\"\n");
   const actor::EnvSource source(config);
-  const std::string err = test::error_of([&] { (void)actor::make_rl_model(config, source.spec()); });
+  const std::string err = test::error_of([&] { (void)make_rl_model(config, source.spec()); });
   CHECK(err.find("model 'mlp'") != std::string::npos);
   CHECK(err.find("no value head") != std::string::npos);
 }

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "actor/evaluator.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/torch/models.hpp"
 #include "learner/graph_step.hpp"
 #include "learner/optim.hpp"
@@ -54,20 +55,19 @@ torch::Tensor train(const OptimizerConfig& config, const ScheduleConfig& schedul
 std::string stderr_of(const std::function<void()>& fn) {
   const test::TempDir dir;
   const std::string path = dir.file("stderr.txt");
-  const int file = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
-  REQUIRE(file >= 0);
-  const int saved = ::dup(STDERR_FILENO);
-  ::dup2(file, STDERR_FILENO);
-  ::close(file);
-  try {
-    fn();
-  } catch (...) {
-    ::dup2(saved, STDERR_FILENO);
-    ::close(saved);
-    throw;
+  {
+    const FileDescriptor file(::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600));
+    REQUIRE(file.get() >= 0);
+    const FileDescriptor saved(::dup(STDERR_FILENO));
+    ::dup2(file.get(), STDERR_FILENO);
+    try {
+      fn();
+    } catch (...) {
+      ::dup2(saved.get(), STDERR_FILENO);
+      throw;
+    }
+    ::dup2(saved.get(), STDERR_FILENO);
   }
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

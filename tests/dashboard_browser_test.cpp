@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/file_descriptor.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
@@ -61,9 +62,8 @@ struct Job {
          .actor_keys = test::kTinyActorKeys});
   }
   void start() {
-    const int out = ::open((dir / "out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    launcher = test::spawn_program({test::tandem_binary(), "run", (dir / "job.toml").string()}, out);
-    ::close(out);
+    const FileDescriptor out(::open((dir / "out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    launcher = test::spawn_program({test::tandem_binary(), "run", (dir / "job.toml").string()}, out.get());
   }
   std::string output() const { return slurp(dir / "out.txt"); }
 };
@@ -160,9 +160,8 @@ TEST_CASE("dashboard: `tandem dashboard RUN_DIR` serves a finished run's curves 
     INFO(job.output());
     REQUIRE(job.launcher.wait() == 0);
   }
-  const int out = ::open((job.dir / "serve.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  test::Child server = test::spawn_program({test::tandem_binary(), "dashboard", job.run_dir.string()}, out);
-  ::close(out);
+  const FileDescriptor out(::open((job.dir / "serve.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  test::Child server = test::spawn_program({test::tandem_binary(), "dashboard", job.run_dir.string()}, out.get());
   std::smatch m;
   std::string said;
   const std::regex re("on (http://127\\.0\\.0\\.1:[0-9]+/)");

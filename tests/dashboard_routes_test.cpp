@@ -16,6 +16,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/file_descriptor.hpp"
 #include "tests/run_launcher_fixture.hpp"
 #include "tools/run/dashboard_routes.hpp"
 
@@ -104,16 +105,15 @@ TEST_CASE("tandem dashboard: a directory that is no run dir, or a port in use, i
   CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
 
   std::ofstream(empty / "metrics.jsonl") << kLine1 << "\n";
-  int holder = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(holder, 1) == 0);
-  REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  REQUIRE(::bind(holder.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(holder.get(), 1) == 0);
+  REQUIRE(::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   r = run_command(fmt::format("'{}' dashboard '{}' --port {}", tandem_binary(), empty.path().string(), ntohs(addr.sin_port)));
-  ::close(holder);
   CAPTURE(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("--port = ") != std::string::npos);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tests/data_files.hpp"
 #include "tests/harness.hpp"
@@ -47,13 +48,12 @@ void check_images(const shm::DatasetCache& cache, std::uint64_t n, std::uint64_t
 
 // Flips one byte of a segment file in place.
 void flip_byte(const std::string& segment, std::uint64_t offset) {
-  int fd = ::open(("/dev/shm/" + segment).c_str(), O_RDWR);
-  REQUIRE(fd >= 0);
+  const FileDescriptor fd(::open(("/dev/shm/" + segment).c_str(), O_RDWR));
+  REQUIRE(fd.get() >= 0);
   unsigned char b = 0;
-  REQUIRE(::pread(fd, &b, 1, static_cast<off_t>(offset)) == 1);
+  REQUIRE(::pread(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
   b ^= 0xff;
-  REQUIRE(::pwrite(fd, &b, 1, static_cast<off_t>(offset)) == 1);
-  ::close(fd);
+  REQUIRE(::pwrite(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
 }
 
 test::CommandResult run_tandem(const std::string& args) { return test::run_command(test::tandem_binary() + " " + args); }

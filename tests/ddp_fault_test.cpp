@@ -16,6 +16,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/clock.hpp"
+#include "common/file_descriptor.hpp"
 #include "tests/ddp_rank_child.hpp"
 #include "tests/harness.hpp"
 
@@ -26,12 +28,11 @@ namespace {
 
 // A rank of this test binary with its stdout and stderr in `log`.
 Child spawn_rank(const RankRun& run, const std::string& log) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(fd >= 0);
+  const tandem::FileDescriptor fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600));
+  REQUIRE(fd.get() >= 0);
   std::vector<std::string> argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--tandem-child=ddp-rank"};
   for (const std::string& a : rank_args(run)) argv.push_back(a);
-  Child c = spawn_program(argv, fd);
-  ::close(fd);
+  Child c = spawn_program(argv, fd.get());
   return c;
 }
 
@@ -54,7 +55,7 @@ std::pair<int, double> exit_within(Child& rank, double limit_s) {
   const auto t0 = Clock::now();
   int status = -1;
   const bool exited = rank.wait_for(std::chrono::milliseconds(static_cast<int>(limit_s * 1000)), status);
-  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double took = tandem::seconds_since(t0);
   REQUIRE_MESSAGE(exited, "the rank was still running after " << limit_s << " s");
   return {status, took};
 }

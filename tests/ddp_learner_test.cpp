@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/file_descriptor.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/ddp_rank_child.hpp"
@@ -39,10 +40,9 @@ Child spawn_learner(const TempDir& dir, int rank, int port, std::int64_t steps, 
   const std::string cmd = fmt::format(
       "cd {} && exec env -u TANDEM_JOB RANK={} WORLD_SIZE=2 LOCAL_RANK={} LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
       "MASTER_PORT={} {} job.toml --set learner.steps={}", dir.path().string(), rank, rank, port, learner, steps);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(fd >= 0);
-  Child c = spawn_program({"/bin/sh", "-c", cmd}, fd);
-  ::close(fd);
+  const FileDescriptor fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600));
+  REQUIRE(fd.get() >= 0);
+  Child c = spawn_program({"/bin/sh", "-c", cmd}, fd.get());
   return c;
 }
 

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/file_descriptor.hpp"
 #include "common/process.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tests/harness.hpp"
@@ -81,10 +82,9 @@ TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train 
         "exec {} run {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 --master-port {} --set run.run_dir={}",
         self_exe().string(), data, test::program_from_env("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
         (dir / fmt::format("node{}", k)).string());
-    const int out = ::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    REQUIRE(out >= 0);
-    nodes.push_back(test::spawn_program({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script}, out));
-    ::close(out);
+    const FileDescriptor out(::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    REQUIRE(out.get() >= 0);
+    nodes.push_back(test::spawn_program({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script}, out.get()));
   }
   int status[2] = {-1, -1};
   for (int k = 0; k < 2; ++k) CHECK(nodes[k].wait_for(200s, status[k]));

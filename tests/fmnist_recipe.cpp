@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "actor/evaluator.hpp"
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/torch/models.hpp"
 #include "learner/trainer.hpp"
@@ -39,9 +40,6 @@ double cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 }  // namespace
 

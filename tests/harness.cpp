@@ -22,6 +22,7 @@
 
 #include "common/cuda.hpp"
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/process.hpp"
 
 __attribute__((weak)) int tandem_test_gpus_required() { return 0; }
@@ -169,14 +170,13 @@ CommandResult run_command(const std::string& command) {
 }
 
 int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  const bool found = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  if (fd >= 0) ::close(fd);
+  const bool found = fd.get() >= 0 && ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0;
   if (!found) throw std::runtime_error("no free TCP port on 127.0.0.1");
   return ntohs(a.sin_port);
 }

@@ -1,4 +1,4 @@
-// tools/check-house: the arrows DESIGN.md draws and the 400-line limit, checked on this tree and
+// tools/check-house: the arrows docs/ARCHITECTURE.md draws and the 400-line limit, checked on this tree and
 // shown to catch each kind of violation in a scratch tree.
 #include <doctest/doctest.h>
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
 #include "shm/control_block.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
@@ -70,10 +71,9 @@ restart_backoff_s = 0.1
   void start(const std::vector<std::string>& sets = {}) {
     std::vector<std::string> argv = {tandem_binary(), "run", config()};
     for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
-    const int fd = ::open(dir_.file("out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    REQUIRE(fd >= 0);
-    child_ = spawn_program(argv, fd);
-    ::close(fd);
+    const FileDescriptor fd(::open(dir_.file("out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    REQUIRE(fd.get() >= 0);
+    child_ = spawn_program(argv, fd.get());
   }
   // The job's exit code, or -1 if it still runs after `limit`.
   int wait(std::chrono::seconds limit) {

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/program.hpp"
+#include "common/torch/rl_model.hpp"
 #include "common/torch/safetensors.hpp"
 #include "envs/vec_env.hpp"
 #include "learner/rl/rl_learner.hpp"
@@ -176,7 +177,7 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
 double distance_from_initial(const std::string& checkpoint, const std::string& config_path) {
   const Config config = load_program_config(config_path, {});
   const envs::EnvSpec env = rl::env_spec_for(config);
-  Model initial = rl::rl_model(config, env, rl::policy_head_for(env));
+  Model initial = make_rl_model(config, env);
   const safetensors::Contents c = safetensors::load_file(checkpoint);
   double most = 0;
   for (const auto& [name, t] : initial.named_parameters())
@@ -239,7 +240,7 @@ TEST_CASE("rl learner: a model without a value head is refused naming the model 
   TempDir dir;
   const Config config = load_program_config(write_config(dir, "ppo"), std::vector<std::string>{"model.name=mlp"});
   const envs::EnvSpec env = rl::env_spec_for(config);
-  const std::string error = error_of([&] { rl::rl_model(config, env, rl::policy_head_for(env)); });
+  const std::string error = error_of([&] { make_rl_model(config, env); });
   CHECK(error.find("model 'mlp'") != std::string::npos);
   CHECK(error.find("CartPole-v1") != std::string::npos);
 }
@@ -252,9 +253,9 @@ TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) action
                                               std::vector<std::string>{"env.name=pendulum", "rl.minibatches=2"});
     const rl::RlSettings s = rl::rl_settings(config);
     const envs::EnvSpec env = rl::env_spec_for(config);
-    const PolicyHead head = rl::policy_head_for(env);
+    const PolicyHead head = policy_head_for(env);
     REQUIRE(head.is_continuous());
-    Model model = rl::rl_model(config, env, head);
+    Model model = make_rl_model(config, env);
     const torch::Tensor before = model.parameters().front().flatten().clone();
     Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
     rl::RlUpdater updater(model, head, optimizer, s, at::detail::createCPUGenerator(0));

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
 #include "shm/control_client.hpp"
 #include "shm/heartbeat_thread.hpp"
 #include "tests/run_launcher_fixture.hpp"
@@ -46,32 +47,30 @@ sockaddr_in master_address() {
 // Rank 0: listens on the master port and accepts every other rank, each sending its rank as one byte.
 // Returns the connections, or an empty vector when the port cannot be had or a rank does not come.
 std::vector<int> host_rendezvous(int world) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr = master_address();
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0) return {};
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd.get(), 64) != 0) return {};
   std::vector<int> peers;
   while (static_cast<int>(peers.size()) < world - 1) {
-    pollfd p{fd, POLLIN, 0};
+    pollfd p{fd.get(), POLLIN, 0};
     if (::poll(&p, 1, 10'000) != 1) return {};
-    peers.push_back(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
+    peers.push_back(::accept4(fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
     char rank = 0;
     if (::read(peers.back(), &rank, 1) != 1) return {};
   }
-  ::close(fd);
   return peers;
 }
 
 int join_rendezvous(int rank) {
   for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in addr = master_address();
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
       const char r = static_cast<char>(rank);
-      if (::write(fd, &r, 1) == 1) return fd;
+      if (::write(fd.get(), &r, 1) == 1) return fd.release();
     }
-    ::close(fd);
     std::this_thread::sleep_for(50ms);
   }
   return -1;
@@ -240,14 +239,14 @@ TEST_CASE("tandem run: a learner rank stopped by SIGSTOP is killed as hung befor
 TEST_CASE("tandem run: bad multi-node flags are one line naming the flag, exit 1, and leave nothing behind" *
           doctest::timeout(60)) {
   // A port rank 0 could not listen on: something listens there already.
-  int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor busy(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  REQUIRE(::bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(busy, 1) == 0);
-  REQUIRE(::getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  REQUIRE(::bind(busy.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(busy.get(), 1) == 0);
+  REQUIRE(::getsockname(busy.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   const std::string busy_port = std::to_string(ntohs(addr.sin_port));
   struct Case {
     std::vector<std::string> flags;
@@ -282,5 +281,4 @@ TEST_CASE("tandem run: bad multi-node flags are one line naming the flag, exit 1
     CHECK(!fs::exists(f.dir / "runs"));
     CHECK(segments_of(f.job).empty());
   }
-  ::close(busy);
 }

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/file_descriptor.hpp"
 #include "tests/run_launcher_fixture.hpp"
 
 using namespace tandem;
@@ -47,18 +48,17 @@ TEST_CASE("tandem run: bad config values are one-line errors naming the key, and
 
 TEST_CASE("tandem run: a metrics port in use is an error naming run.metrics_port, with nothing left behind" *
           doctest::timeout(60)) {
-  int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  const FileDescriptor holder(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  REQUIRE(::bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(holder, 1) == 0);
-  REQUIRE(::getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  REQUIRE(::bind(holder.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(holder.get(), 1) == 0);
+  REQUIRE(::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   JobFixture f;
   f.keys["metrics_port"] = std::to_string(ntohs(addr.sin_port));
   auto r = run_command(tandem_binary() + " run " + f.write());
-  ::close(holder);
   CAPTURE(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("run.metrics_port") != std::string::npos);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file_descriptor.hpp"
 #include "common/process.hpp"
 #include "shm/dataset_cache.hpp"
 
@@ -25,16 +26,16 @@ Launcher::Launcher(const std::vector<std::string>& args) {
   REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
   std::vector<std::string> argv = {tandem_binary(), "run"};
   argv.insert(argv.end(), args.begin(), args.end());
-  child_ = spawn_program(argv, fds[1]);
-  ::close(fds[1]);
-  reader_ = std::thread([this, fd = fds[0]] {
+  FileDescriptor read_end(fds[0]), write_end(fds[1]);
+  child_ = spawn_program(argv, write_end.get());
+  write_end.reset();  // the child's copy is the last: the reader sees end of file when the child is gone
+  reader_ = std::thread([this, fd = std::move(read_end)] {
     char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) {
       std::lock_guard lock(mutex_);
       output_.append(buf, static_cast<std::size_t>(n));
       grew_.notify_all();
     }
-    ::close(fd);
   });
 }
 
@@ -136,18 +137,17 @@ std::vector<std::string> segments_of(const std::string& job) {
 }
 
 std::string http_exchange(int port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::write(fd.get(), request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
     char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) response.append(buf, static_cast<std::size_t>(n));
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) response.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fd);
   return response;
 }
 

@@ -14,6 +14,7 @@
 
 #include <thread>
 
+#include "common/file_descriptor.hpp"
 #include "tests/run_launcher_fixture.hpp"
 #include "tools/run/metrics_endpoint.hpp"
 
@@ -69,15 +70,14 @@ TEST_CASE("metrics endpoint: a wrong path, a wrong method and garbage get 404, 4
 TEST_CASE("metrics endpoint: a client that connects and sends nothing does not hold up a scrape" *
           doctest::timeout(30)) {
   Served s;
-  int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const FileDescriptor silent(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(s.endpoint.port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::connect(silent.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   CHECK(status_line(http_get(s.endpoint.port(), "/metrics")) == "HTTP/1.0 200 OK");
-  // The silent one is closed by the endpoint's deadline: its read sees end of file.
+  // The silent.get() one is closed by the endpoint's deadline: its read sees end of file.
   char byte;
-  CHECK(::read(silent, &byte, 1) == 0);
-  ::close(silent);
+  CHECK(::read(silent.get(), &byte, 1) == 0);
 }

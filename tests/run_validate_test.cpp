@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
@@ -45,18 +46,17 @@ struct SmallCache {
 // as a hand-made segment would: DatasetWriter refuses such splits.
 void forge_split(const std::string& cache, std::size_t index, std::uint64_t begin, std::uint64_t end) {
   const std::string path = "/dev/shm/" + shm::dataset_segment_name(cache);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  REQUIRE(fd >= 0);
+  const FileDescriptor fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  REQUIRE(fd.get() >= 0);
   std::array<std::byte, shm::kHeaderBytes> header{};
-  REQUIRE(::pread(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
+  REQUIRE(::pread(fd.get(), header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
   const std::size_t at = shm::kDescriptorOffset + offsetof(shm::DatasetDescriptor, splits) +
                          index * sizeof(shm::SplitDesc) + offsetof(shm::SplitDesc, begin);
   std::memcpy(header.data() + at, &begin, sizeof begin);
   std::memcpy(header.data() + at + sizeof begin, &end, sizeof end);
   const std::uint64_t sum = shm::header_checksum(header.data());
   std::memcpy(header.data() + offsetof(shm::SegmentHeader, header_checksum), &sum, sizeof sum);
-  REQUIRE(::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
-  ::close(fd);
+  REQUIRE(::pwrite(fd.get(), header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
 }
 
 // A job config whose programs are /bin/true: nothing may start when the check fails.

@@ -12,6 +12,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "shm/segment.hpp"
 #include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
@@ -48,10 +49,9 @@ shm::DeviceSlabInfo fake_info(std::uint64_t buffer_bytes) {
 
 // Overwrites bytes of a segment in /dev/shm, as a stray or hostile process of this uid could.
 void poke(const std::string& name, std::size_t offset, const void* bytes, std::size_t n) {
-  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
-  REQUIRE(fd >= 0);
-  REQUIRE(::pwrite(fd, bytes, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n));
-  ::close(fd);
+  const FileDescriptor fd(::open(("/dev/shm/" + name).c_str(), O_RDWR));
+  REQUIRE(fd.get() >= 0);
+  REQUIRE(::pwrite(fd.get(), bytes, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n));
 }
 
 constexpr std::size_t kInfoAt = shm::kDescriptorOffset + shm::kDeviceInfoOffset;

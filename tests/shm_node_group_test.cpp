@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "shm/node_group.hpp"
 #include "tests/harness.hpp"
 
@@ -135,7 +136,7 @@ Timed reduce_beside(NodeGroup& group, const char* behaviour, std::chrono::millis
   std::vector<float> data(10, 1.0f);
   const auto t0 = std::chrono::steady_clock::now();
   const NodeGroup::Outcome outcome = group.all_reduce_sum(data.data(), data.size(), 1.0f, timeout);
-  return {outcome, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  return {outcome, seconds_since(t0)};
 }
 
 }  // namespace

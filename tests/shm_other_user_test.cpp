@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "common/file_descriptor.hpp"
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tests/harness.hpp"
@@ -131,12 +132,11 @@ TEST_CASE("shm gc removes a valid segment whose creator died and only reports a 
   }
   const std::string junk = test::unique_name("tandem.junk");
   {
-    const int fd = ::open(("/dev/shm/" + junk).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-    REQUIRE(fd >= 0);
+    const FileDescriptor fd(::open(("/dev/shm/" + junk).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600));
+    REQUIRE(fd.get() >= 0);
     const std::string text(8192, 'z');  // 'zzzz' where a creator pid would be
-    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    REQUIRE(::fchown(fd, kNobody, kNobody) == 0);
-    ::close(fd);
+    REQUIRE(::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    REQUIRE(::fchown(fd.get(), kNobody, kNobody) == 0);
   }
 
   auto gc = test::run_command(as_nobody(tandem + " shm gc"));

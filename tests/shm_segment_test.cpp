@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
 
@@ -86,10 +87,9 @@ TEST_CASE("segment: a segment whose creator has not marked it ready is refused")
 
 TEST_CASE("segment: a truncated object is refused, not mapped past its end") {
   std::string name = test::unique_name("tandem.test");
-  int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::ftruncate(fd, 100) == 0);
-  ::close(fd);
+  const FileDescriptor fd(::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600));
+  REQUIRE(fd.get() >= 0);
+  REQUIRE(::ftruncate(fd.get(), 100) == 0);
   CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix"); })
             .find("truncated") != std::string::npos);
   Segment::unlink(name);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "shm/dataset_cache.hpp"
@@ -137,7 +138,7 @@ int verify(const std::string& name, unsigned threads) {
   if (sum != d.payload_checksum)
     fail("dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
          "`tandem data preload {} --from {} --force`", name, sum, d.payload_checksum, name, text(d.source));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs = seconds_since(start);
   fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, format_bytes(bytes), sum, secs);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 
 namespace tandem::safetensors {
 namespace {
@@ -38,17 +39,6 @@ const char* dtype_to_name(torch::ScalarType t, const std::string& tensor) {
   fail("tensor '{}' has dtype {}, which safetensors files here do not hold: convert it to float or an integer type",
        tensor, c10::toString(t));
 }
-
-// A file descriptor closed on scope exit.
-struct Fd {
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 [[noreturn]] void bad_file(const std::string& what, std::string_view reason) {
   fail("{} is not a valid safetensors file ({}): it is truncated or corrupt; delete it or write it again", what,
@@ -201,21 +191,21 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
          std::strerror(err), dir.string());
   };
   {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.fd < 0) failed("open");
+    FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd) failed("open");
     std::size_t done = 0;
     while (done < bytes.size()) {
-      const ssize_t w = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
+      const ssize_t w = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) failed("write");
       done += static_cast<std::size_t>(w);
     }
-    if (::fsync(fd.fd) != 0) failed("fsync");
+    if (::fsync(fd.get()) != 0) failed("fsync");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) failed("rename");
   // The rename is durable only once the directory entry is.
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.fd < 0 || ::fsync(dfd.fd) != 0)
+  FileDescriptor dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dfd || ::fsync(dfd.get()) != 0)
     fail("cannot sync directory '{}' after writing '{}': {}", dir.string(), path, std::strerror(errno));
 }
 
@@ -224,14 +214,14 @@ void save_file(const std::string& path, const NamedTensors& tensors, const Metad
 }
 
 Contents load_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) fail("cannot read '{}': {}", path, std::strerror(errno));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) fail("cannot read '{}': {}", path, std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) fail("cannot read '{}': {}", path, std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0) fail("cannot read '{}': {}", path, std::strerror(errno));
   std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t r = ::read(fd.fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t r = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) fail("cannot read '{}': {}", path, std::strerror(errno));
     if (r == 0) break;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/torch/flat_params.hpp"
 #include "learner/ddp/comm.hpp"
@@ -64,7 +65,7 @@ struct GradSync::State {
       const bool last = next_launch + 1 == buckets.size();
       const auto issue = Clock::now();
       b.work = comm->all_reduce_sum(b.view, 1.0 / world, last ? buffers : at::Tensor());
-      issuing_s += std::chrono::duration<double>(Clock::now() - issue).count();
+      issuing_s += seconds_since(issue);
       ++next_launch;
     }
   }
@@ -295,7 +296,7 @@ void GradSync::finish(std::int64_t step) {
       b.work->wait();
       b.work.reset();
     }
-    times_.allreduce_s = std::chrono::duration<double>(Clock::now() - s.first_launch).count();
+    times_.allreduce_s = seconds_since(s.first_launch);
   } catch (const UserError& e) {
     local_->watchdog->disarm();
     s.comm->abort();
@@ -306,7 +307,7 @@ void GradSync::finish(std::int64_t step) {
          local_->rank, step + 1, peers, e.what());
   }
   local_->watchdog->disarm();
-  times_.exposed_s = issued_during_backward_s + std::chrono::duration<double>(Clock::now() - backward_done).count();
+  times_.exposed_s = issued_during_backward_s + seconds_since(backward_done);
   s.issuing_s = 0;
   at::Tensor vote = s.grads[s.grads.numel() - 1];
   stop_agreed_ = local_->vote.read(vote);

@@ -9,10 +9,12 @@
 #include <numeric>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "common/cuda.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
+#include "common/torch/rl_model.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
 #include "learner/rl/rl_setup.hpp"
@@ -25,7 +27,6 @@ namespace tandem {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The last 100 finished training episodes.
 class EpisodeWindow {
@@ -49,7 +50,6 @@ class EpisodeWindow {
   std::deque<std::uint32_t> lengths_;
 };
 
-
 }  // namespace
 
 int run_rl_learner(const Config& config, shm::JobProcess& process) {
@@ -66,8 +66,8 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 
   const envs::EnvSpec env = rl::env_spec_for(config);
-  const PolicyHead head = rl::policy_head_for(env);
-  Model model = rl::rl_model(config, env, head);
+  const PolicyHead head = policy_head_for(env);
+  Model model = make_rl_model(config, env);
   if (cuda) model.to(device);
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   OptimizerConfig oc;

@@ -1,5 +1,6 @@
 // What the RL learner reads from the job config before it trains: the [rl] settings, the env's spaces
-// (built-in or plugin), how many rollout rings there are, the rings' shape and the actor-critic model.
+// (built-in or plugin), how many rollout rings there are and the rings' shape. The actor-critic model
+// and its policy head come from common/torch/rl_model.hpp, which the actors use too.
 // Every bad combination is one UserError line naming the keys and the fix.
 //
 // Threads: main's thread, at start.
@@ -9,7 +10,6 @@
 #include <string>
 
 #include "common/config.hpp"
-#include "common/torch/models.hpp"
 #include "common/torch/policy.hpp"
 #include "envs/env.hpp"
 #include "shm/experience_ring_format.hpp"
@@ -48,14 +48,7 @@ RlSettings rl_settings(const Config& config);
 // The spaces of env.name (or of the library env.plugin names, loaded and created once).
 envs::EnvSpec env_spec_for(const Config& config);
 
-PolicyHead policy_head_for(const envs::EnvSpec& env);
-
 // One ring per rollout actor, T x E steps of the env's spaces.
 shm::ExperienceShape experience_shape(const RlSettings& s, const envs::EnvSpec& env, const PolicyHead& head);
-
-// model.name over observations [B, 1, 1, obs_dim] with head.params_dim() policy outputs and a value
-// head; a model that does not fit (another output size, no value head) is a UserError naming the
-// model and the env.
-Model rl_model(const Config& config, const envs::EnvSpec& env, const PolicyHead& head);
 
 }  // namespace tandem::rl

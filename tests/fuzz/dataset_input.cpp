@@ -8,6 +8,7 @@
 
 #include "common/checked_math.hpp"
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "tools/data/preload.hpp"
 
 namespace fs = std::filesystem;
@@ -43,9 +44,8 @@ struct ClearInputDir {
 }  // namespace
 
 void write_file(const std::string& name, std::string_view bytes) {
-  const int fd = ::open((input_dir() / name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) std::abort();
-  ::close(fd);
+  const FileDescriptor fd(::open((input_dir() / name).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (fd.get() < 0 || ::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) std::abort();
 }
 
 void plan_and_load(const std::string& format, std::uint64_t max_field_bytes) {

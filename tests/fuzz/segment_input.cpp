@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
+
 namespace tandem::fuzz {
 
 std::string own_name() { return "fuzz" + std::to_string(::getpid()); }
@@ -39,14 +41,13 @@ SegmentFromBytes::SegmentFromBytes(const std::string& name, shm::Kind kind, std:
   }
 
   const std::string path = "/dev/shm/" + name_;
-  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) std::abort();  // the harness itself failed: not a finding about the input
-  bool ok = ::ftruncate(fd, static_cast<off_t>(object)) == 0 &&
-            ::pwrite(fd, header.data(), header.size(), 0) == static_cast<ssize_t>(header.size());
+  const FileDescriptor fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
+  if (fd.get() < 0) std::abort();  // the harness itself failed: not a finding about the input
+  bool ok = ::ftruncate(fd.get(), static_cast<off_t>(object)) == 0 &&
+            ::pwrite(fd.get(), header.data(), header.size(), 0) == static_cast<ssize_t>(header.size());
   if (payload_part > 0)
-    ok = ok && ::pwrite(fd, rest + header_part, payload_part, static_cast<off_t>(shm::kPayloadAlignment)) ==
+    ok = ok && ::pwrite(fd.get(), rest + header_part, payload_part, static_cast<off_t>(shm::kPayloadAlignment)) ==
                    static_cast<ssize_t>(payload_part);
-  ::close(fd);
   if (!ok) std::abort();
 }
 

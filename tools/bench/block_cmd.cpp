@@ -1,13 +1,8 @@
-#include "common/error.hpp"
 #include "tools/bench/bench_commands.hpp"
 #include "tools/bench/block_options.hpp"
 #include "tools/commands.hpp"
 
 namespace tandem::bench {
-
-#ifndef TANDEM_HAVE_TORCH
-int bench_block(const BlockBenchOptions&) { fail("bench block needs LibTorch, and this build has none"); }
-#endif
 
 void add_block_command(CLI::App& app) {
   static BlockBenchOptions o;

@@ -17,8 +17,8 @@ struct BlockBenchOptions {
   std::string json;
 };
 
-// Runs the bench and returns the exit code (block_bench.cpp where LibTorch is found; a UserError
-// without it).
+// Runs the bench and returns the exit code (block_bench.cpp where LibTorch is found, else
+// bench_without_torch.cpp: a UserError saying how to get it).
 int bench_block(const BlockBenchOptions& options);
 
 }  // namespace tandem::bench

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "common/cuda.hpp"
 #include "common/error.hpp"
 #include "learner/feed/device_feed.hpp"
@@ -67,7 +68,7 @@ Result measure(Feed& feed, const std::string& name, std::uint64_t batch, bool gp
   do samples += static_cast<std::uint64_t>(feed.next().samples());
   while (clock::now() - start < budget);
   sync();
-  const double s = std::chrono::duration<double>(clock::now() - start).count();
+  const double s = seconds_since(start);
   return Result{name, batch, gpu ? fmt::format("cuda:{}", o.device) : "cpu", samples / s, samples * sample_bytes / s / 1e9, {}};
 }
 

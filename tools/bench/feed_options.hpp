@@ -23,7 +23,7 @@ struct FeedBenchOptions {
 };
 
 // Runs the bench and returns the exit code. Built from feed_bench.cpp where LibTorch is found, else
-// from feed_without_torch.cpp, which says how to get it.
+// from bench_without_torch.cpp, which says how to get it.
 int bench_feed(const FeedBenchOptions& options);
 
 }  // namespace tandem::bench

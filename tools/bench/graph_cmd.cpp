@@ -1,15 +1,8 @@
-#include "common/error.hpp"
 #include "tools/bench/bench_commands.hpp"
 #include "tools/bench/graph_options.hpp"
 #include "tools/commands.hpp"
 
 namespace tandem::bench {
-
-#ifndef TANDEM_HAVE_TORCH
-int bench_graph(const GraphBenchOptions&) {
-  fail("bench graph needs a CUDA GPU and LibTorch, and this build has no LibTorch: run it on the GPU machine");
-}
-#endif
 
 void add_graph_command(CLI::App& app) {
   static GraphBenchOptions o;

@@ -29,8 +29,9 @@ struct GraphBenchOptions {
   std::uint32_t device = 0;
 };
 
-// Runs the bench and returns the exit code (graph_bench.cpp where LibTorch is found). Without a
-// visible GPU, or LibTorch without CUDA, a UserError saying it needs one.
+// Runs the bench and returns the exit code (graph_bench.cpp where LibTorch is found, else
+// bench_without_torch.cpp). Without a visible GPU, or LibTorch without CUDA, a UserError saying it
+// needs one.
 int bench_graph(const GraphBenchOptions& options);
 
 }  // namespace tandem::bench

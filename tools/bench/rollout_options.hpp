@@ -21,7 +21,7 @@ namespace tandem::bench {
 
 struct RolloutBenchOptions {
   // (a)
-  std::uint32_t envs = 256;    // E null envs per actor: 1.1 MB slots stay in cache (docs/BENCHMARKS.md)
+  std::uint32_t envs = 256;    // E null envs per actor: 1.1 MB slots stay in cache (docs/results/HISTORY.md)
   std::uint32_t steps = 64;    // T steps per slot
   std::uint32_t slots = 4;     // slots per ring
   std::uint32_t actors = 1;    // actor threads, one ring each

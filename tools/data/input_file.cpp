@@ -18,26 +18,18 @@
 
 namespace tandem::data {
 
-File::File(const std::filesystem::path& path) : path_(path.string()) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) fail("cannot open {}: {}", path_, std::strerror(errno));
+File::File(const std::filesystem::path& path) : path_(path.string()), fd_(::open(path_.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (!fd_) fail("cannot open {}: {}", path_, std::strerror(errno));
   struct stat st {};
-  TANDEM_CHECK_SYS(::fstat(fd_, &st));
+  TANDEM_CHECK_SYS(::fstat(fd_.get(), &st));
   if (!S_ISREG(st.st_mode)) fail("{} is not a regular file", path_);
   size_ = static_cast<std::uint64_t>(st.st_size);
-}
-
-File::File(File&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)), size_(other.size_) {}
-
-File::~File() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 void File::read_at(std::uint64_t offset, void* dst, std::size_t bytes) const {
   auto* out = static_cast<char*>(dst);
   while (bytes > 0) {
-    ssize_t n = ::pread(fd_, out, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
+    ssize_t n = ::pread(fd_.get(), out, std::min<std::size_t>(bytes, 1u << 30), static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail("cannot read {}: {}", path_, std::strerror(errno));
     if (n == 0) fail("{} ended early at byte {}: the file is truncated", path_, offset);

@@ -10,14 +10,15 @@
 #include <filesystem>
 #include <string>
 
+#include "common/file_descriptor.hpp"
+
 namespace tandem::data {
 
 class File {
  public:
   explicit File(const std::filesystem::path& path);  // UserError if it cannot be opened
-  File(File&& other) noexcept;
+  File(File&& other) noexcept = default;
   File& operator=(File&&) = delete;
-  ~File();
 
   std::uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
@@ -26,7 +27,7 @@ class File {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  FileDescriptor fd_;
   std::uint64_t size_ = 0;
 };
 

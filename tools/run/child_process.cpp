@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 
 namespace tandem::run {
 
@@ -77,24 +78,13 @@ void close_from(int from, int keep) {
 }
 
 struct Pipe {
-  int read = -1, write = -1;
+  FileDescriptor read, write;
   Pipe() {
     int fds[2];
     TANDEM_CHECK_SYS(::pipe2(fds, O_CLOEXEC));
-    read = fds[0];
-    write = fds[1];
+    read.reset(fds[0]);
+    write.reset(fds[1]);
   }
-  ~Pipe() {
-    if (read >= 0) ::close(read);
-    if (write >= 0) ::close(write);
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  void close_write() {
-    ::close(write);
-    write = -1;
-  }
-  int take_read() { return std::exchange(read, -1); }
 };
 
 }  // namespace
@@ -116,41 +106,42 @@ ChildProcess ChildProcess::spawn(const Spec& spec) {
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) TANDEM_FAIL_SYS(errno, "fork");
-  if (pid == 0) child_after_fork(program.c_str(), argv.data(), envp.data(), out.write, err.write, status.write, parent);
+  if (pid == 0) child_after_fork(program.c_str(), argv.data(), envp.data(), out.write.get(), err.write.get(), status.write.get(),
+                   parent);
 
   ChildProcess child;
   child.pid_ = pid;
   ::setpgid(pid, pid);  // also here, so a signal sent right after spawn() finds the group
-  out.close_write();
-  err.close_write();
-  status.close_write();
+  out.write.reset();
+  err.write.reset();
+  status.write.reset();
   int exec_errno = 0;
   ssize_t n;
-  do n = ::read(status.read, &exec_errno, sizeof exec_errno);
+  do n = ::read(status.read.get(), &exec_errno, sizeof exec_errno);
   while (n < 0 && errno == EINTR);
   if (n > 0) {
     ::waitpid(pid, nullptr, 0);
     child.pid_ = -1;
     fail("cannot start {}: {}", program, std::strerror(exec_errno));
   }
-  child.stdout_fd_ = out.take_read();
-  child.stderr_fd_ = err.take_read();
-  for (int fd : {child.stdout_fd_, child.stderr_fd_})
+  child.stdout_fd_ = std::move(out.read);
+  child.stderr_fd_ = std::move(err.read);
+  for (int fd : {child.stdout_fd_.get(), child.stderr_fd_.get()})
     TANDEM_CHECK_SYS(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK));
   return child;
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
-      stdout_fd_(std::exchange(other.stdout_fd_, -1)),
-      stderr_fd_(std::exchange(other.stderr_fd_, -1)) {}
+      stdout_fd_(std::move(other.stdout_fd_)),
+      stderr_fd_(std::move(other.stderr_fd_)) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     reset();
     pid_ = std::exchange(other.pid_, -1);
-    stdout_fd_ = std::exchange(other.stdout_fd_, -1);
-    stderr_fd_ = std::exchange(other.stderr_fd_, -1);
+    stdout_fd_ = std::move(other.stdout_fd_);
+    stderr_fd_ = std::move(other.stderr_fd_);
   }
   return *this;
 }
@@ -163,13 +154,12 @@ void ChildProcess::reset() noexcept {
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
-  if (stderr_fd_ >= 0) ::close(stderr_fd_);
-  stdout_fd_ = stderr_fd_ = -1;
+  stdout_fd_.reset();
+  stderr_fd_.reset();
 }
 
-int ChildProcess::release_stdout() { return std::exchange(stdout_fd_, -1); }
-int ChildProcess::release_stderr() { return std::exchange(stderr_fd_, -1); }
+int ChildProcess::release_stdout() { return stdout_fd_.release(); }
+int ChildProcess::release_stderr() { return stderr_fd_.release(); }
 
 std::optional<ExitStatus> ChildProcess::try_wait() {
   if (pid_ <= 0) return std::nullopt;

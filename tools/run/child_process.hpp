@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/file_descriptor.hpp"
+
 namespace tandem::run {
 
 struct ExitStatus {
@@ -59,8 +61,8 @@ class ChildProcess {
  private:
   void reset() noexcept;
   pid_t pid_ = -1;
-  int stdout_fd_ = -1;
-  int stderr_fd_ = -1;
+  FileDescriptor stdout_fd_;
+  FileDescriptor stderr_fd_;
 };
 
 std::string signal_name(int sig);  // "SIGKILL"

@@ -3,7 +3,7 @@
 // history, the job's phase and the [run] limits, so that every rule below is tested as a table
 // (tests/run_policy_test.cpp) without starting a process.
 //
-// The rules (also in `tandem run --help` and DESIGN.md, "Processes"):
+// The rules (also in `tandem run --help` and docs/ARCHITECTURE.md, "The launcher"):
 //  - An actor that exits non-zero, is killed, or hangs while the job runs is restarted after an
 //    exponential backoff (restart_backoff_s doubling per crash in a row, capped at
 //    restart_backoff_max_s; the streak resets once it ran longer than max(60 s, 2 x the cap)), up to

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "common/error.hpp"
+#include "common/file_descriptor.hpp"
 #include "tools/run/job_segments.hpp"
 #include "tools/run/supervisor.hpp"
 
@@ -27,19 +28,15 @@ std::string random_suffix() {
 
 // A free TCP port on the loopback for MASTER_PORT (torchrun does the same: bind 0, read, close).
 std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  TANDEM_CHECK_SYS(fd);
+  const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) TANDEM_FAIL_SYS(errno, "socket(AF_INET, SOCK_STREAM)");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    TANDEM_FAIL_SYS(err, "bind(127.0.0.1:0)");
-  }
-  ::close(fd);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    TANDEM_FAIL_SYS(errno, "bind(127.0.0.1:0)");
   return ntohs(addr.sin_port);
 }
 
@@ -54,16 +51,15 @@ void check_rendezvous(const JobConfig& cfg) {
          "IP address", cfg.master_addr, ::gai_strerror(rc));
   ::freeaddrinfo(found);
   if (cfg.node_rank != 0 || cfg.master_port == 0) return;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  TANDEM_CHECK_SYS(fd);
+  const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) TANDEM_FAIL_SYS(errno, "socket(AF_INET, SOCK_STREAM)");
   const int one = 1;  // as the store's listener does, so a port in TIME_WAIT is not taken for busy
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(cfg.master_port);
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
-  ::close(fd);
+  const bool taken = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
   if (taken)
     fail("master port {} (--master-port or run.master_port) is in use on this host, where rank 0 must listen on it: "
          "choose a free port (the same on every node)", cfg.master_port);

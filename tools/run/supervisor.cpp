@@ -21,11 +21,6 @@ namespace {
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr double kLiveRedrawS = 0.5;
 
-double seconds_since(std::uint64_t mono_ns) {
-  const std::uint64_t now = monotonic_ns();
-  return now > mono_ns ? (now - mono_ns) / 1e9 : 0.0;
-}
-
 RestartLimits limits_of(const JobConfig& cfg) {
   return {.max_restarts = cfg.max_restarts,
           .backoff_s = cfg.restart_backoff_s,

@@ -1,0 +1,46 @@
+#include "common/torch/rl_model.hpp"
+
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <optional>
+
+#include "common/error.hpp"
+
+namespace tandem {
+
+PolicyHead policy_head_for(const EnvSpec& env) {
+  return env.discrete() ? PolicyHead::discrete(env.num_actions) : PolicyHead::continuous(env.action_dim);
+}
+
+Model make_rl_model(const Config& config, const EnvSpec& env) {
+  const PolicyHead head = policy_head_for(env);
+  const ModelSpec spec{.name = config.string("model.name"), .channels = 1, .height = 1, .width = env.obs_dim,
+                       .num_classes = head.params_dim(),
+                       .seed = static_cast<std::uint64_t>(config.integer("model.seed"))};
+  const std::string needs = fmt::format(
+      "env '{}' needs {} policy outputs ({}) and a value head", env.name, head.params_dim(),
+      env.discrete() ? fmt::format("{} action logits", env.num_actions)
+                     : fmt::format("mean and log-std of {} action dimensions", env.action_dim));
+  std::optional<Model> model;
+  try {
+    model.emplace(Model::create(spec));
+  } catch (const UserError& e) {
+    fail("model '{}' does not fit: {}; {}: use actor_critic_mlp or a model with that head", spec.name, e.what(),
+         needs);
+  }
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const auto out = model->forward_heads(torch::zeros(rl_model_input_shape(2, env.obs_dim)));
+  if (out.size() < 2)
+    fail("model '{}' has no value head (it returns {} output{} per sample, not policy and value); {}: use "
+         "actor_critic_mlp", spec.name, out.size(), out.size() == 1 ? "" : "s", needs);
+  if (out[1].numel() != 2)
+    fail("model '{}' gives a value of shape [{}] for 2 observations, not one value each; {}: use actor_critic_mlp",
+         spec.name, fmt::join(out[1].sizes(), ", "), needs);
+  return std::move(*model);
+}
+
+}  // namespace tandem
