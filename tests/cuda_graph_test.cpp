@@ -225,8 +225,10 @@ TEST_CASE("the captured step trains exactly as the eager step: the same fused ke
 // amplifies any difference in the last bits (cuDNN's atomics alone make runs drift 1-3 % apart over
 // 100 steps). The measure of "rounding only": the distance to the reference after one step (the
 // update itself), and after 100 steps against how far the reference drifts from itself when its
-// initial weights get 1e-6 relative noise.
-TEST_CASE("training with the fused, captured step stays within rounding of ATen's eager one" * doctest::timeout(300)) {
+// initial weights get 1e-6 relative noise. bf16 training, which rounds every activation, must stay
+// near float32's: within 10 %, a fifth of how far training moved the weights.
+TEST_CASE("training with the fused, captured step stays within rounding of ATen's eager one, bf16 near it" *
+          doctest::timeout(300)) {
   REQUIRE(torch::cuda::is_available());
   deterministic_cudnn();
   const TrainerConfig config = sgd(0.01, {.kind = "cosine", .warmup_steps = 10, .total_steps = 100});
@@ -248,23 +250,13 @@ TEST_CASE("training with the fused, captured step stays within rounding of ATen'
     CHECK(first_update < 1e-3);
     CHECK(diff < std::max(3 * drift, 1e-3));
     CHECK(moved > 10 * diff);
-  }
-}
 
-TEST_CASE("bf16 training: the captured step stays near float32 training" * doctest::timeout(300)) {
-  REQUIRE(torch::cuda::is_available());
-  deterministic_cudnn();
-  const TrainerConfig config = sgd(0.01, {.kind = "cosine", .warmup_steps = 10, .total_steps = 100});
-  for (const std::string name : {"cnn", "resnet18"}) {
-    CAPTURE(name);
-    const Trained init = train(name, Mode::eager, config, {.steps = 0});
-    const Trained f32 = train(name, Mode::eager_unfused, config, {});
-    const Trained graph = train(name, Mode::graph_gathers, config, {.precision = torch::kBFloat16});
-    CHECK(graph.captured);
-    const double diff = relative_l2(graph.params, f32.params), moved = relative_l2(init.params, f32.params);
-    INFO("bf16 graph vs float32 eager ", diff, ", training moved ", moved);
-    CHECK(diff < 0.1);
-    CHECK(moved > 5 * diff);
+    const Trained bf16 = train(name, Mode::graph_gathers, config, {.precision = torch::kBFloat16});
+    CHECK(bf16.captured);
+    const double to_f32 = relative_l2(bf16.params, ref.params);
+    INFO("bf16 graph vs float32 reference ", to_f32);
+    CHECK(to_f32 < 0.1);
+    CHECK(moved > 5 * to_f32);
   }
 }
 

@@ -95,6 +95,18 @@ __global__ void __launch_bounds__(kReduceThreads, 1) forward_stats(StatsParams p
   }
 }
 
+// The 16-byte vectors an apply kernel's thread visits: first, first + step, ... below total, all of
+// one channel group, because the grid's thread count is a multiple of the group count (apply_blocks).
+struct VectorWalk {
+  std::int64_t first, total, step;
+  int group;
+};
+
+__device__ VectorWalk vector_walk(std::int64_t rows, int groups) {
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  return {first, rows * groups, static_cast<std::int64_t>(gridDim.x) * blockDim.x, static_cast<int>(first % groups)};
+}
+
 struct ApplyParams {
   std::int64_t rows;
   int channels, groups;
@@ -104,24 +116,21 @@ struct ApplyParams {
   const float *scale, *shift;
 };
 
-// y = relu(x * scale + shift + residual). A thread's channel group never changes: the grid's
-// thread count is a multiple of the group count (launch_apply). ReLU as PyTorch's: NaN passes,
-// and so does its gradient (threshold_backward zeroes where y <= 0 only).
+// y = relu(x * scale + shift + residual). ReLU as PyTorch's: NaN passes, and so does its gradient
+// (threshold_backward zeroes where y <= 0 only).
 template <typename T, bool kResidual, bool kRelu>
 __global__ void __launch_bounds__(kApplyThreads) forward_apply(ApplyParams p) {
   constexpr int V = kLanes<T>;
-  const std::int64_t total = p.rows * p.groups;
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int group = static_cast<int>(i % p.groups);
+  const VectorWalk w = vector_walk(p.rows, p.groups);
+  if (w.first >= w.total) return;
+  const int group = w.group;
   float scale[V], shift[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) scale[j] = p.scale[group * V + j], shift[j] = p.shift[group * V + j];
   const T* x = static_cast<const T*>(p.x);
   const T* res = static_cast<const T*>(p.residual);
   T* y = static_cast<T*>(p.y);
-  for (; i < total; i += step) {
+  for (std::int64_t i = w.first; i < w.total; i += w.step) {
     float v[V], r[V];
     load16(x + i * V, v);
     if constexpr (kResidual) load16(res + i * V, r);
@@ -210,11 +219,9 @@ struct BackwardApplyParams {
 template <typename T, bool kRelu, bool kResidual>
 __global__ void __launch_bounds__(kApplyThreads) backward_apply(BackwardApplyParams p) {
   constexpr int V = kLanes<T>;
-  const std::int64_t total = p.rows * p.groups;
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int group = static_cast<int>(i % p.groups);
+  const VectorWalk w = vector_walk(p.rows, p.groups);
+  if (w.first >= w.total) return;
+  const int group = w.group;
   float mean[V], a[V], b[V], e[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) {
@@ -223,7 +230,7 @@ __global__ void __launch_bounds__(kApplyThreads) backward_apply(BackwardApplyPar
   }
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
-  for (; i < total; i += step) {
+  for (std::int64_t i = w.first; i < w.total; i += w.step) {
     float d[V], v[V];
     load16(dy + i * V, d);
     load16(x + i * V, v);
