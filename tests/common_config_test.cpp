@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/job_keys.hpp"
 #include "common/program.hpp"
+#include "common/toml_screen.hpp"
 #include "tests/harness.hpp"
 
 using tandem::Config;
@@ -103,6 +104,25 @@ TEST_CASE("config: a foreign table is skipped and reported, with its --set overr
   REQUIRE(c.skipped_tables().size() == 1);
   CHECK(c.skipped_tables()[0] == "run");
   CHECK(Config::parse("", "f", {}, kSchema, foreign).skipped_tables().empty());
+}
+
+TEST_CASE("config: a former spelling loads as its key, with one note naming the new key") {
+  static constexpr tandem::RenamedKey renamed[] = {{"learner.rate", "learner.lr"}};
+  Config c = Config::parse("[learner]\nrate = 0.5\n", "f", {}, kSchema, {}, renamed);
+  CHECK(c.real("learner.lr") == doctest::Approx(0.5));
+  REQUIRE(c.notes().size() == 1);
+  CHECK(c.notes()[0] == "note: config f: learner.rate is now learner.lr: rename it (the old name loads until the next "
+                        "release)");
+  CHECK(c.to_toml().find("rate") == std::string::npos);  // what children read has the new name
+  const std::vector<std::string> set = {"learner.rate=2"};
+  CHECK(Config::parse("[learner]\nlr = 1\n", "f", set, kSchema, {}, renamed).real("learner.lr") == doctest::Approx(2));
+  try {
+    (void)Config::parse("[learner]\nlr = 1\nrate = 2\n", "f", {}, kSchema, {}, renamed);
+    FAIL("both spellings were accepted");
+  } catch (const tandem::UserError& e) {
+    CHECK(std::string(e.what()) == "config f: learner.lr and learner.rate are one key: keep learner.lr");
+  }
+  CHECK(Config::parse("", "f", {}, kSchema, {}, renamed).notes().empty());
 }
 
 TEST_CASE("config: a program accepts the example job configs, [run] and all") {
