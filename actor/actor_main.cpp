@@ -30,12 +30,11 @@
 #include "actor/rl_evaluator.hpp"
 #include "actor/rollout_loop.hpp"
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
 #include "common/log.hpp"
 #include "common/program.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/model_config.hpp"
-#include "shm/dataset_cache.hpp"
+#include "shm/dataset_check.hpp"
 #include "shm/job_process.hpp"
 #include "shm/segment.hpp"
 
@@ -47,40 +46,37 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The supervised evaluator: a dataset cache's test split, one evaluation per version.
-int run_evaluator(const Config& config, shm::JobProcess& process, const actor::ActorContext& ctx) {
+int run_evaluator(const JobSettings& settings, shm::JobProcess& process, const actor::ActorContext& ctx) {
   shm::ControlClient* client = process.client();
   const std::string& job = process.job();
   const std::string& run_dir = process.run_dir();
   auto stop = [&] { return process.stop_requested(); };
 
-  const bool cuda = config.string("actor.device") == "cuda";
-  if (cuda && !torch::cuda::is_available())
-    fail("config: actor.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
-  torch::set_num_threads(static_cast<int>(config.integer("actor.threads")));
+  const ActorSettings& a = settings.actor;
+  const torch::Device device = device_for(a.device, "actor.device", 0);
+  torch::set_num_threads(a.threads);
 
-  shm::DatasetCache cache = shm::DatasetCache::attach(config.string("data.name"));
-  Model model = Model::create(model_spec_for(config, cache.field("x").sample_shape));
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const shm::JobData data = shm::attach_job_data(settings);
+  Model model = Model::create(model_spec_for(settings.model, data.cache.field("x").sample_shape));
   model.to(device);
   model.eval();
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
-  const Evaluator evaluator(cache, {.split = config.string("data.test_split"),
-                                    .batch_size = config.integer("actor.batch_size"),
-                                    .mean = parse_number_list("data.mean", config.string("data.mean")),
-                                    .std = parse_number_list("data.std", config.string("data.std")),
-                                    .device = device,
-                                    .max_samples = config.integer("actor.max_samples"),
-                                    .cuda_graph = config.boolean("actor.cuda_graph")});
+  const Evaluator evaluator(data.cache, {.split = settings.data.test_split,
+                                         .batch_size = a.batch_size,
+                                         .mean = settings.data.mean,
+                                         .std = settings.data.std,
+                                         .device = device,
+                                         .max_samples = a.max_samples,
+                                         .cuda_graph = a.cuda_graph});
 
   const std::string slab = shm::job_segment_name(job, "weights");
-  actor::Follower follower =
-      actor::wait_for_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"), ctx);
+  actor::Follower follower = actor::wait_for_follower(slab, flat, settings.model.name, a.wait_weights_s, ctx);
   if (client) client->set_state(shm::ProcessState::running);
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
-            config.string("data.name"), slab);
+            settings.data.name, slab);
 
   const std::string jsonl = run_dir + "/eval.jsonl";
-  const double min_interval = config.real("actor.min_interval_s");
+  const double min_interval = a.min_interval_s;
   const std::uint32_t index = client ? client->index() : 0;
   std::uint64_t evaluations = 0;
   Clock::time_point last_eval{};
@@ -130,7 +126,9 @@ int run_evaluator(const Config& config, shm::JobProcess& process, const actor::A
 }
 
 int run(const ProgramArgs& args) {
-  const Config config = load_program_config(args.file, args.overrides);
+  JobShape shape = program_shape(1, 1);
+  shape.actors = shape.actors.value_or(1);  // by hand: this one
+  const JobSettings settings = JobSettings::parse(load_program_config(args.file, args.overrides), shape);
   catch_stop_signals();
   keep_freed_memory_for_reuse();
   shm::JobProcess process("actor");
@@ -138,18 +136,13 @@ int run(const ProgramArgs& args) {
   const actor::ActorContext ctx{.job = process.job(), .run_dir = process.run_dir(),
                                 .index = client ? client->index() : 0, .client = client,
                                 .stop = [&] { return process.stop_requested(); }, .tick = [&] { process.tick(); }};
-  const bool rollout = config.string("actor.role") == "rollout";
-  if (config.string("learner.algo") == "supervised") {
-    if (rollout)
-      fail("config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = "
-           "\"ppo\" or \"vtrace\"");
-    return run_evaluator(config, process, ctx);
-  }
+  if (!settings.learner.rl()) return run_evaluator(settings, process, ctx);
   // A rollout job's last actor.evaluators actors evaluate; by hand (no launcher) the role decides.
-  const auto evaluators = static_cast<std::uint64_t>(config.integer("actor.evaluators"));
+  const bool rollout = settings.actor.role == ActorSettings::Role::rollout;
+  const std::uint64_t evaluators = settings.actor.evaluators;
   if (rollout && (!client || ctx.index + evaluators < client->block().descriptor().actor_count))
-    return actor::run_rollout_actor(config, ctx);
-  return actor::run_rl_evaluator(config, ctx);
+    return actor::run_rollout_actor(settings, ctx);
+  return actor::run_rl_evaluator(settings, ctx);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ void append_line(const std::string& path, const nlohmann::json& row) {
 
 }  // namespace
 
-EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& source, std::int64_t episodes,
+EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSource& source, std::int64_t episodes,
                          std::uint64_t job_seed, std::uint32_t actor_index, const std::function<bool()>& abandon) {
   const auto start = Clock::now();
   const int n = static_cast<int>(std::clamp<std::int64_t>(episodes, 1, 64));
@@ -87,23 +87,22 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& 
   return r;
 }
 
-int run_rl_evaluator(const Config& config, const ActorContext& ctx) {
-  torch::set_num_threads(static_cast<int>(config.integer("actor.threads")));
-  const EnvSource source(config);
+int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
+  torch::set_num_threads(settings.actor.threads);
+  const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
-  Model model = make_rl_model(config, source.spec());
+  Model model = make_rl_model(settings.model, source.spec());
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
-  Follower follower =
-      wait_for_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"), ctx);
+  Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
   if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
-  const std::int64_t episodes = config.integer("actor.eval_episodes");
-  const std::uint64_t seed = eval_seed(static_cast<std::uint64_t>(config.integer("env.seed")));
+  const std::int64_t episodes = settings.actor.eval_episodes;
+  const std::uint64_t seed = eval_seed(settings.env.seed);
   log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes,
             source.spec().name, model.describe(), slab);
 
   const std::string jsonl = ctx.run_dir + "/eval.jsonl";
-  const double min_interval = config.real("actor.min_interval_s");
+  const double min_interval = settings.actor.min_interval_s;
   std::uint64_t evaluations = 0, evaluated = 0;  // evaluated: the version evaluated last (0: none)
   Clock::time_point last_eval{};
   // Loads the newest version and evaluates it, unless it was evaluated already (an abandoned

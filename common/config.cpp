@@ -200,7 +200,7 @@ Config Config::parse(std::string_view text, std::string_view origin,
   }
   for (const auto& assignment : overrides) {
     auto eq = assignment.find('=');
-    if (eq == std::string::npos) fail("--set {}: expected key=value, e.g. --set learner.steps=100", assignment);
+    if (eq == std::string::npos) fail("--set {}: expected key=value, e.g. --set supervised.steps=100", assignment);
     std::string key = current(assignment.substr(0, eq), "--set");
     if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);

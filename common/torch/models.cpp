@@ -14,7 +14,7 @@
 #include <map>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
+#include "common/settings/data.hpp"
 #include "common/torch/fused_bn_relu_pool.hpp"
 
 namespace tandem {
@@ -208,7 +208,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   // The launcher validates model.name against kBuiltinModels (torch-free): the two must agree.
   static const bool same = std::equal(r.begin(), r.end(), kBuiltinModels.begin(), kBuiltinModels.end(),
                                       [](const auto& entry, std::string_view name) { return entry.first == name; });
-  if (!same) throw std::logic_error("common/job_keys.hpp kBuiltinModels differs from the model registry");
+  if (!same) throw std::logic_error("common/settings/data.hpp kBuiltinModels differs from the model registry");
   return r;
 }
 

@@ -13,6 +13,8 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
+#include "common/torch/model_config.hpp"
+#include "envs/env_source.hpp"
 #include "learner/model_publisher.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
 #include "learner/rl/rl_setup.hpp"
@@ -52,30 +54,32 @@ class EpisodeWindow {
 
 }  // namespace
 
-int run_rl_learner(const Config& config, shm::JobProcess& process) {
+int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const Clock::time_point started = Clock::now();
   shm::ControlClient* client = process.client();
   const std::string& job = process.job();
   const std::string& run_dir = process.run_dir();
 
-  const rl::RlSettings s = rl::rl_settings(config);
-  const bool cuda = config.string("learner.device") == "cuda";
-  if (cuda && !torch::cuda::is_available())
-    fail("config: learner.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
-  torch::set_num_threads(s.deterministic ? 1 : static_cast<int>(config.integer("learner.threads")));
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const RlSettings& s = settings.rl;
+  const bool deterministic = settings.shape.deterministic;
+  const std::string_view algo = algo_name(settings.learner.algo);
+  const std::uint32_t rollout_actors = settings.rollout_actors;
+  const double base_lr = settings.optimizer.lr;
+  const torch::Device device = device_for(settings.learner.device, "learner.device", 0);
+  const bool cuda = device.is_cuda();
+  torch::set_num_threads(deterministic ? 1 : settings.learner.threads);
 
-  const envs::EnvSpec env = rl::env_spec_for(config);
+  const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
   const PolicyHead head = rl::policy_head_for(env);
-  Model model = rl::rl_model(config, env, head);
+  Model model = rl::rl_model(settings.model, env, head);
   if (cuda) model.to(device);
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   OptimizerConfig oc;
-  oc.kind = config.string("learner.optimizer");
-  oc.lr = s.lr;
-  oc.momentum = config.real("learner.momentum");
-  oc.nesterov = config.boolean("learner.nesterov");
-  oc.weight_decay = config.real("learner.weight_decay");
+  oc.kind = settings.optimizer.name;
+  oc.lr = base_lr;
+  oc.momentum = settings.optimizer.momentum;
+  oc.nesterov = settings.optimizer.nesterov;
+  oc.weight_decay = settings.optimizer.weight_decay;
   oc.eps = 1e-5;  // the PPO implementations' Adam epsilon (CleanRL, OpenAI baselines)
   Optimizer optimizer(model.named_parameters(), oc);
   model.train(true);
@@ -92,46 +96,46 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   }
 
   // The rings before the slab: an actor that finds the weights finds its ring too.
-  shm::ExperienceRings rings = shm::ExperienceRings::create(job, rl::experience_shape(s, env, head));
+  shm::ExperienceRings rings = shm::ExperienceRings::create(job, rl::experience_shape(settings, env, head));
   if (client) rings.segment().persist();  // the launcher removes the job's segments when the job ends
   cuda::HostRegistration registered;      // async H2D straight out of the slots
   if (cuda) registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
 
   learner::ModelPublisherOptions popts;
-  popts.model = config.string("model.name");
-  popts.bf16 = config.boolean("learner.publish_bf16");
-  popts.device_slab = config.string("learner.device_slab") == "auto";
+  popts.model = settings.model.name;
+  popts.bf16 = settings.publish.bf16;
+  popts.device_slab = settings.publish.device_slab;
   popts.when.after_version = resumed_version;
   popts.replace_dead_writer = true;  // a slab of this job whose writer is dead is stale
   learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);
   if (client) publisher.slab().persist();
   // Deterministic actors wait for exact versions, so no publish may be skipped there.
   auto publish = [&] {
-    if (s.deterministic) (void)publisher.publish_final(static_cast<std::uint64_t>(step), 30);
+    if (deterministic) (void)publisher.publish_final(static_cast<std::uint64_t>(step), 30);
     else (void)publisher.publish(static_cast<std::uint64_t>(step));
   };
   auto version = [&] { return publisher.publisher().next_version() - 1; };  // of the weights we hold
 
-  const std::int64_t report_every = config.integer("learner.report_every_steps");
-  const std::int64_t ckpt_every = config.integer("learner.checkpoint_every_steps");
-  const std::int64_t keep = config.integer("learner.keep_checkpoints");
+  const std::int64_t report_every = settings.learner.report_every_steps;
+  const std::int64_t ckpt_every = settings.checkpoint.every_steps;
+  const std::int64_t keep = settings.checkpoint.keep;
   auto checkpoint = [&] {
     const std::string path = checkpoint_path(run_dir, step);
     rl::save_checkpoint(path, model, optimizer, step,
                         {{"version", std::to_string(version())}, {"env_steps", std::to_string(env_steps)},
-                         {"algo", s.algo}});
+                         {"algo", std::string(algo)}});
     prune_checkpoints(run_dir, keep);
     log::info("checkpoint {} (update {}, env step {})", path, step, env_steps);
   };
 
-  at::Generator order = at::detail::createCPUGenerator(static_cast<std::uint64_t>(config.integer("learner.seed")));
-  rl::RlUpdater updater(model, head, optimizer, s, order);
-  rl::SlotGatherer gatherer(rings, s.rollout_actors, s.slots_per_update, s.deterministic ? s.slots_per_actor : 0);
-  const std::uint64_t slot_steps = std::uint64_t{s.steps} * s.envs;
+  at::Generator order = at::detail::createCPUGenerator(settings.learner.seed);
+  rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, s, order);
+  rl::SlotGatherer gatherer(rings, rollout_actors, s.slots_per_update, deterministic ? settings.slots_per_actor() : 0);
+  const std::uint64_t slot_steps = std::uint64_t{s.rollout_steps} * static_cast<std::uint64_t>(settings.env.envs);
   log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}",
-            s.algo, model.describe(), env.name, s.rollout_actors, s.rollout_actors == 1 ? "" : "s", s.slots_per_ring,
-            s.steps, s.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s", s.total_env_steps,
-            s.deterministic ? ", deterministic" : "");
+            algo, model.describe(), env.name, rollout_actors, rollout_actors == 1 ? "" : "s", s.slots_per_ring,
+            s.rollout_steps, settings.env.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s",
+            s.total_env_steps, deterministic ? ", deterministic" : "");
   if (client) client->set_state(shm::ProcessState::running);
   publish();  // the actors start from these weights
 
@@ -160,7 +164,7 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
         episodes.add(h.view.episode_returns()[e], h.view.episode_lengths()[e]);
     }
     const double frac = 1.0 - static_cast<double>(env_steps) / static_cast<double>(s.total_env_steps);
-    const double lr = s.anneal_lr ? s.lr * frac : s.lr;
+    const double lr = s.anneal_lr ? base_lr * frac : base_lr;
     const rl::UpdateStats st = updater.update(rl::make_batch(gatherer.slots(), rings.descriptor(), device), lr);
     const std::uint64_t consumed = slot_steps * gatherer.slots().size();
     const double lag_avg = lag_sum / static_cast<double>(gatherer.slots().size());
@@ -174,7 +178,7 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;
     std::uint64_t full_waits = 0;
-    for (std::uint32_t a = 0; a < s.rollout_actors; ++a)
+    for (std::uint32_t a = 0; a < rollout_actors; ++a)
       full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
     last = {.step = static_cast<std::uint64_t>(step), .version = version(), .samples = env_steps,
             .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
