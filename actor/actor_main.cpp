@@ -56,7 +56,7 @@ int run_evaluator(const JobSettings& settings, shm::JobProcess& process, const a
   const torch::Device device = device_for(a.device, "actor.device", 0);
   torch::set_num_threads(a.threads);
 
-  const shm::JobData data = shm::attach_job_data(settings);
+  const shm::JobData data = shm::attach_job_data(settings, true);
   Model model = Model::create(model_spec_for(settings.model, data.cache.field("x").sample_shape));
   model.to(device);
   model.eval();
@@ -126,9 +126,7 @@ int run_evaluator(const JobSettings& settings, shm::JobProcess& process, const a
 }
 
 int run(const ProgramArgs& args) {
-  JobShape shape = program_shape(1, 1);
-  shape.actors = shape.actors.value_or(1);  // by hand: this one
-  const JobSettings settings = JobSettings::parse(load_program_config(args.file, args.overrides), shape);
+  const JobSettings settings = JobSettings::parse(load_program_config(args.file, args.overrides), program_shape(1, 1));
   catch_stop_signals();
   keep_freed_memory_for_reuse();
   shm::JobProcess process("actor");

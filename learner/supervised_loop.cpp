@@ -154,7 +154,7 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
   std::unique_ptr<ddp::Session> session;
   if (rank.distributed()) session = ddp::Session::start(rank, settings, job, cuda ? device.index() : -1);
 
-  const shm::JobData data = shm::attach_job_data(settings);
+  const shm::JobData data = shm::attach_job_data(settings, false);
   const shm::DatasetCache& cache = data.cache;
   const SupervisedBudget budget = supervised_budget(settings, data.train.name, data.train.end - data.train.begin);
   const std::int64_t total = budget.total_steps;

@@ -79,12 +79,12 @@ void check_fields(const DatasetCache& cache, const JobSettings& s) {
 
 }  // namespace
 
-JobData attach_job_data(const JobSettings& s) {
+JobData attach_job_data(const JobSettings& s, bool evaluated) {
   JobData d{.cache = attach(s.data.name), .train = {}, .test = {}};
   check_fields(d.cache, s);
   d.train = used_split(d.cache, "data.train_split", s.data.train_split, s.data.name);
   check_labels(d.cache, d.train, "data.train_split", s.model.num_classes, s.data.name);
-  if (s.shape.actors.value_or(0) == 0) return d;  // nobody evaluates: the test split is nobody's
+  if (!evaluated) return d;
   d.test = used_split(d.cache, "data.test_split", s.data.test_split, s.data.name);
   const auto max_samples = static_cast<std::uint64_t>(s.actor.max_samples);
   if (max_samples > 0) d.test.end = std::min(d.test.end, d.test.begin + max_samples);

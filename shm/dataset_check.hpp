@@ -4,9 +4,8 @@
 // splits data.train_split and data.test_split lie within the cache and hold samples; every label of
 // them is a class of the model (a label outside makes LibTorch's loss abort in the learner, or the
 // evaluators crash on every try); data.mean and data.std give one value or one per channel; and
-// actor.batch_size fits the test split. The test split is checked only for a job with actors (a
-// learner started by hand, which knows of none, does not check it). The training length is
-// common/settings/job.hpp's supervised_budget(), from train's size.
+// actor.batch_size fits the test split. The training length is common/settings/job.hpp's
+// supervised_budget(), from train's size.
 //
 // Threads: any; it reads the mapped cache and writes nothing.
 #pragma once
@@ -19,10 +18,11 @@ namespace tandem::shm {
 struct JobData {
   DatasetCache cache;
   SplitSpec train;
-  SplitSpec test;  // cut to actor.max_samples; empty in a job without actors
+  SplitSpec test;  // cut to actor.max_samples; empty unless evaluated
 };
 
-// UserError naming the key and the fix on the first problem.
-JobData attach_job_data(const JobSettings& settings);
+// evaluated: the test split's rules too (the evaluators', which the launcher checks when the job has
+// actors). UserError naming the key and the fix on the first problem.
+JobData attach_job_data(const JobSettings& settings, bool evaluated);
 
 }  // namespace tandem::shm

@@ -278,7 +278,6 @@ TEST_CASE("the launcher and the programs refuse a job with the same line, from t
       {"supervised.batch_size=100000", "TANDEM_LEARNER", "", "supervised.batch_size = 100000 is larger than split"},
       {"schedule.warmup_steps=500", "TANDEM_LEARNER", "", "schedule.warmup_steps = 500 is not below the run's 100"},
       {"actor.batch_size=1000", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "actor.batch_size = 1000 is larger than split"},
-      {"actor.batch_size=1000", "TANDEM_LEARNER", "TANDEM_ACTORS=2", "actor.batch_size = 1000 is larger than split"},
       {"run.learners=2 supervised.batch_size=33", "TANDEM_LEARNER", two_ranks, "does not divide among the 2"},
       {"supervised.feed=device", "TANDEM_LEARNER", "", "supervised.feed = \"device\" needs learner.device"},
       {"actor.role=rollout", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "actor.role = \"rollout\" needs a learner"},

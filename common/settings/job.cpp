@@ -40,7 +40,8 @@ const RenamedKey kRenamed[] = {
 };
 
 void check_supervised(const JobSettings& s) {
-  if (s.actor.role == ActorSettings::Role::rollout && s.shape.actors.value_or(0) > 0)
+  // Unknown to a program started by hand: there may be actors.
+  if (s.actor.role == ActorSettings::Role::rollout && s.shape.actors.value_or(1) > 0)
     fail("config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = \"ppo\" "
          "or \"vtrace\"");
   if (s.supervised.feed == SupervisedSettings::Feed::device && !s.learner.device.cuda)

@@ -10,7 +10,7 @@ void check_job_inputs(const JobSettings& s) {
     (void)envs::env_id(s.env);
     return;
   }
-  const shm::JobData data = shm::attach_job_data(s);
+  const shm::JobData data = shm::attach_job_data(s, s.shape.actors.value_or(0) > 0);
   (void)supervised_budget(s, data.train.name, data.train.end - data.train.begin);
 }
 
