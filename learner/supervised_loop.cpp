@@ -21,7 +21,7 @@
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "learner/graph_step.hpp"
-#include "learner/model_publisher.hpp"
+#include "learner/runtime.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_check.hpp"
 #include "shm/job_process.hpp"
@@ -140,19 +140,14 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
 }  // namespace
 
 int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process, const ddp::RankInfo& rank) {
-  shm::ControlClient* client = process.client();
-  shm::HeartbeatThread* heartbeat = process.heartbeat();
-  const std::string& job = process.job();
-  const std::string& run_dir = process.run_dir();
-
-  const torch::Device device = device_for(settings.learner.device, "learner.device", rank.local_rank);
+  learner::LearnerRuntime runtime(settings, process, rank);
+  const torch::Device& device = runtime.device();
   const bool cuda = device.is_cuda();
   const bool device_feed = settings.supervised.feed == SupervisedSettings::Feed::device;
-  torch::set_num_threads(settings.learner.threads);
 
   // Rendezvous first: a rank that fails later (a bad dataset) then fails every rank through its peers.
   std::unique_ptr<ddp::Session> session;
-  if (rank.distributed()) session = ddp::Session::start(rank, settings, job, cuda ? device.index() : -1);
+  if (rank.distributed()) session = ddp::Session::start(rank, settings, process.job(), cuda ? device.index() : -1);
 
   const shm::JobData data = shm::attach_job_data(settings, false);
   const shm::DatasetCache& cache = data.cache;
@@ -179,26 +174,14 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
       if (p.requires_grad()) params.push_back(p);
     sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
     trainer.set_before_update([&] { sync->finish(trainer.step()); });
+    runtime.vote_with(*sync);
   }
-  const std::uint64_t resumed_version = resume(trainer, run_dir, sync ? &*sync : nullptr, rank);
-
-  // Each node's local rank 0 publishes into that node's slab; the others' weights are the same.
-  std::optional<learner::ModelPublisher> publisher;
-  if (rank.local_leader()) {
-    learner::ModelPublisherOptions popts;
-    popts.model = settings.model.name;
-    popts.bf16 = settings.publish.bf16;
-    popts.device_slab = settings.publish.device_slab;
-    popts.when.every_steps = settings.publish.every_steps;
-    popts.when.every_ms = settings.publish.every_ms;
-    popts.when.after_version = resumed_version;
-    popts.replace_dead_writer = true;  // a slab of this job whose writer died is stale
-    publisher.emplace(shm::job_segment_name(job, "weights"), flat, popts);
-    // Under `tandem run` the slab outlives us: an actor restarted after we finished still evaluates the
-    // final weights. The launcher removes the job's segments when the job ends.
-    if (client) publisher->slab().persist();
-  }
-  auto latest_version = [&] { return publisher ? publisher->slab().latest_version() : 0; };
+  runtime.publish_from(flat, resume(trainer, runtime.run_dir(), sync ? &*sync : nullptr, rank),
+                       learner::LearnerRuntime::Publish::on_schedule);
+  runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
+    metadata["job"] = process.job();
+    trainer.save_checkpoint(path, metadata);
+  });
 
   const std::uint64_t start = static_cast<std::uint64_t>(trainer.step());
   AnyFeed feed;
@@ -220,31 +203,17 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     }
   }
 
-  const std::int64_t report_every = settings.learner.report_every_steps;
-  const std::int64_t ckpt_every = settings.checkpoint.every_steps;
-  const std::int64_t keep = settings.checkpoint.keep;
-  auto checkpoint = [&] {
-    if (rank.rank != 0) return;  // the replicas are equal: one writer
-    const std::string path = checkpoint_path(run_dir, trainer.step());
-    // Every version handed out so far (committed or still in flight): a resume continues above it.
-    const std::uint64_t version = publisher ? publisher->publisher().next_version() - 1 : resumed_version;
-    trainer.save_checkpoint(path, {{"version", std::to_string(version)}, {"job", job}});
-    prune_checkpoints(run_dir, keep);
-    log::info("checkpoint {} (step {})", path, trainer.step());
-  };
+  auto at_step = [&] { return fmt::format("step {}", trainer.step()); };
   log::info("{}; {} steps ({} per epoch) from step {}; feed {} on {}{}", model.describe(), total, epoch_steps, start,
             device_feed ? "device" : "host", cuda ? "cuda" : "cpu",
-            publisher ? fmt::format("; publishing to /{}", shm::job_segment_name(job, "weights")) : "");
-  if (client) client->set_state(shm::ProcessState::running);
-  // Actors start from these weights; nobody reads the new slab yet, so this cannot be skipped.
-  if (publisher) (void)publisher->publish(static_cast<std::uint64_t>(trainer.step()));
+            runtime.publishing() ? fmt::format("; publishing to /{}", runtime.slab_name()) : "");
+  runtime.start(start);
 
+  const std::int64_t report_every = settings.learner.report_every_steps;
   std::int64_t samples = 0;
   CommWindow comm;
   while (trainer.step() < total) {
-    // One rank alone stops at once; data-parallel ranks vote, and all stop after the same step.
-    if (!sync && process.stop_requested()) break;
-    if (sync) sync->vote_stop(process.stop_requested());
+    if (runtime.stop_before_step()) break;
     feed::Step s;
     if (graph && feed.device) {  // the graph gathers from its index buffer
       s = feed.device->next_rows(graph->rows());
@@ -259,37 +228,28 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     }
     if (sync) comm.add(sync->last_times());
     const auto step = static_cast<std::uint64_t>(trainer.step());
-    if (publisher) (void)publisher->maybe_publish(step);  // a skip is counted in stats(); the next supersedes it
-    if (heartbeat) heartbeat->tick();
+    runtime.step_taken(step);
     if (trainer.step() % report_every == 0 || trainer.step() == total) {
       const WindowMetrics w = trainer.take_window();
-      if (client)
-        client->report({.step = step, .version = latest_version(), .samples = static_cast<std::uint64_t>(samples),
-                        .epoch = s.epoch, .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
-                        .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr,
-                        .allreduce_s = comm.mean(comm.allreduce_s), .exposed_comm_s = comm.mean(comm.exposed_s)});
+      runtime.report({.step = step, .version = runtime.latest_version(), .samples = static_cast<std::uint64_t>(samples),
+                      .epoch = s.epoch, .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
+                      .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr,
+                      .allreduce_s = comm.mean(comm.allreduce_s), .exposed_comm_s = comm.mean(comm.exposed_s)});
       comm = {};
       if (trainer.step() % (report_every * 10) == 0)
         log::info("step {}/{} epoch {} loss {:.4f} acc {:.4f} lr {:.4g} {:.0f} samples/s", step, total, s.epoch, w.loss,
                   w.accuracy, w.lr, w.samples_per_s);
     }
-    if (ckpt_every > 0 && trainer.step() % ckpt_every == 0) checkpoint();
-    if (sync && sync->stop_agreed()) break;
+    runtime.checkpoint_if_due(trainer.step(), at_step());
+    if (runtime.stop_agreed()) break;
   }
-  const bool finished = trainer.step() >= total;
-  if (client) client->set_state(shm::ProcessState::stopping);
-  if (publisher) publisher->publish_final(static_cast<std::uint64_t>(trainer.step()), 30);
-  if (client) {  // the last record carries the final version (the status line shows it)
+  runtime.finish(trainer.step(), trainer.step() >= total, [&] {
     const WindowMetrics w = trainer.take_window();
-    client->saw_version(latest_version());
-    client->report({.step = static_cast<std::uint64_t>(trainer.step()), .version = latest_version(),
-                    .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
-                    .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
-                    .lr = trainer.current_lr()});
-  }
-  checkpoint();
-  log::info("{} at step {}{}", finished ? "finished" : "stopped", trainer.step(),
-            publisher ? fmt::format("; final weights version {}", latest_version()) : "");
+    return shm::ProcessMetrics{.step = static_cast<std::uint64_t>(trainer.step()),
+                               .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
+                               .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                               .lr = trainer.current_lr()};
+  }, at_step());
   return 0;
 }
 

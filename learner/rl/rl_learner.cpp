@@ -15,7 +15,7 @@
 #include "common/torch/flat_params.hpp"
 #include "common/torch/model_config.hpp"
 #include "envs/env_source.hpp"
-#include "learner/model_publisher.hpp"
+#include "learner/runtime.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
 #include "learner/rl/rl_setup.hpp"
 #include "learner/rl/slot_gather.hpp"
@@ -56,18 +56,13 @@ class EpisodeWindow {
 
 int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const Clock::time_point started = Clock::now();
-  shm::ControlClient* client = process.client();
-  const std::string& job = process.job();
-  const std::string& run_dir = process.run_dir();
-
+  learner::LearnerRuntime runtime(settings, process);
   const RlSettings& s = settings.rl;
-  const bool deterministic = settings.shape.deterministic;
   const std::string_view algo = algo_name(settings.learner.algo);
   const std::uint32_t rollout_actors = settings.rollout_actors;
   const double base_lr = settings.optimizer.lr;
-  const torch::Device device = device_for(settings.learner.device, "learner.device", 0);
+  const torch::Device& device = runtime.device();
   const bool cuda = device.is_cuda();
-  torch::set_num_threads(deterministic ? 1 : settings.learner.threads);
 
   const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
   const PolicyHead head = rl::policy_head_for(env);
@@ -86,7 +81,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
 
   std::int64_t step = 0;  // updates done
   std::uint64_t env_steps = 0, resumed_version = 0;
-  if (auto latest = latest_checkpoint(run_dir)) {
+  if (auto latest = latest_checkpoint(runtime.run_dir())) {
     const rl::Restored r = rl::load_checkpoint(*latest, model, optimizer);
     step = r.step;
     resumed_version = rl::metadata_count(*latest, r.metadata, "version", 0);
@@ -96,38 +91,20 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   }
 
   // The rings before the slab: an actor that finds the weights finds its ring too.
-  shm::ExperienceRings rings = shm::ExperienceRings::create(job, rl::experience_shape(settings, env, head));
-  if (client) rings.segment().persist();  // the launcher removes the job's segments when the job ends
-  cuda::HostRegistration registered;      // async H2D straight out of the slots
+  shm::ExperienceRings rings = shm::ExperienceRings::create(process.job(), rl::experience_shape(settings, env, head));
+  if (process.client()) rings.segment().persist();  // the launcher removes the job's segments when the job ends
+  cuda::HostRegistration registered;                // async H2D straight out of the slots
   if (cuda) registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
 
-  learner::ModelPublisherOptions popts;
-  popts.model = settings.model.name;
-  popts.bf16 = settings.publish.bf16;
-  popts.device_slab = settings.publish.device_slab;
-  popts.when.after_version = resumed_version;
-  popts.replace_dead_writer = true;  // a slab of this job whose writer is dead is stale
-  learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);
-  if (client) publisher.slab().persist();
-  // Deterministic actors wait for exact versions, so no publish may be skipped there.
-  auto publish = [&] {
-    if (deterministic) (void)publisher.publish_final(static_cast<std::uint64_t>(step), 30);
-    else (void)publisher.publish(static_cast<std::uint64_t>(step));
-  };
-  auto version = [&] { return publisher.publisher().next_version() - 1; };  // of the weights we hold
+  runtime.publish_from(flat, resumed_version, learner::LearnerRuntime::Publish::every_step);
+  runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
+    metadata["env_steps"] = std::to_string(env_steps);
+    metadata["algo"] = std::string(algo);
+    rl::save_checkpoint(path, model, optimizer, step, metadata);
+  });
+  auto at_update = [&] { return fmt::format("update {}, env step {}", step, env_steps); };
 
-  const std::int64_t report_every = settings.learner.report_every_steps;
-  const std::int64_t ckpt_every = settings.checkpoint.every_steps;
-  const std::int64_t keep = settings.checkpoint.keep;
-  auto checkpoint = [&] {
-    const std::string path = checkpoint_path(run_dir, step);
-    rl::save_checkpoint(path, model, optimizer, step,
-                        {{"version", std::to_string(version())}, {"env_steps", std::to_string(env_steps)},
-                         {"algo", std::string(algo)}});
-    prune_checkpoints(run_dir, keep);
-    log::info("checkpoint {} (update {}, env step {})", path, step, env_steps);
-  };
-
+  const bool deterministic = settings.shape.deterministic;
   at::Generator order = at::detail::createCPUGenerator(settings.learner.seed);
   rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, s, order);
   rl::SlotGatherer gatherer(rings, rollout_actors, s.slots_per_update, deterministic ? settings.slots_per_actor() : 0);
@@ -136,24 +113,23 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
             algo, model.describe(), env.name, rollout_actors, rollout_actors == 1 ? "" : "s", s.slots_per_ring,
             s.rollout_steps, settings.env.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s",
             s.total_env_steps, deterministic ? ", deterministic" : "");
-  if (client) client->set_state(shm::ProcessState::running);
-  publish();  // the actors start from these weights
+  runtime.start(static_cast<std::uint64_t>(step));  // the actors start from these weights
 
   EpisodeWindow episodes;
   shm::ProcessMetrics last{.step = static_cast<std::uint64_t>(step), .samples = env_steps, .env_steps = env_steps};
   bool solved = false;
   auto keep_waiting = [&] {
-    process.tick();
+    runtime.tick();
     if (process.stop_requested()) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     return true;
   };
   Clock::time_point window_start = Clock::now();
   std::uint64_t window_steps = 0;
-  while (env_steps < s.total_env_steps && !solved && !process.stop_requested()) {
+  while (env_steps < s.total_env_steps && !solved && !runtime.stop_before_step()) {
     if (!gatherer.gather(keep_waiting)) break;
     const Clock::time_point update_start = Clock::now();
-    const std::uint64_t v = version();
+    const std::uint64_t v = runtime.published_version();
     double lag_min = 1e300, lag_max = 0, lag_sum = 0;
     for (const rl::HeldSlot& h : gatherer.slots()) {
       const shm::TrajectoryHeader& th = h.view.header();
@@ -172,24 +148,20 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     env_steps += consumed;
     window_steps += consumed;
     ++step;
-    publish();
-    process.tick();
+    runtime.step_taken(static_cast<std::uint64_t>(step));
 
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;
     std::uint64_t full_waits = 0;
     for (std::uint32_t a = 0; a < rollout_actors; ++a)
       full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
-    last = {.step = static_cast<std::uint64_t>(step), .version = version(), .samples = env_steps,
+    last = {.step = static_cast<std::uint64_t>(step), .version = runtime.published_version(), .samples = env_steps,
             .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
             .env_steps = env_steps, .env_steps_per_s = steps_per_s, .episode_return = episodes.mean_return(),
             .episode_length = episodes.mean_length(), .policy_lag_min = lag_min, .policy_lag_avg = lag_avg,
             .policy_lag_max = lag_max, .ring_full_waits = full_waits};
-    if (client) {
-      client->saw_version(version());
-      client->report(last);
-    }
-    if (step % report_every == 0) {
+    runtime.report(last, true);
+    if (step % settings.learner.report_every_steps == 0) {
       log::info("update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
                 "lr {:.3g} {:.0f} env steps/s refused {}",
                 step, env_steps, episodes.mean_return(), episodes.mean_length(), st.loss, st.entropy, lag_min,
@@ -197,25 +169,15 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
       window_start = Clock::now();
       window_steps = 0;
     }
-    if (ckpt_every > 0 && step % ckpt_every == 0) checkpoint();
+    runtime.checkpoint_if_due(step, at_update());
     if (s.stop_on_return && episodes.full() && episodes.mean_return() >= s.stop_return) {
       solved = true;
       log::info("solved: mean return {:.1f} over the last 100 episodes at env step {}, {:.2f} s",
                 episodes.mean_return(), env_steps, seconds_since(started));
     }
   }
-  const bool finished = solved || env_steps >= s.total_env_steps;
   gatherer.release();  // a stop mid-gather leaves slots held
-  if (client) client->set_state(shm::ProcessState::stopping);
-  publisher.publish_final(static_cast<std::uint64_t>(step), 30);
-  if (client) {
-    client->saw_version(publisher.slab().latest_version());
-    last.version = publisher.slab().latest_version();  // the last update's figures, with the final version
-    client->report(last);
-  }
-  checkpoint();
-  log::info("{} at update {}, env step {}; final weights version {}", finished ? "finished" : "stopped", step,
-            env_steps, publisher.slab().latest_version());
+  runtime.finish(step, solved || env_steps >= s.total_env_steps, [&] { return last; }, at_update());
   return 0;
 }
 
