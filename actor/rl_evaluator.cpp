@@ -3,20 +3,18 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/torch.h>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "actor/attach.hpp"
+#include "actor/evaluation_loop.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/program.hpp"
 #include "common/torch/rl_model.hpp"
 #include "envs/vec_env.hpp"
 
@@ -25,16 +23,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void append_line(const std::string& path, const nlohmann::json& row) {
-  if (std::FILE* f = std::fopen(path.c_str(), "a")) {  // one write per line: O_APPEND keeps actors' lines whole
-    std::fputs((row.dump() + "\n").c_str(), f);
-    std::fclose(f);
-  }
-}
 
 }  // namespace
 
-EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& source, std::int64_t episodes,
+EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSource& source, std::int64_t episodes,
                          std::uint64_t job_seed, std::uint32_t actor_index, const std::function<bool()>& abandon) {
   const auto start = Clock::now();
   const int n = static_cast<int>(std::clamp<std::int64_t>(episodes, 1, 64));
@@ -87,69 +79,31 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& 
   return r;
 }
 
-int run_rl_evaluator(const Config& config, const ActorContext& ctx) {
-  torch::set_num_threads(static_cast<int>(config.integer("actor.threads")));
-  const EnvSource source(config);
+int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
+  torch::set_num_threads(settings.actor.threads);
+  const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
-  Model model = make_rl_model(config, source.spec());
+  Model model = make_rl_model(settings.model, source.spec());
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
-  Follower follower =
-      wait_for_follower(slab, flat, config.string("model.name"), config.real("actor.wait_weights_s"), ctx);
-  if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
-  const std::int64_t episodes = config.integer("actor.eval_episodes");
-  const std::uint64_t seed = eval_seed(static_cast<std::uint64_t>(config.integer("env.seed")));
+  Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
+  const std::int64_t episodes = settings.actor.eval_episodes;
+  const std::uint64_t seed = eval_seed(settings.env.seed);
   log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes,
             source.spec().name, model.describe(), slab);
-
-  const std::string jsonl = ctx.run_dir + "/eval.jsonl";
-  const double min_interval = config.real("actor.min_interval_s");
-  std::uint64_t evaluations = 0, evaluated = 0;  // evaluated: the version evaluated last (0: none)
-  Clock::time_point last_eval{};
-  // Loads the newest version and evaluates it, unless it was evaluated already (an abandoned
-  // evaluation leaves its version loaded and owed).
-  auto evaluate_newest = [&](const std::function<bool()>& abandon) {
-    (void)follower.update();
-    const std::uint64_t version = follower.version();
-    if (version == 0 || version == evaluated) return;
-    if (ctx.client) ctx.client->saw_version(version);
-    const EpisodeStats r = play_greedy(model, head, source, episodes, seed, ctx.index, [&] {
-      ctx.beat();
-      return abandon && abandon();
-    });
-    if (!r.complete) {
-      log::info("version {}: evaluation abandoned after {} episodes (stop requested)", version, r.episodes);
-      return;
-    }
-    evaluated = version;
-    ++evaluations;
-    last_eval = Clock::now();
-    if (ctx.client)
-      ctx.client->report({.step = evaluations, .version = version, .seconds = r.seconds,
-                          .episode_return = r.return_mean, .episode_length = r.length_mean});
-    append_line(jsonl, {{"job", ctx.job}, {"actor", ctx.index}, {"version", version}, {"step", follower.step()},
-                        {"episode_return", r.return_mean}, {"episode_return_min", r.return_min},
-                        {"episode_return_max", r.return_max}, {"episode_length", r.length_mean},
-                        {"episodes", r.episodes}, {"seconds", r.seconds},
-                        {"unix_s", std::chrono::duration<double>(
-                                       std::chrono::system_clock::now().time_since_epoch()).count()}});
-    log::info("version {} (step {}): greedy return {:.1f} (min {:.1f}, max {:.1f}), length {:.1f} over {} episodes "
-              "in {:.2f} s", version, follower.step(), r.return_mean, r.return_min, r.return_max, r.length_mean,
-              r.episodes, r.seconds);
-  };
-
-  const std::function<bool()> stop = [&] { return ctx.stopping(); };
-  while (!ctx.stopping()) {
-    ctx.beat();
-    if (follower.has_new() && (evaluations == 0 || seconds_since(last_eval) >= min_interval)) evaluate_newest(stop);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (ctx.client) ctx.client->set_state(shm::ProcessState::stopping);
-  // The final weights, unless the job failed (nobody waits for them); a signal (the launcher's
-  // SIGTERM once the stop took too long) abandons them.
-  const bool job_failed = ctx.client && ctx.client->block().stop_reason() == shm::StopReason::failure;
-  if (!job_failed) evaluate_newest([&] { return ctx.client && stop_signal() != 0; });
-  return 0;
+  return run_evaluation_loop(follower, ctx, settings.actor.min_interval_s, [&](const std::function<bool()>& abandon) {
+    const EpisodeStats r = play_greedy(model, head, source, episodes, seed, ctx.index, abandon);
+    return Evaluation{
+        .complete = r.complete,
+        .done = fmt::format("{} episodes", r.episodes),
+        .metrics = {.seconds = r.seconds, .episode_return = r.return_mean, .episode_length = r.length_mean},
+        .row = {{"episode_return", r.return_mean}, {"episode_return_min", r.return_min},
+                {"episode_return_max", r.return_max}, {"episode_length", r.length_mean}, {"episodes", r.episodes},
+                {"seconds", r.seconds}},
+        .summary = fmt::format("greedy return {:.1f} (min {:.1f}, max {:.1f}), length {:.1f} over {} episodes in "
+                               "{:.2f} s", r.return_mean, r.return_min, r.return_max, r.length_mean, r.episodes,
+                               r.seconds)};
+  });
 }
 
 }  // namespace tandem::actor

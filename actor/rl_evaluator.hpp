@@ -15,10 +15,11 @@
 #include <functional>
 
 #include "actor/actor_context.hpp"
-#include "actor/rl_setup.hpp"
-#include "common/config.hpp"
+#include "common/settings/job.hpp"
 #include "common/torch/models.hpp"
 #include "common/torch/policy.hpp"
+#include "common/torch/rl_model.hpp"
+#include "envs/env_source.hpp"
 
 namespace tandem::actor {
 
@@ -34,9 +35,9 @@ inline std::uint64_t eval_seed(std::uint64_t job_seed) { return envs::splitmix64
 
 // Plays `episodes` greedy episodes over up to 64 envs, VecEnv-seeded from (job_seed, actor_index):
 // env e plays its share of them from its first episode on. `abandon` is asked before each step.
-EpisodeStats play_greedy(Model& model, const PolicyHead& head, const EnvSource& source, std::int64_t episodes,
+EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSource& source, std::int64_t episodes,
                          std::uint64_t job_seed, std::uint32_t actor_index, const std::function<bool()>& abandon = {});
 
-int run_rl_evaluator(const Config& config, const ActorContext& ctx);
+int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx);
 
 }  // namespace tandem::actor

@@ -10,13 +10,12 @@
 #include <thread>
 
 #include "actor/attach.hpp"
-#include "actor/rl_setup.hpp"
 #include "actor/rollout.hpp"
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/program.hpp"
 #include "common/torch/rl_model.hpp"
+#include "envs/env_source.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
@@ -149,38 +148,34 @@ class Reporter {
 
 }  // namespace
 
-int run_rollout_actor(const Config& config, const ActorContext& ctx) {
-  const bool deterministic = deterministic_mode();
-  torch::set_num_threads(deterministic ? 1 : static_cast<int>(config.integer("actor.threads")));
-  if (config.string("actor.device") == "cuda") log::info("note: rollout actors run their policy on the CPU");
+int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
+  const bool deterministic = settings.shape.deterministic;
+  torch::set_num_threads(deterministic ? 1 : settings.actor.threads);
+  if (settings.actor.device.cuda) log::info("note: rollout actors run their policy on the CPU");
 
-  const EnvSource source(config);
+  const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
-  Model model = make_rl_model(config, source.spec());
+  Model model = make_rl_model(settings.model, source.spec());
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
-  const double wait_s = config.real("actor.wait_weights_s");
+  const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
-  Follower follower = wait_for_follower(slab, flat, config.string("model.name"), wait_s, ctx);
+  Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);
   shm::ExperienceWriter writer = wait_for_rings(ctx, wait_s);
   const shm::ExperienceDescriptor& d = writer.descriptor();
 
   // A restart draws new episodes and actions rather than replaying the killed incarnation's.
   const std::uint32_t restarts = ctx.client ? ctx.client->restarts() : 0;
-  const auto seed = static_cast<std::uint64_t>(config.integer("env.seed"));
+  const std::uint64_t seed = settings.env.seed;
   const std::uint64_t env_seed = restarts == 0 ? seed : envs::splitmix64_mix(seed + restarts);
-  envs::VecEnv env(source.make(static_cast<int>(config.integer("env.envs"))), env_seed, ctx.index);
+  envs::VecEnv env(source.make(settings.env.envs), env_seed, ctx.index);
   const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
       envs::env_seed(seed, ctx.index, (std::uint64_t{1} << 40) + restarts));  // never an env's seed
   Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, "exp"), generator);
 
+  // The learner made one ring per rollout actor after JobSettings::parse checked that the update's
+  // slots divide among them.
   std::optional<Lockstep> lockstep;
-  if (deterministic) {
-    const auto per_update = static_cast<std::uint64_t>(config.integer("rl.slots_per_update"));
-    if (per_update % d.num_actors != 0)
-      fail("config: run.deterministic needs rl.slots_per_update = {} to be a multiple of the {} rollout actors",
-           per_update, d.num_actors);
-    lockstep.emplace(per_update / d.num_actors, wait_s);
-  }
+  if (deterministic) lockstep.emplace(settings.rl.slots_per_update / d.num_actors, wait_s);
 
   if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
   log::info("rollout: {} x {} steps of '{}' per slot into ring {} at slot {}, {}{}", d.envs, d.steps,

@@ -24,10 +24,10 @@
 #pragma once
 
 #include "actor/actor_context.hpp"
-#include "common/config.hpp"
+#include "common/settings/job.hpp"
 
 namespace tandem::actor {
 
-int run_rollout_actor(const Config& config, const ActorContext& ctx);
+int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx);
 
 }  // namespace tandem::actor

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/toml_screen.hpp"
 
 namespace tandem {
 namespace {
@@ -149,9 +150,19 @@ void set_dotted(toml::table& root, std::string_view key, const toml::node& value
 
 Config Config::parse(std::string_view text, std::string_view origin,
                      std::span<const std::string> overrides, std::span<const ConfigKey> schema,
-                     std::span<const std::string_view> foreign_tables) {
+                     std::span<const std::string_view> foreign_tables, std::span<const RenamedKey> renamed) {
   check_toml_text(text, origin);
   Config config;
+  // The key a former spelling stands for, noted once per spelling.
+  auto current = [&](std::string key, std::string_view where) {
+    auto it = std::find_if(renamed.begin(), renamed.end(), [&](const RenamedKey& r) { return r.old_key == key; });
+    if (it == renamed.end()) return key;
+    std::string note = fmt::format("note: config {}: {} is now {}: rename it (the old name loads until the next release)",
+                                   where, it->old_key, it->key);
+    if (std::find(config.notes_.begin(), config.notes_.end(), note) == config.notes_.end())
+      config.notes_.push_back(std::move(note));
+    return std::string(it->key);
+  };
   auto skip = [&](std::string_view key) {
     if (!is_foreign(foreign_tables, key)) return false;
     std::string table(key.substr(0, key.find('.')));
@@ -174,6 +185,13 @@ Config Config::parse(std::string_view text, std::string_view origin,
 
   std::vector<std::pair<std::string, const toml::node*>> given;
   flatten(doc, "", given);
+  std::map<std::string, std::string> spelled;  // key -> how the document spelled it
+  for (auto& [key, node] : given) {
+    const std::string as_given = key;
+    key = current(key, origin);
+    if (auto [it, fresh] = spelled.emplace(key, as_given); !fresh)
+      fail("config {}: {} and {} are one key: keep {}", origin, it->second, as_given, key);
+  }
   for (const auto& [key, node] : given) {
     if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);
@@ -182,8 +200,8 @@ Config Config::parse(std::string_view text, std::string_view origin,
   }
   for (const auto& assignment : overrides) {
     auto eq = assignment.find('=');
-    if (eq == std::string::npos) fail("--set {}: expected key=value, e.g. --set learner.steps=100", assignment);
-    std::string key = assignment.substr(0, eq);
+    if (eq == std::string::npos) fail("--set {}: expected key=value, e.g. --set supervised.steps=100", assignment);
+    std::string key = current(assignment.substr(0, eq), "--set");
     if (skip(key)) continue;
     const ConfigKey* k = find_key(schema, key);
     if (k == nullptr) fail("--set: unknown key '{}' (known: {})", key, known_keys_near(schema, key));
@@ -200,12 +218,13 @@ Config Config::parse(std::string_view text, std::string_view origin,
 }
 
 Config Config::load(const std::filesystem::path& file, std::span<const std::string> overrides,
-                    std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables) {
+                    std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables,
+                    std::span<const RenamedKey> renamed) {
   std::ifstream in(file);
   if (!in) fail("config {}: cannot be read (does the file exist?)", file.string());
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), file.string(), overrides, schema, foreign_tables);
+  return parse(text.str(), file.string(), overrides, schema, foreign_tables, renamed);
 }
 
 const toml::node& Config::node(std::string_view key, ConfigType type) const {
@@ -224,94 +243,6 @@ std::string Config::to_toml() const {
   std::ostringstream out;
   out << values_;
   return out.str() + "\n";
-}
-
-namespace {
-
-bool is_key_start(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-         c == '"' || c == '\'';
-}
-
-}  // namespace
-
-void check_toml_text(std::string_view text, std::string_view origin) {
-  enum class In { code, comment, basic, literal, ml_basic, ml_literal } in = In::code;
-  std::size_t line = 1;
-  bool line_start = true;  // only whitespace so far on this line (outside strings)
-  int value_depth = 0;     // open [ and { of a value: a line starting with '[' inside one is no header
-  bool header = false;     // on a table header line: its brackets are not a value's
-  const std::size_t n = text.size();
-  auto at = [&](std::size_t i) { return i < n ? text[i] : '\0'; };
-  auto starts = [&](std::size_t i, std::string_view s) { return text.substr(std::min(i, n), s.size()) == s; };
-  for (std::size_t i = 0; i < n; ++i) {
-    const char c = text[i];
-    if (c == '\n') {
-      ++line;
-      line_start = true;
-      header = false;
-      if (in != In::ml_basic && in != In::ml_literal) in = In::code;
-      continue;
-    }
-    switch (in) {
-      case In::comment: break;
-      case In::basic:
-        if (c == '\\' && at(i + 1) != '\n') ++i;
-        else if (c == '"') in = In::code;
-        break;
-      case In::literal:
-        if (c == '\'') in = In::code;
-        break;
-      case In::ml_literal:
-        if (starts(i, "'''")) in = In::code, i += 2;
-        break;
-      case In::ml_basic:
-        if (starts(i, "\"\"\"")) {
-          in = In::code, i += 2;
-        } else if (c == '\\') {
-          std::size_t j = i + 1;
-          while (at(j) == ' ' || at(j) == '\t' || at(j) == '\r') ++j;
-          if (at(j) != '\n') {  // an escape: skip the escaped character
-            ++i;
-            break;
-          }
-          for (; j < n && (at(j) == ' ' || at(j) == '\t' || at(j) == '\r' || at(j) == '\n'); ++j) line += at(j) == '\n';
-          if (static_cast<unsigned char>(at(j)) >= 0x80)
-            fail("config {}:{}: a non-ASCII character right after a line-ending backslash in a multi-line string: "
-                 "put it on the backslash's line or drop the backslash", origin, line);
-          i = j - 1;
-        }
-        break;
-      case In::code:
-        if (c == ' ' || c == '\t' || c == '\r') break;
-        if (static_cast<unsigned char>(c) >= 0x80)
-          fail("config {}:{}: a non-ASCII character outside a quoted string or comment: quote the key or value", origin,
-               line);
-        if (c == '#') {
-          in = In::comment;
-        } else if (c == '"') {
-          in = starts(i, "\"\"\"") ? In::ml_basic : In::basic;
-          if (in == In::ml_basic) i += 2;
-        } else if (c == '\'') {
-          in = starts(i, "'''") ? In::ml_literal : In::literal;
-          if (in == In::ml_literal) i += 2;
-        } else if (c == '[' && line_start && value_depth == 0) {
-          header = true;
-          std::size_t j = i + 1 + (at(i + 1) == '[');
-          while (at(j) == ' ' || at(j) == '\t') ++j;
-          if (!is_key_start(at(j)))
-            fail("config {}:{}: malformed table header: write [table] or [[table]] with a bare or quoted name",
-                 origin, line);
-          i = j - 1;
-        } else if ((c == '[' || c == '{') && !header) {
-          ++value_depth;
-        } else if ((c == ']' || c == '}') && !header && value_depth > 0) {
-          --value_depth;
-        }
-        line_start = false;
-        break;
-    }
-  }
 }
 
 std::string describe_schema(std::span<const ConfigKey> schema) {

@@ -9,14 +9,13 @@
 #include <limits>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
 #include "common/log.hpp"
 
 namespace tandem {
 
 void add_program_args(CLI::App& app, ProgramArgs& args) {
   app.add_option("config", args.file, "job config (TOML); default: $TANDEM_CONFIG, else the built-in defaults");
-  app.add_option("--set", args.overrides, "override one key, e.g. --set learner.steps=100")->type_name("KEY=VALUE");
+  app.add_option("--set", args.overrides, "override one key, e.g. --set supervised.steps=100")->type_name("KEY=VALUE");
 }
 
 Config load_program_config(const std::string& file, std::span<const std::string> overrides) {
@@ -26,12 +25,25 @@ Config load_program_config(const std::string& file, std::span<const std::string>
   const auto schema = program_schema();
   // The launcher's table: a job config started by hand (examples/*.toml) holds it too.
   static constexpr std::string_view kLauncherTables[] = {"run"};
-  Config config = path.empty() ? Config::parse("", "<default>", overrides, schema, kLauncherTables)
-                               : Config::load(path, overrides, schema, kLauncherTables);
+  Config config = path.empty() ? Config::parse("", "<default>", overrides, schema, kLauncherTables, renamed_keys())
+                               : Config::load(path, overrides, schema, kLauncherTables, renamed_keys());
   for (const auto& table : config.skipped_tables())
     log::info("note: config {}: ignoring [{}], the launcher's table (`tandem run` reads it)",
               path.empty() ? "--set" : path, table);
+  for (const auto& note : config.notes()) log::info("{}", note);
   return config;
+}
+
+JobShape program_shape(std::uint32_t learners, std::uint32_t local_learners) {
+  JobShape shape{.learners = learners, .local_learners = local_learners, .deterministic = deterministic_mode()};
+  const char* actors = std::getenv("TANDEM_ACTORS");
+  if (actors == nullptr || *actors == '\0') return shape;
+  char* end = nullptr;
+  const long long n = std::strtoll(actors, &end, 10);
+  if (*end != '\0' || n < 0 || n > 1000000)
+    fail("TANDEM_ACTORS='{}' is not a count of actors: it is set by `tandem run` (unset it to run by hand)", actors);
+  shape.actors = static_cast<std::uint32_t>(n);
+  return shape;
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // What tandem-learner and tandem-actor do the same way at start: the command line
-// `PROGRAM [config.toml] [--set key=value ...]`, loading the job config (common/job_keys.hpp), and
-// turning SIGINT/SIGTERM into a stop request instead of a death.
+// `PROGRAM [config.toml] [--set key=value ...]`, loading the job's settings (common/settings/job.hpp)
+// with the rules the launcher checked, and turning SIGINT/SIGTERM into a stop request instead of a
+// death.
 //
 // Threads: call everything from main's thread before starting others. stop_signal() may be read from
 // any thread; it is a relaxed atomic load, set by the signal handler (only the value matters, it
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/settings/job.hpp"
 
 namespace CLI {
 class App;
@@ -27,8 +29,13 @@ void add_program_args(CLI::App& app, ProgramArgs& args);
 
 // The config file: the command line's config argument, else $TANDEM_CONFIG (set by `tandem run`), else
 // the defaults. `overrides` are "key=value" strings (--set). The launcher's [run] table (and --set
-// run.*) is ignored with a one-line note on stderr, so a job config can be given by hand.
+// run.*) is ignored with a one-line note on stderr, so a job config can be given by hand; so is each
+// former key spelling used (renamed_keys()).
 Config load_program_config(const std::string& file, std::span<const std::string> overrides);
+
+// The job's shape as `tandem run` set it for this program (TANDEM_ACTORS, TANDEM_DETERMINISTIC; no
+// actor count when started by hand), with the learner ranks the caller knows of.
+JobShape program_shape(std::uint32_t learners, std::uint32_t local_learners);
 
 // From now on SIGINT and SIGTERM set stop_signal() instead of ending the process; the program polls
 // it between units of work (a step, a batch) and stops cleanly.

@@ -8,7 +8,7 @@ namespace tandem::envs {
 
 VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index)
     : envs_(std::move(envs)) {
-  if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs_per_actor >= 1");
+  if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs >= 1");
   spec_ = envs_[0]->spec();
   for (const auto& env : envs_) require_spaces(env->spec(), spec_);
   const std::size_t n = envs_.size(), dim = static_cast<std::size_t>(spec_.obs_dim);

@@ -17,20 +17,20 @@ namespace {
 using namespace tandem;
 
 int run(const ProgramArgs& args) {
-  const Config config = load_program_config(args.file, args.overrides);
+  const ddp::RankInfo rank = ddp::rank_from_env();
+  const JobSettings settings =
+      JobSettings::parse(load_program_config(args.file, args.overrides),
+                         program_shape(static_cast<std::uint32_t>(rank.world_size),
+                                       static_cast<std::uint32_t>(rank.local_world_size)));
   catch_stop_signals();
   keep_freed_memory_for_reuse();
-  const ddp::RankInfo rank = ddp::rank_from_env();
   shm::JobProcess process("learner");
-  if (config.string("learner.algo") != "supervised") {
-    if (rank.distributed())  // its updates are not synchronised: N ranks would train N policies
-      fail("learner.algo = \"{}\" trains on one learner rank, not {}: set run.learners = 1", config.string("learner.algo"),
-           rank.world_size);
-    if (config.boolean("learner.cuda_graph"))
+  if (settings.learner.rl()) {
+    if (settings.learner.cuda_graph)
       log::info("learner.cuda_graph = true, training eagerly: the RL learner's updates are not captured");
-    return run_rl_learner(config, process);
+    return run_rl_learner(settings, process);
   }
-  return run_supervised_learner(config, process, rank);
+  return run_supervised_learner(settings, process, rank);
 }
 
 }  // namespace

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/model_config.hpp"
@@ -22,9 +21,9 @@
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "learner/graph_step.hpp"
-#include "learner/model_publisher.hpp"
+#include "learner/runtime.hpp"
 #include "learner/trainer.hpp"
-#include "shm/dataset_cache.hpp"
+#include "shm/dataset_check.hpp"
 #include "shm/job_process.hpp"
 #include "shm/segment.hpp"
 
@@ -32,47 +31,37 @@ namespace tandem {
 
 namespace {
 
-TrainerConfig trainer_config(const Config& c, std::int64_t total_steps) {
+TrainerConfig trainer_config(const JobSettings& s, std::int64_t total_steps) {
   TrainerConfig t;
-  t.optimizer.kind = c.string("learner.optimizer");
-  t.optimizer.lr = c.real("learner.lr");
-  t.optimizer.momentum = c.real("learner.momentum");
-  t.optimizer.nesterov = c.boolean("learner.nesterov");
-  t.optimizer.weight_decay = c.real("learner.weight_decay");
-  t.schedule.kind = c.string("learner.schedule");
-  t.schedule.warmup_steps = c.integer("learner.warmup_steps");
+  t.optimizer.kind = s.optimizer.name;
+  t.optimizer.lr = s.optimizer.lr;
+  t.optimizer.momentum = s.optimizer.momentum;
+  t.optimizer.nesterov = s.optimizer.nesterov;
+  t.optimizer.weight_decay = s.optimizer.weight_decay;
+  t.schedule.kind = s.schedule.name;
+  t.schedule.warmup_steps = s.schedule.warmup_steps;
   t.schedule.total_steps = total_steps;
-  t.schedule.step_size = c.integer("learner.step_size");
-  t.schedule.gamma = c.real("learner.gamma");
-  t.schedule.min_lr = c.real("learner.min_lr");
-  if (t.schedule.kind == "cosine" && t.schedule.warmup_steps >= total_steps)
-    fail("config: learner.warmup_steps = {} is not below the run's {} steps: lower it or train longer",
-         t.schedule.warmup_steps, total_steps);
+  t.schedule.step_size = s.schedule.decay_every_steps;
+  t.schedule.gamma = s.schedule.decay_factor;
+  t.schedule.min_lr = s.schedule.min_lr;
   return t;
 }
 
-feed::FeedOptions feed_options(const Config& c, bool cuda, const ddp::RankInfo& rank) {
+// device: the GPU for cuda, and the per-device seed of the batch order (the local rank on CPUs).
+feed::FeedOptions feed_options(const JobSettings& s, const SupervisedBudget& budget, const torch::Device& device,
+                               const ddp::RankInfo& rank) {
   feed::FeedOptions o;
-  o.split = c.string("data.train_split");
-  // learner.batch_size is one optimizer step's samples across all ranks, so run.learners changes the
-  // speed and not the training: each rank takes its share.
-  const auto batch = static_cast<std::uint64_t>(c.integer("learner.batch_size"));
-  const auto world = static_cast<std::uint64_t>(rank.world_size);
-  if (batch % world != 0)
-    fail("config: learner.batch_size = {} does not divide among the {} learner ranks (it counts one step's samples "
-         "across all ranks): use a multiple of {}", batch, world, world);
-  o.batch_size = batch / world;
-  o.seed = static_cast<std::uint64_t>(c.integer("learner.seed"));
+  o.split = s.data.train_split;
+  o.batch_size = budget.rank_batch;
+  o.seed = s.learner.seed;
   o.drop_last = true;
-  for (double v : parse_number_list("data.mean", c.string("data.mean"))) o.mean.push_back(static_cast<float>(v));
-  for (double v : parse_number_list("data.std", c.string("data.std"))) o.stddev.push_back(static_cast<float>(v));
-  o.mean.erase(o.mean.begin());      // FeedOptions starts with {0} and {1}
-  o.stddev.erase(o.stddev.begin());
-  o.placement = cuda ? feed::Placement::cuda : feed::Placement::cpu;
-  o.workers = static_cast<unsigned>(c.integer("learner.feed_workers"));
+  o.mean.assign(s.data.mean.begin(), s.data.mean.end());
+  o.stddev.assign(s.data.std.begin(), s.data.std.end());
+  o.placement = device.is_cuda() ? feed::Placement::cuda : feed::Placement::cpu;
+  o.workers = s.supervised.feed_workers;
   o.rank = static_cast<std::uint32_t>(rank.rank);
   o.world_size = static_cast<std::uint32_t>(rank.world_size);
-  o.device_index = static_cast<std::uint32_t>(rank.local_rank);
+  o.device_index = static_cast<std::uint32_t>(device.is_cuda() ? device.index() : rank.local_rank);
   return o;
 }
 
@@ -150,42 +139,34 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
 
 }  // namespace
 
-int run_supervised_learner(const Config& config, shm::JobProcess& process, const ddp::RankInfo& rank) {
-  shm::ControlClient* client = process.client();
-  shm::HeartbeatThread* heartbeat = process.heartbeat();
-  const std::string& job = process.job();
-  const std::string& run_dir = process.run_dir();
-
-  const bool cuda = config.string("learner.device") == "cuda";
-  const bool device_feed = config.string("learner.feed") == "device";
-  if (cuda && !torch::cuda::is_available())
-    fail("config: learner.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
-  if (device_feed && !cuda) fail("config: learner.feed = \"device\" needs learner.device = \"cuda\": use feed \"host\"");
-  torch::set_num_threads(static_cast<int>(config.integer("learner.threads")));
+int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process, const ddp::RankInfo& rank) {
+  learner::LearnerRuntime runtime(settings, process, rank);
+  const torch::Device& device = runtime.device();
+  const bool cuda = device.is_cuda();
+  const bool device_feed = settings.supervised.feed == SupervisedSettings::Feed::device;
 
   // Rendezvous first: a rank that fails later (a bad dataset) then fails every rank through its peers.
   std::unique_ptr<ddp::Session> session;
-  if (rank.distributed()) session = ddp::Session::start(rank, config, job, cuda ? rank.local_rank : -1);
+  if (rank.distributed()) session = ddp::Session::start(rank, settings, process.job(), cuda ? device.index() : -1);
 
-  const std::string dataset = config.string("data.name");
-  shm::DatasetCache cache = shm::DatasetCache::attach(dataset);
-  Model model = Model::create(model_spec_for(config, cache.field("x").sample_shape));
+  const shm::JobData data = shm::attach_job_data(settings, false);
+  const shm::DatasetCache& cache = data.cache;
+  const SupervisedBudget budget = supervised_budget(settings, data.train.name, data.train.end - data.train.begin);
+  const std::int64_t total = budget.total_steps;
+  Model model = Model::create(model_spec_for(settings.model, cache.field("x").sample_shape));
   if (cuda) {
     // Every step has the same shapes (drop_last): cuDNN times its algorithms once and keeps the fastest.
     at::globalContext().setBenchmarkCuDNN(true);
-    model.to(torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank)));
+    model.to(device);
   }
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
 
-  const feed::FeedOptions fopts = feed_options(config, cuda, rank);
-  // The feed's epoch length decides the budget (equal on every rank: equal shards); built once at the
-  // start epoch (after a resume, below).
-  const std::uint64_t epoch_steps = feed::make_feed_sampler(feed::describe_feed(cache, fopts), fopts).length();
-  std::int64_t total = config.integer("learner.steps");
-  if (total == 0) total = static_cast<std::int64_t>(std::llround(config.real("learner.epochs") * static_cast<double>(epoch_steps)));
-  if (total <= 0) fail("config: learner.epochs = {} gives no step: set learner.epochs or learner.steps", config.real("learner.epochs"));
+  const feed::FeedOptions fopts = feed_options(settings, budget, device, rank);
+  const std::uint64_t epoch_steps = budget.steps_per_epoch;
+  if (feed::make_feed_sampler(feed::describe_feed(cache, fopts), fopts).length() != epoch_steps)
+    throw std::logic_error("supervised_budget() and the feed's sampler disagree on the steps of an epoch");
 
-  Trainer trainer(model, trainer_config(config, total));
+  Trainer trainer(model, trainer_config(settings, total));
   std::optional<ddp::GradSync> sync;
   if (session) {
     std::vector<at::Tensor> params;
@@ -193,26 +174,14 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
       if (p.requires_grad()) params.push_back(p);
     sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
     trainer.set_before_update([&] { sync->finish(trainer.step()); });
+    runtime.vote_with(*sync);
   }
-  const std::uint64_t resumed_version = resume(trainer, run_dir, sync ? &*sync : nullptr, rank);
-
-  // Each node's local rank 0 publishes into that node's slab; the others' weights are the same.
-  std::optional<learner::ModelPublisher> publisher;
-  if (rank.local_leader()) {
-    learner::ModelPublisherOptions popts;
-    popts.model = config.string("model.name");
-    popts.bf16 = config.boolean("learner.publish_bf16");
-    popts.device_slab = config.string("learner.device_slab") == "auto";
-    popts.when.every_steps = static_cast<std::uint64_t>(config.integer("learner.publish_every_steps"));
-    popts.when.every_ms = config.real("learner.publish_every_ms");
-    popts.when.after_version = resumed_version;
-    popts.replace_dead_writer = true;  // a slab of this job whose writer died is stale
-    publisher.emplace(shm::job_segment_name(job, "weights"), flat, popts);
-    // Under `tandem run` the slab outlives us: an actor restarted after we finished still evaluates the
-    // final weights. The launcher removes the job's segments when the job ends.
-    if (client) publisher->slab().persist();
-  }
-  auto latest_version = [&] { return publisher ? publisher->slab().latest_version() : 0; };
+  runtime.publish_from(flat, resume(trainer, runtime.run_dir(), sync ? &*sync : nullptr, rank),
+                       learner::LearnerRuntime::Publish::on_schedule);
+  runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
+    metadata["job"] = process.job();
+    trainer.save_checkpoint(path, metadata);
+  });
 
   const std::uint64_t start = static_cast<std::uint64_t>(trainer.step());
   AnyFeed feed;
@@ -222,7 +191,7 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
 
   // learner.cuda_graph: one graph per run; where it cannot be, one line says why and training is eager.
   std::unique_ptr<GraphStep> graph;
-  if (config.boolean("learner.cuda_graph")) {
+  if (settings.learner.cuda_graph) {
     if (auto why = GraphStep::unsupported(trainer)) {
       log::info("learner.cuda_graph = true, training eagerly: {}", *why);
     } else {
@@ -234,31 +203,17 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
     }
   }
 
-  const std::int64_t report_every = config.integer("learner.report_every_steps");
-  const std::int64_t ckpt_every = config.integer("learner.checkpoint_every_steps");
-  const std::int64_t keep = config.integer("learner.keep_checkpoints");
-  auto checkpoint = [&] {
-    if (rank.rank != 0) return;  // the replicas are equal: one writer
-    const std::string path = checkpoint_path(run_dir, trainer.step());
-    // Every version handed out so far (committed or still in flight): a resume continues above it.
-    const std::uint64_t version = publisher ? publisher->publisher().next_version() - 1 : resumed_version;
-    trainer.save_checkpoint(path, {{"version", std::to_string(version)}, {"job", job}});
-    prune_checkpoints(run_dir, keep);
-    log::info("checkpoint {} (step {})", path, trainer.step());
-  };
+  auto at_step = [&] { return fmt::format("step {}", trainer.step()); };
   log::info("{}; {} steps ({} per epoch) from step {}; feed {} on {}{}", model.describe(), total, epoch_steps, start,
             device_feed ? "device" : "host", cuda ? "cuda" : "cpu",
-            publisher ? fmt::format("; publishing to /{}", shm::job_segment_name(job, "weights")) : "");
-  if (client) client->set_state(shm::ProcessState::running);
-  // Actors start from these weights; nobody reads the new slab yet, so this cannot be skipped.
-  if (publisher) (void)publisher->publish(static_cast<std::uint64_t>(trainer.step()));
+            runtime.publishing() ? fmt::format("; publishing to /{}", runtime.slab_name()) : "");
+  runtime.start(start);
 
+  const std::int64_t report_every = settings.learner.report_every_steps;
   std::int64_t samples = 0;
   CommWindow comm;
   while (trainer.step() < total) {
-    // One rank alone stops at once; data-parallel ranks vote, and all stop after the same step.
-    if (!sync && process.stop_requested()) break;
-    if (sync) sync->vote_stop(process.stop_requested());
+    if (runtime.stop_before_step()) break;
     feed::Step s;
     if (graph && feed.device) {  // the graph gathers from its index buffer
       s = feed.device->next_rows(graph->rows());
@@ -273,37 +228,28 @@ int run_supervised_learner(const Config& config, shm::JobProcess& process, const
     }
     if (sync) comm.add(sync->last_times());
     const auto step = static_cast<std::uint64_t>(trainer.step());
-    if (publisher) (void)publisher->maybe_publish(step);  // a skip is counted in stats(); the next supersedes it
-    if (heartbeat) heartbeat->tick();
+    runtime.step_taken(step);
     if (trainer.step() % report_every == 0 || trainer.step() == total) {
       const WindowMetrics w = trainer.take_window();
-      if (client)
-        client->report({.step = step, .version = latest_version(), .samples = static_cast<std::uint64_t>(samples),
-                        .epoch = s.epoch, .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
-                        .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr,
-                        .allreduce_s = comm.mean(comm.allreduce_s), .exposed_comm_s = comm.mean(comm.exposed_s)});
+      runtime.report({.step = step, .version = runtime.latest_version(), .samples = static_cast<std::uint64_t>(samples),
+                      .epoch = s.epoch, .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
+                      .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr,
+                      .allreduce_s = comm.mean(comm.allreduce_s), .exposed_comm_s = comm.mean(comm.exposed_s)});
       comm = {};
       if (trainer.step() % (report_every * 10) == 0)
         log::info("step {}/{} epoch {} loss {:.4f} acc {:.4f} lr {:.4g} {:.0f} samples/s", step, total, s.epoch, w.loss,
                   w.accuracy, w.lr, w.samples_per_s);
     }
-    if (ckpt_every > 0 && trainer.step() % ckpt_every == 0) checkpoint();
-    if (sync && sync->stop_agreed()) break;
+    runtime.checkpoint_if_due(trainer.step(), at_step());
+    if (runtime.stop_agreed()) break;
   }
-  const bool finished = trainer.step() >= total;
-  if (client) client->set_state(shm::ProcessState::stopping);
-  if (publisher) publisher->publish_final(static_cast<std::uint64_t>(trainer.step()), 30);
-  if (client) {  // the last record carries the final version (the status line shows it)
+  runtime.finish(trainer.step(), trainer.step() >= total, [&] {
     const WindowMetrics w = trainer.take_window();
-    client->saw_version(latest_version());
-    client->report({.step = static_cast<std::uint64_t>(trainer.step()), .version = latest_version(),
-                    .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
-                    .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
-                    .lr = trainer.current_lr()});
-  }
-  checkpoint();
-  log::info("{} at step {}{}", finished ? "finished" : "stopped", trainer.step(),
-            publisher ? fmt::format("; final weights version {}", latest_version()) : "");
+    return shm::ProcessMetrics{.step = static_cast<std::uint64_t>(trainer.step()),
+                               .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
+                               .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                               .lr = trainer.current_lr()};
+  }, at_step());
   return 0;
 }
 

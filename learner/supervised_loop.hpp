@@ -7,14 +7,15 @@
 // and optimizer state; only rank 0 writes checkpoints; each node's local rank 0 publishes into that
 // node's slab; a stop request on any rank stops every rank after the same step.
 //
-// Checkpoints go to the run directory every learner.checkpoint_every_steps, at a stop request and at
+// Checkpoints go to the run directory every checkpoint.every_steps, at a stop request and at
 // the end; a start resumes from the newest one. Returns 0 when the step budget was reached, or a stop
 // was requested and the checkpoint written; failures are exceptions (common/error.hpp).
 // Threads: main's thread.
 #pragma once
 
+#include "common/settings/job.hpp"
+
 namespace tandem {
-class Config;
 namespace shm {
 class JobProcess;
 }
@@ -22,6 +23,6 @@ namespace ddp {
 struct RankInfo;
 }
 
-int run_supervised_learner(const Config& config, shm::JobProcess& process, const ddp::RankInfo& rank);
+int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process, const ddp::RankInfo& rank);
 
 }  // namespace tandem

@@ -99,7 +99,7 @@ NodeGroup::NodeGroup(Segment segment, int rank)
 
 NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_bytes, std::size_t slot_floats) {
   if (world < 2 || world > kReduceMaxWorld)
-    fail("a node reduce group needs 2..{} ranks on the node, not {}: use Gloo (learner.cpu_collectives = \"gloo\")",
+    fail("a node reduce group needs 2..{} ranks on the node, not {}: use Gloo (ddp.cpu_collectives = \"gloo\")",
          kReduceMaxWorld, world);
   chunk_bytes = align_up(std::max<std::size_t>(chunk_bytes, 64), 64);
   const std::size_t slot_bytes = align_up(slot_floats * sizeof(float), 64);

@@ -38,7 +38,7 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
   const auto& args = test::child_args();
   catch_stop_signals();
   try {
-    const Config config = load_program_config(args.at(1), {});
+    const JobSettings config = test::settings_of(args.at(1));
     const actor::ActorContext ctx{.job = args.at(0), .run_dir = args.at(2), .index = 1,
                                   .stop = [] { return stop_signal() != 0; }, .tick = {}};
     return actor::run_rl_evaluator(config, ctx);
@@ -49,9 +49,9 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
 }
 
 TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and their statistics are consistent") {
-  const Config config = test::rl_config(kConfig);
-  const actor::EnvSource source(config);
-  Model model = make_rl_model(config, source.spec());
+  const JobSettings config = test::rl_config(kConfig);
+  const envs::EnvSource source(config.env);
+  Model model = make_rl_model(config.model, source.spec());
   const PolicyHead head = policy_head_for(source.spec());
   const auto a = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
   const auto b = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
@@ -72,9 +72,9 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   const std::string job = test::unique_name("rleval");
   const std::string config_path = dir.file("actor.toml");
   std::ofstream(config_path) << kConfig;
-  const Config config = test::rl_config(kConfig);
-  const actor::EnvSource source(config);
-  Model model = make_rl_model(config, source.spec());
+  const JobSettings config = test::rl_config(kConfig);
+  const envs::EnvSource source(config.env);
+  Model model = make_rl_model(config.model, source.spec());
   FlatParams flat = FlatParams::flatten(*model.nn_module());
   learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"});
   const std::uint64_t v1 = publisher.publish_final(0, 10);

@@ -11,17 +11,23 @@
 #include <string>
 #include <vector>
 
-#include "actor/rl_setup.hpp"
 #include "common/config.hpp"
-#include "common/job_keys.hpp"
+#include "common/program.hpp"
+#include "common/settings/job.hpp"
 #include "common/torch/rl_model.hpp"
+#include "envs/env_source.hpp"
 #include "envs/vec_env.hpp"
 #include "shm/experience_ring.hpp"
 
 namespace tandem::test {
 
-inline Config rl_config(const std::string& toml) {
-  return Config::parse(toml, "<test>", {}, program_schema());
+inline JobSettings rl_config(const std::string& toml) {
+  return JobSettings::parse(Config::parse(toml, "<test>", {}, program_schema()), {});
+}
+
+// A job config file as a program reads it, with the job's shape from the environment.
+inline JobSettings settings_of(const std::string& path, std::vector<std::string> overrides = {}) {
+  return JobSettings::parse(load_program_config(path, overrides), program_shape(1, 1));
 }
 
 inline shm::ExperienceShape ring_shape(const envs::EnvSpec& spec, std::uint32_t actors, std::uint32_t slots,

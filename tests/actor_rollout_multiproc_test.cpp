@@ -31,7 +31,7 @@ int rollout_child() {
   if (args.at(3) == "1") ::setenv("TANDEM_DETERMINISTIC", "1", 1);
   catch_stop_signals();
   try {
-    const Config config = load_program_config(args.at(1), {});
+    const JobSettings config = test::settings_of(args.at(1));
     const actor::ActorContext ctx{.job = args.at(0), .index = static_cast<std::uint32_t>(std::stoul(args.at(2))),
                                   .stop = [] { return stop_signal() != 0; }, .tick = {}};
     return actor::run_rollout_actor(config, ctx);
@@ -43,14 +43,14 @@ int rollout_child() {
 
 // The learner's side: the model the actors build, published into the job's slab.
 struct Learner {
-  Config config;
-  actor::EnvSource source{config};
-  Model model = make_rl_model(config, source.spec());
+  JobSettings config;
+  envs::EnvSource source{config.env};
+  Model model = make_rl_model(config.model, source.spec());
   FlatParams flat = FlatParams::flatten(*model.nn_module());
   learner::ModelPublisher publisher;
   std::uint64_t step = 0;
   Learner(const std::string& job, const std::string& config_path)
-      : config(load_program_config(config_path, {})),
+      : config(test::settings_of(config_path)),
         publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"}) {}
   // A new version, as an update would make it: every weight moved a little.
   std::uint64_t update() {

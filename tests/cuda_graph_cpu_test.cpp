@@ -134,15 +134,15 @@ TEST_CASE("a CPU learner with cuda_graph = true trains eagerly and says why, onc
       {.job = test::unique_name("graphjob"),
        .dataset = cache.name,
        .run_keys = fmt::format("actors = 1\nrun_dir = \"{}\"", (fs::path(dir.path()) / "run").string()),
-       .learner_keys = R"(batch_size = 32
-steps = 60
-warmup_steps = 5
-publish_every_steps = 20
-checkpoint_every_steps = 0
-cuda_graph = true)",
-       .actor_keys = R"(min_interval_s = 0.1
-batch_size = 64
-cuda_graph = true)"});
+       .keys = R"(supervised.batch_size = 32
+supervised.steps = 60
+schedule.warmup_steps = 5
+publish.every_steps = 20
+checkpoint.every_steps = 0
+learner.cuda_graph = true
+actor.min_interval_s = 0.1
+actor.batch_size = 64
+actor.cuda_graph = true)"});
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

@@ -32,18 +32,18 @@ TEST_CASE("a GPU job with cuda_graph = true replays its training step and evalua
       {.job = test::unique_name("graphgpujob"),
        .dataset = cache.name,
        .run_keys = fmt::format("actors = 1\nrun_dir = \"{}\"", (dir / "run").string()),
-       .learner_keys = R"(device = "cuda"
-feed = "device"
-cuda_graph = true
-batch_size = 32
-steps = 200
-warmup_steps = 10
-publish_every_steps = 50
-checkpoint_every_steps = 0)",
-       .actor_keys = R"(device = "cuda"
-cuda_graph = true
-min_interval_s = 0
-batch_size = 64)"});
+       .keys = R"(learner.device = "cuda"
+supervised.feed = "device"
+learner.cuda_graph = true
+supervised.batch_size = 32
+supervised.steps = 200
+schedule.warmup_steps = 10
+publish.every_steps = 50
+checkpoint.every_steps = 0
+actor.device = "cuda"
+actor.cuda_graph = true
+actor.min_interval_s = 0
+actor.batch_size = 64)"});
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);
   CHECK(r.status == 0);

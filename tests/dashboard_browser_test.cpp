@@ -58,8 +58,7 @@ struct Job {
         {.job = id,
          .dataset = cache.name,
          .run_keys = fmt::format("actors = 2\nrun_dir = \"{}\"\nmetrics_interval_s = 0.2", run_dir.string()),
-         .learner_keys = fmt::format("{}steps = {}", test::kTinyLearnerKeys, steps),
-         .actor_keys = test::kTinyActorKeys});
+         .keys = fmt::format("{}supervised.steps = {}", test::kTinyKeys, steps)});
   }
   void start() {
     const FileDescriptor out(::open((dir / "out.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));

@@ -39,7 +39,7 @@ Child spawn_learner(const TempDir& dir, int rank, int port, std::int64_t steps, 
   REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
   const std::string cmd = fmt::format(
       "cd {} && exec env -u TANDEM_JOB RANK={} WORLD_SIZE=2 LOCAL_RANK={} LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT={} {} job.toml --set learner.steps={}", dir.path().string(), rank, rank, port, learner, steps);
+      "MASTER_PORT={} {} job.toml --set supervised.steps={}", dir.path().string(), rank, rank, port, learner, steps);
   const FileDescriptor fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600));
   REQUIRE(fd.get() >= 0);
   Child c = spawn_program({"/bin/sh", "-c", cmd}, fd.get());
@@ -62,12 +62,16 @@ std = "0.3"
 name = "mlp"
 num_classes = 8
 [learner]
-batch_size = 16
-warmup_steps = 0
 threads = 1
-publish_every_steps = 50
-checkpoint_every_steps = 0
 report_every_steps = 1
+[supervised]
+batch_size = 16
+[schedule]
+warmup_steps = 0
+[publish]
+every_steps = 50
+[checkpoint]
+every_steps = 0
 )", cache.name);
 }
 
@@ -148,7 +152,7 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
   // Python 3.11's enum breaks torchrun's default redirects: --redirects 1 --tee 1 avoid that path.
   const CommandResult r = run_command(fmt::format(
       "cd {} && env -u TANDEM_JOB timeout 120 torchrun --nproc_per_node=2 --master_port={} --redirects 1 --tee 1 "
-      "--no_python {} job.toml --set learner.steps=30 2>&1", dir.path().string(), free_loopback_port(), learner));
+      "--no_python {} job.toml --set supervised.steps=30 2>&1", dir.path().string(), free_loopback_port(), learner));
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("rank 1 of 2 (local 1 of 2) (torchrun)") != std::string::npos);

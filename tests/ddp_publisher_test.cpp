@@ -1,5 +1,5 @@
 // Only a dead writer's weight slab is replaced (learner/model_publisher.hpp): two learners of one node
-// can no longer unlink each other's live slab.
+// cannot unlink each other's live slab.
 #include "tests/torch_doctest.hpp"
 
 #include <signal.h>

@@ -51,15 +51,15 @@ int train_rank() {
     const std::string& collectives = kv["collectives"];
     const auto dash = collectives.find('-');
     std::vector<std::string> overrides = {
-        "learner.collective_timeout_s=" + kv["collective_timeout_s"],
-        "learner.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
-        "learner.bucket_first_mb=0.0625", "learner.bucket_mb=0.25",  // several buckets even for small models
-        "learner.cpu_collectives=\"" + collectives.substr(0, dash) + "\""};
-    if (dash != std::string::npos) overrides.push_back("learner.shm_progress=\"" + collectives.substr(dash + 1) + "\"");
-    const Config config = load_program_config("", overrides);
+        "ddp.collective_timeout_s=" + kv["collective_timeout_s"],
+        "ddp.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
+        "ddp.bucket_first_mb=0.0625", "ddp.bucket_mb=0.25",  // several buckets even for small models
+        "ddp.cpu_collectives=\"" + collectives.substr(0, dash) + "\""};
+    if (dash != std::string::npos) overrides.push_back("ddp.shm_progress=\"" + collectives.substr(dash + 1) + "\"");
+    const JobSettings settings = JobSettings::parse(load_program_config("", overrides), {});
     std::unique_ptr<ddp::Session> session;
     if (rank.distributed())
-      session = ddp::Session::start(rank, config, job_of(std::stoi(kv["port"])), cuda ? rank.local_rank : -1);
+      session = ddp::Session::start(rank, settings, job_of(std::stoi(kv["port"])), cuda ? rank.local_rank : -1);
 
     Model model = Model::create({.name = kv["model"], .seed = 7});
     const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank))

@@ -25,8 +25,8 @@ struct RankRun {
   int steps = 50;
   int stop_vote_at = -1;          // rank 1 votes to stop from this step on (-1: never)
   std::string device = "cpu";     // cpu | cuda (cuda:rank)
-  std::string collectives = "shm";  // learner.cpu_collectives: shm | gloo; shm-thread | shm-caller also
-                                    // pin learner.shm_progress (shm alone leaves it at auto)
+  std::string collectives = "shm";  // ddp.cpu_collectives: shm | gloo; shm-thread | shm-caller also
+                                    // pin ddp.shm_progress (shm alone leaves it at auto)
   double collective_timeout_s = 30;
   double rendezvous_timeout_s = 30;
   std::string out;                // result file ("" : none)

@@ -72,8 +72,7 @@ TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train 
       {.job = job,
        .dataset = data,
        .run_keys = "learners = 1\nactors = 1",
-       .learner_keys = fmt::format("{}steps = 80\nrendezvous_timeout_s = 60", test::kTinyLearnerKeys),
-       .actor_keys = test::kTinyActorKeys});
+       .keys = fmt::format("{}supervised.steps = 80\nddp.rendezvous_timeout_s = 60", test::kTinyKeys)});
 
   std::vector<test::Child> nodes;
   for (int k = 0; k < 2; ++k) {

@@ -1,5 +1,5 @@
-// tools/check-house: the arrows docs/ARCHITECTURE.md draws and the 400-line limit, checked on this tree and
-// shown to catch each kind of violation in a scratch tree.
+// tools/check-house: the arrows docs/ARCHITECTURE.md draws, the 400-line limit and the homes of config
+// keys and rules, checked on this tree and shown to catch each kind of violation in a scratch tree.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -39,6 +39,10 @@ TEST_CASE("house: each forbidden include and an overlong file is reported by nam
   write(tree, "tools/bench/ok.cpp", "#include \"learner/feed/host_feed.hpp\"\n");
   write(tree, "envs/f.cpp", "#include <ATen/ATen.h>\n#include \"actor/follower.hpp\"\n");
   write(tree, "tests/long_test.cpp", std::string(401, '\n'));
+  write(tree, "learner/g.cpp", "const int n = config.integer(\"learner.threads\");\n");
+  write(tree, "common/settings/ok.cpp", "const int n = config.integer(\"learner.threads\");\n");
+  write(tree, "actor/h.cpp", "  if (x) fail(\"config: actor.role = \\\"rollout\\\" needs ...\");\n");
+  write(tree, "shm/dataset_check.cpp", "fail(\"config: data.name ...\");\n");
   const CommandResult r = run_command(check_house(tree.path().string()));
   INFO(r.output);
   CHECK(r.status == 1);
@@ -52,5 +56,9 @@ TEST_CASE("house: each forbidden include and an overlong file is reported by nam
   CHECK(r.output.find("tests/long_test.cpp has 401 lines") != std::string::npos);
   CHECK(r.output.find("common/torch/ok.cpp") == std::string::npos);
   CHECK(r.output.find("tools/bench/ok.cpp") == std::string::npos);
-  CHECK(r.output.find("8 violation(s)") != std::string::npos);
+  CHECK(r.output.find("config key read by name outside its settings parser: learner/g.cpp:1:") != std::string::npos);
+  CHECK(r.output.find("config rule checked outside the settings' checks: actor/h.cpp:1:") != std::string::npos);
+  CHECK(r.output.find("common/settings/ok.cpp") == std::string::npos);
+  CHECK(r.output.find("shm/dataset_check.cpp") == std::string::npos);
+  CHECK(r.output.find("10 violation(s)") != std::string::npos);
 }

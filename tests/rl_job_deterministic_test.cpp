@@ -22,7 +22,8 @@ seed = 0
 name = "actor_critic_mlp"
 [learner]
 algo = "ppo"
-checkpoint_every_steps = 0
+[checkpoint]
+every_steps = 0
 [rl]
 rollout_steps = 32
 slots_per_ring = 4

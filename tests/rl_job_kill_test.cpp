@@ -30,8 +30,9 @@ name = "actor_critic_mlp"
 [learner]
 algo = "ppo"
 threads = 1
-checkpoint_every_steps = 0
 report_every_steps = 20
+[checkpoint]
+every_steps = 0
 [rl]
 rollout_steps = 32
 slots_per_ring = 4

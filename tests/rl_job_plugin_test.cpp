@@ -25,7 +25,8 @@ name = "actor_critic_mlp"
 [learner]
 algo = "ppo"
 threads = 1
-checkpoint_every_steps = 0
+[checkpoint]
+every_steps = 0
 [rl]
 rollout_steps = 32
 slots_per_ring = 4

@@ -13,6 +13,7 @@
 #include "common/program.hpp"
 #include "common/torch/rl_model.hpp"
 #include "common/torch/safetensors.hpp"
+#include "envs/env_source.hpp"
 #include "envs/vec_env.hpp"
 #include "learner/rl/rl_learner.hpp"
 #include "learner/rl/rl_setup.hpp"
@@ -30,10 +31,10 @@ namespace {
 // Runs the learner on child_args()[0] (a job config) in the job of TANDEM_JOB.
 TANDEM_CHILD("rl-learner") {
   try {
-    const Config config = load_program_config(child_args()[0], {});
+    const JobSettings settings = JobSettings::parse(load_program_config(child_args()[0], {}), program_shape(1, 1));
     catch_stop_signals();
     shm::JobProcess process("learner");
-    return run_rl_learner(config, process);
+    return run_rl_learner(settings, process);
   } catch (const UserError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
@@ -46,8 +47,9 @@ std::string write_config(const TempDir& dir, const std::string& algo, const std:
   out << "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 0\n"
       << "[rl]\nrollout_steps = 16\nslots_per_ring = 2\nslots_per_update = 2\ntotal_env_steps = 1024\n"
       << "update_epochs = 2\nminibatches = 2\n"
-      << "[learner]\nalgo = \"" << algo << "\"\noptimizer = \"adam\"\nlr = 0.001\nweight_decay = 0.0\n"
-      << "checkpoint_every_steps = 0\nreport_every_steps = 1\n"
+      << "[learner]\nalgo = \"" << algo << "\"\nreport_every_steps = 1\n"
+      << "[optimizer]\nname = \"adam\"\nlr = 0.001\nweight_decay = 0.0\n"
+      << "[checkpoint]\nevery_steps = 0\n"
       << "[model]\nname = \"actor_critic_mlp\"\n"
       << "[actor]\nrole = \"rollout\"\nevaluators = 0\n"
       << extra;
@@ -175,9 +177,9 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
 
 // The largest difference between the checkpoint's model and the untrained one of the same seed.
 double distance_from_initial(const std::string& checkpoint, const std::string& config_path) {
-  const Config config = load_program_config(config_path, {});
-  const envs::EnvSpec env = rl::env_spec_for(config);
-  Model initial = make_rl_model(config, env);
+  const JobSettings settings = JobSettings::parse(load_program_config(config_path, {}), {});
+  const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
+  Model initial = make_rl_model(settings.model, env);
   const safetensors::Contents c = safetensors::load_file(checkpoint);
   double most = 0;
   for (const auto& [name, t] : initial.named_parameters())
@@ -237,10 +239,9 @@ TEST_CASE("rl learner: deterministic mode refuses a batch that does not divide a
 }
 
 TEST_CASE("rl learner: a model without a value head is refused naming the model and the env") {
-  TempDir dir;
-  const Config config = load_program_config(write_config(dir, "ppo"), std::vector<std::string>{"model.name=mlp"});
-  const envs::EnvSpec env = rl::env_spec_for(config);
-  const std::string error = error_of([&] { make_rl_model(config, env); });
+  const ModelSettings mlp{.name = "mlp"};
+  const envs::EnvSpec env = envs::make_env("CartPole-v1")->spec();
+  const std::string error = error_of([&] { make_rl_model(mlp, env); });
   CHECK(error.find("model 'mlp'") != std::string::npos);
   CHECK(error.find("CartPole-v1") != std::string::npos);
 }
@@ -249,16 +250,16 @@ TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) action
   TempDir dir;
   for (const std::string algo : {"ppo", "vtrace"}) {
     CAPTURE(algo);
-    const Config config = load_program_config(write_config(dir, algo),
-                                              std::vector<std::string>{"env.name=pendulum", "rl.minibatches=2"});
-    const rl::RlSettings s = rl::rl_settings(config);
-    const envs::EnvSpec env = rl::env_spec_for(config);
+    const JobSettings settings = JobSettings::parse(
+        load_program_config(write_config(dir, algo), std::vector<std::string>{"env.name=pendulum", "rl.minibatches=2"}),
+        {});
+    const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
     const PolicyHead head = policy_head_for(env);
     REQUIRE(head.is_continuous());
-    Model model = make_rl_model(config, env);
+    Model model = make_rl_model(settings.model, env);
     const torch::Tensor before = model.parameters().front().flatten().clone();
     Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
-    rl::RlUpdater updater(model, head, optimizer, s, at::detail::createCPUGenerator(0));
+    rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, settings.rl, at::detail::createCPUGenerator(0));
     const std::int64_t T = 8, N = 4;
     rl::Batch b{torch::randn({T + 1, N, 3}), torch::randn({T, N, 3}), torch::randn({T, N, 1}), torch::randn({T, N}),
                 (torch::rand({T, N}) < 0.1).to(torch::kUInt8), (torch::rand({T, N}) < 0.2).to(torch::kUInt8),

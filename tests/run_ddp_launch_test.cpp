@@ -217,7 +217,7 @@ TEST_CASE("tandem run: a learner rank stopped by SIGSTOP is killed as hung befor
   JobFixture f;
   use_fake_ranks(f, "steps=2000 step_ms=20");
   f.keys["heartbeat_timeout_s"] = "30";
-  Launcher run({f.write(), "--set", "learner.collective_timeout_s=4"});
+  Launcher run({f.write(), "--set", "ddp.collective_timeout_s=4"});
   REQUIRE(run.wait_for_output("[learner.1] step 10"));
   const pid_t victim = f.process("learner", 1).pid;
   REQUIRE(victim > 0);
@@ -230,7 +230,7 @@ TEST_CASE("tandem run: a learner rank stopped by SIGSTOP is killed as hung befor
   CHECK(status == 1);
   CHECK(took < 4s + 10s);
   CHECK(out.find(fmt::format("learner.1 (pid {}) hung: no heartbeat for", victim)) != std::string::npos);
-  CHECK(out.find("(learner ranks: half of learner.collective_timeout_s = 4): killing it") != std::string::npos);
+  CHECK(out.find("(learner ranks: half of ddp.collective_timeout_s = 4): killing it") != std::string::npos);
   CHECK(out.find(fmt::format("failed after")) != std::string::npos);
   CHECK(out.rfind(fmt::format("learner.1 (pid {}) hung", victim)) > out.find("failed after"));
   CHECK(segments_of(f.job).empty());

@@ -51,8 +51,7 @@ struct Job {
         {.job = id,
          .dataset = cache.name,
          .run_keys = fmt::format("actors = {}\nrun_dir = \"{}\"\nrestart_backoff_s = 0.1", actors, dir.string()),
-         .learner_keys = fmt::format("{}steps = {}", test::kTinyLearnerKeys, steps),
-         .actor_keys = test::kTinyActorKeys});
+         .keys = fmt::format("{}supervised.steps = {}", test::kTinyKeys, steps)});
     std::ofstream(config) << text;
     std::ofstream(program_config) << text.substr(text.find("[data]"));
   }
@@ -153,7 +152,7 @@ TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed r
   for (const auto& s : shm::list_segments()) CHECK(s.name.find(job.id) == std::string::npos);
 
   // resume: same run dir, a budget a little past the checkpoint
-  job.start({fmt::format("--set learner.steps={}", step + 40)});
+  job.start({fmt::format("--set supervised.steps={}", step + 40)});
   const int rc2 = job.wait(40s);
   const std::string out = job.output();
   INFO(out);
@@ -243,8 +242,8 @@ TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the jo
 TEST_CASE("bad learner and actor config values give a one-line error naming the key" * doctest::timeout(60)) {
   TinyCache cache;
   Job job(cache, 100, 1);
-  for (const std::string bad : {"learner.batch_size=0", "learner.optimizer='\"sgdd\"'", "actor.min_interval_s=-1",
-                                "learner.feed='\"gpu\"'"}) {
+  for (const std::string bad : {"supervised.batch_size=0", "optimizer.name='\"sgdd\"'", "actor.min_interval_s=-1",
+                                "supervised.feed='\"gpu\"'"}) {
     const auto r = test::run_command(fmt::format("'{}' run '{}' --set {} 2>&1", test::tandem_binary(),
                                                  job.config.string(), bad));
     INFO(bad << " -> " << r.output);
@@ -253,10 +252,68 @@ TEST_CASE("bad learner and actor config values give a one-line error naming the 
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
   // The learner checks what the schema cannot: a cuda feed on the CPU, a warmup longer than the run.
-  const auto r = test::run_command(fmt::format("'{}' '{}' --set learner.warmup_steps=500 2>&1",
+  const auto r = test::run_command(fmt::format("'{}' '{}' --set schedule.warmup_steps=500 2>&1",
                                                test::program_from_env("TANDEM_LEARNER"), job.program_config.string()));
   INFO(r.output);
   CHECK(r.status == 1);
-  CHECK(r.output.find("learner.warmup_steps") != std::string::npos);
+  CHECK(r.output.find("schedule.warmup_steps") != std::string::npos);
   CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+}
+
+// One rule, one function: what `tandem run` refuses before anything starts, the program refuses at
+// its start with the same line, because both call the settings' own checks (JobSettings::parse,
+// shm::attach_job_data, supervised_budget, envs::env_id) rather than copies of them.
+TEST_CASE("the launcher and the programs refuse a job with the same line, from the same rule" * doctest::timeout(120)) {
+  TinyCache cache;
+  Job job(cache, 100, 2);
+  const std::string rl = "learner.algo=ppo model.name=actor_critic_mlp actor.role=rollout actor.evaluators=1";
+  // env: the variables `tandem run` would give the program, for a job of that shape.
+  const std::string two_ranks = "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+  struct Row {
+    std::string sets;  // space-separated --set values
+    std::string program;
+    std::string env;
+    std::string expect;
+  };
+  const std::vector<Row> rows = {
+      {"supervised.batch_size=100000", "TANDEM_LEARNER", "", "supervised.batch_size = 100000 is larger than split"},
+      {"schedule.warmup_steps=500", "TANDEM_LEARNER", "", "schedule.warmup_steps = 500 is not below the run's 100"},
+      {"actor.batch_size=1000", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "actor.batch_size = 1000 is larger than split"},
+      {"run.learners=2 supervised.batch_size=33", "TANDEM_LEARNER", two_ranks, "does not divide among the 2"},
+      {"supervised.feed=device", "TANDEM_LEARNER", "", "supervised.feed = \"device\" needs learner.device"},
+      {"actor.role=rollout", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "actor.role = \"rollout\" needs a learner"},
+      {"learner.device=gpu", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "learner.device = \"gpu\" is not a device"},
+      {rl + " run.learners=2", "TANDEM_LEARNER", two_ranks + " TANDEM_ACTORS=2", "trains on one learner rank, not 2"},
+      {rl + " run.actors=1", "TANDEM_LEARNER", "TANDEM_ACTORS=1", "actor.evaluators = 1 leaves no rollout actor"},
+      {rl + " run.actors=1", "TANDEM_ACTOR", "TANDEM_ACTORS=1", "actor.evaluators = 1 leaves no rollout actor"},
+      {rl + " env.name=plugin", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "env.name = \"plugin\" but env.plugin is empty"},
+      {rl + " env.name=cartpol", "TANDEM_LEARNER", "TANDEM_ACTORS=2", "env.name = \"cartpol\" is not one of"},
+      {rl + " env.name=cartpol", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "env.name = \"cartpol\" is not one of"},
+  };
+  // The message after the program's name: "tandem: config: ..." and "tandem-learner: config: ...".
+  auto message = [](const std::string& output) {
+    const auto at = output.find(": config: ");
+    return at == std::string::npos ? output : output.substr(at + 2);
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.sets);
+    CAPTURE(row.program);
+    std::string launcher_sets, program_sets;
+    std::istringstream words(row.sets);
+    for (std::string set; words >> set;) {
+      launcher_sets += " --set " + set;
+      if (!set.starts_with("run.")) program_sets += " --set " + set;
+    }
+    const auto launcher = test::run_command(fmt::format("'{}' run '{}'{} 2>&1", test::tandem_binary(),
+                                                        job.config.string(), launcher_sets));
+    const auto program = test::run_command(
+        fmt::format("cd '{}' && env -u TANDEM_JOB -u TANDEM_ACTORS {} '{}' '{}'{} 2>&1", job.dir.string(), row.env,
+                    test::program_from_env(row.program.c_str()), job.program_config.string(), program_sets));
+    INFO(launcher.output);
+    INFO(program.output);
+    CHECK(launcher.status == 1);
+    CHECK(program.status == 1);
+    CHECK(message(launcher.output).find(row.expect) != std::string::npos);
+    CHECK(message(program.output) == message(launcher.output));
+  }
 }

@@ -59,7 +59,8 @@ void forge_split(const std::string& cache, std::size_t index, std::uint64_t begi
   REQUIRE(::pwrite(fd.get(), header.data(), header.size(), 0) == static_cast<ssize_t>(header.size()));
 }
 
-// A job config whose programs are /bin/true: nothing may start when the check fails.
+// A job config whose programs are /bin/true (one learner, one evaluator): nothing may start when the
+// check fails.
 struct ValidateJob {
   test::TempDir dir;
   std::string job = test::unique_name("validate-job");
@@ -68,14 +69,16 @@ struct ValidateJob {
     std::ofstream(path) << fmt::format(R"({}[run]
 job = "{}"
 unique_id = false
-actors = 0
+actors = 1
 learner_program = "/bin/true"
+actor_program = "/bin/true"
 runs_dir = "{}"
 status = "off"
 [data]
 name = "{}"
-[learner]
+[supervised]
 steps = 100
+[schedule]
 warmup_steps = 10
 [actor]
 batch_size = 256
@@ -125,14 +128,20 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
       {{"data.test_split=val"}, "data.test_split = \"val\": "},
       {{"data.std=0"}, "data.std = \"0\" holds 0: every entry must be positive"},
       {{"data.mean=0.5,0.5"}, "data.mean has 2 values"},
-      {{"learner.batch_size=100000"}, "learner.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
-      {{"run.learners=2", "learner.batch_size=127"}, "learner.batch_size = 127 does not divide among the 2 learner ranks"},
+      {{"supervised.batch_size=100000"}, "supervised.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
+      {{"run.learners=2", "supervised.batch_size=127"}, "supervised.batch_size = 127 does not divide among the 2 learner ranks"},
       {{"actor.batch_size=1000"}, "actor.batch_size = 1000 is larger than split 'test' (512 samples): lower it"},
-      {{"learner.lr=nan"}, "learner.lr = nan is not a finite number"},
+      {{"optimizer.lr=nan"}, "optimizer.lr = nan is not a finite number"},
       {{"actor.wait_weights_s=nan"}, "actor.wait_weights_s = nan is not a finite number"},
-      {{"learner.feed=device"}, "learner.feed = \"device\" needs learner.device = \"cuda\""},
-      {{"learner.steps=0", "learner.epochs=0"}, "learner.epochs = 0 gives no step"},
-      {{"learner.warmup_steps=100"}, "learner.warmup_steps = 100 is not below the run's 100 steps"},
+      {{"supervised.feed=device"}, "supervised.feed = \"device\" needs learner.device = \"cuda\""},
+      {{"supervised.steps=0", "supervised.epochs=0"}, "supervised.epochs = 0 gives no step"},
+      {{"schedule.warmup_steps=100"}, "schedule.warmup_steps = 100 is not below the run's 100 steps"},
+      {{"schedule.name=step", "schedule.decay_factor=0"}, "schedule.decay_factor = 0 stops training"},
+      {{"optimizer.momentum=0"}, "optimizer.nesterov = true needs optimizer.momentum above 0"},
+      {{"learner.device=cuda:x"}, "learner.device = \"cuda:x\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\""},
+      {{"run.learners=2", "learner.device=cuda:1"}, "learner.device = \"cuda:1\" names one GPU for this node's 2 learner ranks"},
+      {{"actor.role=rollout", "run.actors=1"}, "actor.role = \"rollout\" needs a learner that learns from experience"},
+      {{"env.plugin=libenv.so"}, "env.plugin = \"libenv.so\" is set but env.name = \"cartpole\""},
   };
   for (const auto& row : rows) {
     CAPTURE(row.set.front());
@@ -141,7 +150,7 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
   // The same config without a bad key gets past the check (the job then starts /bin/true).
   const auto ok = run_tandem(config, {});
   CAPTURE(ok.output);
-  CHECK(ok.output.find(fmt::format("job {}: 1 learner", job.job)) != std::string::npos);
+  CHECK(ok.output.find(fmt::format("job {}: 1 learner, 1 actor", job.job)) != std::string::npos);
 }
 
 TEST_CASE("tandem run: a label outside model.num_classes in the test split is refused before anything starts" *
@@ -188,4 +197,100 @@ TEST_CASE("tandem run: a split outside the cache or reversed is refused before a
            r.output.find("config: data.name = \"" + cache.name + "\": ") != std::string::npos));
     CHECK(job.left_nothing());
   }
+}
+
+// The learner divides each rank's shard by the rank's share of the batch; the launcher once divided it
+// by the whole batch and refused runs as too short for their warmup: 2 ranks of 64 samples from 768-sample
+// shards take 12 steps an epoch, not 768 / 128 = 6. The former key spellings keep the config loadable by
+// a launcher from before the settings moved to their own tables.
+TEST_CASE("tandem run: data-parallel ranks' run length is the learner's: each shard over the rank's share of the batch" *
+          doctest::timeout(60)) {
+  SmallCache cache;  // 1536 train samples
+  ValidateJob job;
+  const std::string config = job.dir.file("old-spelling.toml");
+  std::ofstream(config) << fmt::format(R"([run]
+job = "{}"
+unique_id = false
+actors = 0
+learner_program = "/bin/true"
+runs_dir = "{}"
+status = "off"
+[data]
+name = "{}"
+[learner]
+batch_size = 128
+steps = 0
+epochs = 1
+[actor]
+batch_size = 256
+)", job.job, (job.dir / "runs").string(), cache.name);
+  const auto ok = run_tandem(config, {"run.learners=2", "learner.warmup_steps=11"});
+  CAPTURE(ok.output);
+  CHECK(ok.output.find(fmt::format("job {}: 2 learners", job.job)) != std::string::npos);
+  const auto refused = run_tandem(config, {"run.learners=2", "learner.warmup_steps=12"});
+  CAPTURE(refused.output);
+  CHECK(refused.status == 1);
+  CHECK(refused.output.find("warmup_steps = 12 is not below the run's 12 steps") != std::string::npos);
+}
+
+// A config for a PPO job whose programs are /bin/true: one rollout actor and one evaluator.
+std::string rl_config(const ValidateJob& job) {
+  const std::string path = job.dir.file("rl.toml");
+  std::ofstream(path) << fmt::format(R"([run]
+job = "{}"
+unique_id = false
+actors = 2
+learner_program = "/bin/true"
+actor_program = "/bin/true"
+runs_dir = "{}"
+status = "off"
+[learner]
+algo = "ppo"
+[model]
+name = "actor_critic_mlp"
+[actor]
+role = "rollout"
+evaluators = 1
+)", job.job, (job.dir / "runs").string());
+  return path;
+}
+
+TEST_CASE("tandem run: an RL job its learner or actors would refuse at start is one line naming the key, before "
+          "anything exists" * doctest::timeout(60)) {
+  ValidateJob job;
+  const std::string config = rl_config(job);
+  struct Row {
+    std::vector<std::string> set;
+    std::string expect;
+  };
+  const std::vector<Row> rows = {
+      {{"run.learners=2"}, "learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1"},
+      {{"actor.role=evaluator"}, "learner.algo = \"ppo\" learns from rollout actors: set actor.role = \"rollout\""},
+      {{"actor.evaluators=2"}, "actor.evaluators = 2 leaves no rollout actor among run.actors = 2"},
+      {{"model.name=cnn"}, "model.name = \"cnn\" has no value head: learner.algo = \"ppo\" needs"},
+      {{"env.name=plugin"}, "env.name = \"plugin\" but env.plugin is empty: set it to the path of your env's shared"},
+      {{"env.name=plugin", "env.plugin=/nonexistent/libenv.so"}, "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
+      {{"env.name=cartpol"}, "env.name = \"cartpol\" is not one of: cartpole, acrobot, mountaincar, pendulum, null, plugin"},
+      {{"run.deterministic=true", "run.actors=3", "rl.slots_per_update=3"},
+       "run.deterministic needs rl.slots_per_update = 3 to be a multiple of the 2 rollout actors: set it to 2"},
+      {{"rl.slots_per_update=9"}, "rl.slots_per_update = 9 is more than the 1 rings x rl.slots_per_ring = 4 can hold"},
+      {{"rl.minibatches=100000"}, "rl.minibatches = 100000 is more than the 512 samples of one update"},
+      {{"learner.algo=vtrace", "rl.minibatches=9"}, "rl.minibatches = 9 is more than the 8 trajectories"},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.set.front());
+    check_refused(run_tandem(config, row.set), row.expect, job);
+  }
+  const auto ok = run_tandem(config, {});
+  CAPTURE(ok.output);
+  CHECK(ok.output.find(fmt::format("job {}: 1 learner, 2 actors", job.job)) != std::string::npos);
+}
+
+TEST_CASE("tandem run: examples/cartpole-ppo.toml with run.learners = 2 is refused before anything starts" *
+          doctest::timeout(60)) {
+  ValidateJob job;
+  const std::string example = test::source_root() + "/examples/cartpole-ppo.toml";
+  check_refused(run_tandem(example, {"run.learners=2", "run.job=" + job.job, "run.runs_dir=" + (job.dir / "runs").string(),
+                                     "run.learner_program=/bin/true", "run.actor_program=/bin/true"}),
+                "config: learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1", job);
 }

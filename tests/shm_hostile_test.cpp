@@ -117,7 +117,7 @@ TEST_CASE("dataset cache: tandem data info and verify refuse a lying cache in on
     Cache cache;
     cache.patch(bad.edit);
     check_refused(tandem + " data info " + cache.name, cache.name);
-    // 1 GiB of address space: the old verify planned chunks for the claimed 5 TiB until it ran out.
+    // 1 GiB of address space: a verify that planned its chunks for the claimed 5 TiB would run out of it.
     check_refused(kBoundedMemory + tandem + " data verify " + cache.name, cache.name);
     const auto ls = test::run_command(tandem + " data ls");
     CHECK(ls.status == 0);

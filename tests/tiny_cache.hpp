@@ -6,9 +6,13 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
@@ -50,45 +54,53 @@ inline std::string program_from_env(const char* variable) {
   return path;
 }
 
-// The learner and actor settings most tiny jobs use: small batches, frequent publishes, no checkpoints
-// on the way. A job adds its own lines (steps, device, ...) after them.
-inline constexpr const char* kTinyLearnerKeys =
-    "batch_size = 32\nwarmup_steps = 10\nthreads = 1\npublish_every_steps = 20\ncheckpoint_every_steps = 0\n"
-    "report_every_steps = 10\n";
-inline constexpr const char* kTinyActorKeys = "min_interval_s = 0.2\nbatch_size = 256\n";
+// The settings most tiny jobs use: small batches, frequent publishes, no checkpoints on the way. A
+// job adds its own lines (supervised.steps, learner.device, ...) after them; a later line of the same
+// key wins.
+inline constexpr const char* kTinyKeys =
+    "supervised.batch_size = 32\nschedule.warmup_steps = 10\nlearner.threads = 1\npublish.every_steps = 20\n"
+    "checkpoint.every_steps = 0\nlearner.report_every_steps = 10\nactor.min_interval_s = 0.2\nactor.batch_size = 256\n";
 
 // A `tandem run` config over the tiny cache named `dataset`: the real tandem-learner and tandem-actor
-// (program_from_env), the 8-class mlp with the cache's normalisation, plain status. The *_keys are the
-// rest of each table, one key per line (actors, run_dir, steps, ...).
+// (program_from_env), the 8-class mlp with the cache's normalisation, plain status. run_keys are the
+// rest of [run], one key per line (actors, run_dir, ...); keys are the programs' settings, one
+// `table.key = value` per line, written into their tables after [run] and [data].
 struct TinyJob {
   std::string job;
   std::string dataset;
   std::string run_keys;
-  std::string learner_keys;
-  std::string actor_keys;
+  std::string keys;
 };
 inline std::string tiny_job_config(const TinyJob& j) {
-  return fmt::format(R"([run]
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> tables = {
+      {"data", {{"name", fmt::format("\"{}\"", j.dataset)}, {"mean", "\"0.5\""}, {"std", "\"0.3\""}}},
+      {"model", {{"name", "\"mlp\""}, {"num_classes", "8"}}}};
+  std::istringstream lines(j.keys);
+  for (std::string line; std::getline(lines, line);) {
+    const auto dot = line.find('.'), eq = line.find(" = ");
+    if (line.empty()) continue;
+    if (dot == std::string::npos || eq == std::string::npos || dot > eq)
+      throw std::invalid_argument("TinyJob::keys: '" + line + "' is not `table.key = value`");
+    const std::string table = line.substr(0, dot), key = line.substr(dot + 1, eq - dot - 1), value = line.substr(eq + 3);
+    auto t = std::find_if(tables.begin(), tables.end(), [&](const auto& e) { return e.first == table; });
+    if (t == tables.end()) t = tables.insert(tables.end(), {table, {}});
+    auto k = std::find_if(t->second.begin(), t->second.end(), [&](const auto& e) { return e.first == key; });
+    if (k == t->second.end()) t->second.emplace_back(key, value);
+    else k->second = value;
+  }
+  std::string text = fmt::format(R"([run]
 job = "{}"
 unique_id = false
 learner_program = "{}"
 actor_program = "{}"
 status = "plain"
 {}
-[data]
-name = "{}"
-mean = "0.5"
-std = "0.3"
-[model]
-name = "mlp"
-num_classes = 8
-[learner]
-{}
-[actor]
-{}
-)",
-                     j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"), j.run_keys,
-                     j.dataset, j.learner_keys, j.actor_keys);
+)", j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"), j.run_keys);
+  for (const auto& [table, entries] : tables) {
+    text += fmt::format("[{}]\n", table);
+    for (const auto& [key, value] : entries) text += fmt::format("{} = {}\n", key, value);
+  }
+  return text;
 }
 
 }  // namespace tandem::test

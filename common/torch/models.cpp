@@ -19,7 +19,7 @@
 #include <optional>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
+#include "common/settings/data.hpp"
 #include "common/torch/aoti_package.hpp"
 #include "common/torch/networks.hpp"
 

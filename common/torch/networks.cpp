@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
+#include "common/settings/data.hpp"
 #include "common/torch/bn_act.hpp"
 #include "common/torch/dnnl_linear.hpp"
 #include "common/torch/fused_bn_relu_pool.hpp"
@@ -275,7 +275,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   // The launcher validates model.name against kBuiltinModels (torch-free): the two must agree.
   static const bool same = std::equal(r.begin(), r.end(), kBuiltinModels.begin(), kBuiltinModels.end(),
                                       [](const auto& entry, std::string_view name) { return entry.first == name; });
-  if (!same) throw std::logic_error("common/job_keys.hpp kBuiltinModels differs from the model registry");
+  if (!same) throw std::logic_error("common/settings/data.hpp kBuiltinModels differs from the model registry");
   return r;
 }
 

@@ -15,11 +15,10 @@ PolicyHead policy_head_for(const EnvSpec& env) {
   return env.discrete() ? PolicyHead::discrete(env.num_actions) : PolicyHead::continuous(env.action_dim);
 }
 
-Model make_rl_model(const Config& config, const EnvSpec& env) {
+Model make_rl_model(const ModelSettings& settings, const EnvSpec& env) {
   const PolicyHead head = policy_head_for(env);
-  const ModelSpec spec{.name = config.string("model.name"), .channels = 1, .height = 1, .width = env.obs_dim,
-                       .num_classes = head.params_dim(),
-                       .seed = static_cast<std::uint64_t>(config.integer("model.seed"))};
+  const ModelSpec spec{.name = settings.name, .channels = 1, .height = 1, .width = env.obs_dim,
+                       .num_classes = head.params_dim(), .seed = settings.seed};
   const std::string needs = fmt::format(
       "env '{}' needs {} policy outputs ({}) and a value head", env.name, head.params_dim(),
       env.discrete() ? fmt::format("{} action logits", env.num_actions)

@@ -3,7 +3,7 @@
 // slab's signature matches across them.
 //
 //   const PolicyHead head = policy_head_for(env);
-//   Model model = make_rl_model(config, env);  // eval mode: the learner turns training on
+//   Model model = make_rl_model(settings.model, env);  // eval mode: the learner turns training on
 //   auto heads = model.forward_heads(obs.view(rl_model_input_shape(batch, env.obs_dim)));
 //
 // The model is ModelSpec{model.name, channels = 1, height = 1, width = obs_dim, num_classes =
@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/config.hpp"
 #include "common/env_spec.hpp"
+#include "common/settings/data.hpp"
 #include "common/torch/models.hpp"
 #include "common/torch/policy.hpp"
 
@@ -26,7 +26,7 @@ namespace tandem {
 
 PolicyHead policy_head_for(const EnvSpec& env);
 
-Model make_rl_model(const Config& config, const EnvSpec& env);
+Model make_rl_model(const ModelSettings& settings, const EnvSpec& env);
 
 // Observations [B, obs_dim] as the model takes them: [B, 1, 1, obs_dim] (B = -1: inferred).
 inline std::vector<std::int64_t> rl_model_input_shape(std::int64_t batch, std::int64_t obs_dim) {

@@ -1,11 +1,11 @@
 // The collectives the data-parallel ranks use, behind one interface with three backends:
 //   shm (CPU tensors, every rank on one node): shm::NodeGroup, a shared-memory segment the node's
 //                       ranks reduce through, ops async on one thread per rank or run by the caller
-//                       (learner.shm_progress; shm_comm.cpp). The default for CPU ranks of one node
-//                       (learner.cpu_collectives): docs/DEPARTURES.md.
+//                       (ddp.shm_progress; shm_comm.cpp). The default for CPU ranks of one node
+//                       (ddp.cpu_collectives): docs/DEPARTURES.md.
 //   Gloo (CPU tensors): c10d::ProcessGroupGloo from LibTorch, every op async on Gloo's threads, each
-//                       failing after learner.collective_timeout_s (gloo_comm.cpp). Ranks on several
-//                       nodes, or learner.cpu_collectives = "gloo".
+//                       failing after ddp.collective_timeout_s (gloo_comm.cpp). Ranks on several
+//                       nodes, or ddp.cpu_collectives = "gloo".
 //   NCCL (CUDA tensors): one communicator per rank on a stream of its own, fenced with CUDA events
 //                       against the compute stream (nccl_comm.cpp, built where NCCL is found).
 // Both are made from the rendezvous store (rendezvous.hpp).

@@ -9,8 +9,8 @@
 // registration order (so the optimizer's fused flat update still applies), plus one trailing element:
 // the stop vote. The communicator provides the buffer (comm.hpp gradient_buffer: with shm, this
 // rank's slot in the node's shared memory, reduced in place). Buckets are contiguous ranges of that buffer in REVERSE registration order -- the
-// last layers' gradients are ready first in backward -- the first learner.bucket_first_mb, the rest
-// learner.bucket_mb (a parameter larger than a bucket is a bucket of its own).
+// last layers' gradients are ready first in backward -- the first ddp.bucket_first_mb, the rest
+// ddp.bucket_mb (a parameter larger than a bucket is a bucket of its own).
 // Hooks: a post-hook on each parameter's AccumulateGrad node (LibTorch 1.13 has no post-accumulate
 // hook on tensors; torch's reducer does the same) counts the bucket down; when a bucket's last
 // gradient has accumulated, that bucket and any ready ones after it are launched as all-reduces with
@@ -59,7 +59,7 @@ struct SyncTimes {
   double allreduce_s = 0;  // first bucket launched -> every bucket done (as seen by finish)
   double exposed_s = 0;    // communication not hidden behind backward: the time finish() spent after
                            // backward ended, plus time backward spent issuing all-reduces (where the
-                           // caller runs them: learner.shm_progress)
+                           // caller runs them: ddp.shm_progress)
 };
 
 class GradSync {

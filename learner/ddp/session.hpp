@@ -11,17 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/settings/job.hpp"
 #include "learner/ddp/comm.hpp"
 #include "learner/ddp/grad_sync.hpp"
 #include "learner/ddp/rank_env.hpp"
 
-namespace tandem {
-class Config;
-}
-
 namespace tandem::ddp {
 
-// learner.cpu_affinity = "auto": where the node's ranks x `threads` equal the CPUs the learner may run
+// ddp.cpu_affinity = "auto": where the node's ranks x `threads` equal the CPUs the learner may run
 // on (`allowed`, in order), rank `local_rank` keeps to its own `threads` of them, so each rank's
 // training and feed threads share its cores and no rank's work lands on another's core mid-step: a
 // synchronous step waits for the slowest rank, and that made it steadier (docs/DATA_PARALLEL.md).
@@ -31,10 +28,9 @@ std::vector<int> cpus_for_rank(int local_rank, int local_world_size, int threads
 class Session {
  public:
   // `cuda_device` >= 0: NCCL on that GPU. Else CPU tensors: every rank on this node and
-  // learner.cpu_collectives = "shm": the node's shared-memory group (named after `job`); otherwise
-  // Gloo. Reads learner.rendezvous_timeout_s, learner.collective_timeout_s. UserError naming the
-  // missing ranks when the rendezvous fails.
-  static std::unique_ptr<Session> start(const RankInfo& rank, const Config& config, std::string_view job,
+  // ddp.cpu_collectives = "shm": the node's shared-memory group (named after `job`); otherwise Gloo.
+  // Uses [ddp] and learner.threads. UserError naming the missing ranks when the rendezvous fails.
+  static std::unique_ptr<Session> start(const RankInfo& rank, const JobSettings& settings, std::string_view job,
                                         int cuda_device);
   ~Session();
 

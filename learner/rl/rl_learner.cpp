@@ -14,8 +14,10 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/flat_params.hpp"
+#include "common/torch/model_config.hpp"
 #include "common/torch/rl_model.hpp"
-#include "learner/model_publisher.hpp"
+#include "envs/env_source.hpp"
+#include "learner/runtime.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
 #include "learner/rl/rl_setup.hpp"
 #include "learner/rl/slot_gather.hpp"
@@ -52,37 +54,34 @@ class EpisodeWindow {
 
 }  // namespace
 
-int run_rl_learner(const Config& config, shm::JobProcess& process) {
+int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const Clock::time_point started = Clock::now();
-  shm::ControlClient* client = process.client();
-  const std::string& job = process.job();
-  const std::string& run_dir = process.run_dir();
+  learner::LearnerRuntime runtime(settings, process);
+  const RlSettings& s = settings.rl;
+  const std::string_view algo = algo_name(settings.learner.algo);
+  const std::uint32_t rollout_actors = settings.rollout_actors;
+  const double base_lr = settings.optimizer.lr;
+  const torch::Device& device = runtime.device();
+  const bool cuda = device.is_cuda();
 
-  const rl::RlSettings s = rl::rl_settings(config);
-  const bool cuda = config.string("learner.device") == "cuda";
-  if (cuda && !torch::cuda::is_available())
-    fail("config: learner.device = \"cuda\" but LibTorch sees no GPU: use \"cpu\" or run on a GPU machine");
-  torch::set_num_threads(s.deterministic ? 1 : static_cast<int>(config.integer("learner.threads")));
-  const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-
-  const envs::EnvSpec env = rl::env_spec_for(config);
+  const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
   const PolicyHead head = policy_head_for(env);
-  Model model = make_rl_model(config, env);
+  Model model = make_rl_model(settings.model, env);
   if (cuda) model.to(device);
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   OptimizerConfig oc;
-  oc.kind = config.string("learner.optimizer");
-  oc.lr = s.lr;
-  oc.momentum = config.real("learner.momentum");
-  oc.nesterov = config.boolean("learner.nesterov");
-  oc.weight_decay = config.real("learner.weight_decay");
+  oc.kind = settings.optimizer.name;
+  oc.lr = base_lr;
+  oc.momentum = settings.optimizer.momentum;
+  oc.nesterov = settings.optimizer.nesterov;
+  oc.weight_decay = settings.optimizer.weight_decay;
   oc.eps = 1e-5;  // the PPO implementations' Adam epsilon (CleanRL, OpenAI baselines)
   Optimizer optimizer(model.named_parameters(), oc);
   model.train(true);
 
   std::int64_t step = 0;  // updates done
   std::uint64_t env_steps = 0, resumed_version = 0;
-  if (auto latest = latest_checkpoint(run_dir)) {
+  if (auto latest = latest_checkpoint(runtime.run_dir())) {
     const rl::Restored r = rl::load_checkpoint(*latest, model, optimizer);
     step = r.step;
     resumed_version = rl::metadata_count(*latest, r.metadata, "version", 0);
@@ -92,64 +91,45 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
   }
 
   // The rings before the slab: an actor that finds the weights finds its ring too.
-  shm::ExperienceRings rings = shm::ExperienceRings::create(job, rl::experience_shape(s, env, head));
-  if (client) rings.segment().persist();  // the launcher removes the job's segments when the job ends
-  cuda::HostRegistration registered;      // async H2D straight out of the slots
+  shm::ExperienceRings rings = shm::ExperienceRings::create(process.job(), rl::experience_shape(settings, env, head));
+  if (process.client()) rings.segment().persist();  // the launcher removes the job's segments when the job ends
+  cuda::HostRegistration registered;                // async H2D straight out of the slots
   if (cuda) registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
 
-  learner::ModelPublisherOptions popts;
-  popts.model = config.string("model.name");
-  popts.bf16 = config.boolean("learner.publish_bf16");
-  popts.device_slab = config.string("learner.device_slab") == "auto";
-  popts.when.after_version = resumed_version;
-  popts.replace_dead_writer = true;  // a slab of this job whose writer is dead is stale
-  learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, popts);
-  if (client) publisher.slab().persist();
-  // Deterministic actors wait for exact versions, so no publish may be skipped there.
-  auto publish = [&] {
-    if (s.deterministic) (void)publisher.publish_final(static_cast<std::uint64_t>(step), 30);
-    else (void)publisher.publish(static_cast<std::uint64_t>(step));
-  };
-  auto version = [&] { return publisher.publisher().next_version() - 1; };  // of the weights we hold
+  runtime.publish_from(flat, resumed_version, learner::LearnerRuntime::Publish::every_step);
+  runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
+    metadata["env_steps"] = std::to_string(env_steps);
+    metadata["algo"] = std::string(algo);
+    rl::save_checkpoint(path, model, optimizer, step, metadata);
+  });
+  auto at_update = [&] { return fmt::format("update {}, env step {}", step, env_steps); };
 
-  const std::int64_t report_every = config.integer("learner.report_every_steps");
-  const std::int64_t ckpt_every = config.integer("learner.checkpoint_every_steps");
-  const std::int64_t keep = config.integer("learner.keep_checkpoints");
-  auto checkpoint = [&] {
-    const std::string path = checkpoint_path(run_dir, step);
-    rl::save_checkpoint(path, model, optimizer, step,
-                        {{"version", std::to_string(version())}, {"env_steps", std::to_string(env_steps)},
-                         {"algo", s.algo}});
-    prune_checkpoints(run_dir, keep);
-    log::info("checkpoint {} (update {}, env step {})", path, step, env_steps);
-  };
-
-  at::Generator order = at::detail::createCPUGenerator(static_cast<std::uint64_t>(config.integer("learner.seed")));
-  rl::RlUpdater updater(model, head, optimizer, s, order);
-  rl::SlotGatherer gatherer(rings, s.rollout_actors, s.slots_per_update, s.deterministic ? s.slots_per_actor : 0);
-  const std::uint64_t slot_steps = std::uint64_t{s.steps} * s.envs;
+  const bool deterministic = settings.shape.deterministic;
+  at::Generator order = at::detail::createCPUGenerator(settings.learner.seed);
+  rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, s, order);
+  rl::SlotGatherer gatherer(rings, rollout_actors, s.slots_per_update, deterministic ? settings.slots_per_actor() : 0);
+  const std::uint64_t slot_steps = std::uint64_t{s.rollout_steps} * static_cast<std::uint64_t>(settings.env.envs);
   log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}",
-            s.algo, model.describe(), env.name, s.rollout_actors, s.rollout_actors == 1 ? "" : "s", s.slots_per_ring,
-            s.steps, s.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s", s.total_env_steps,
-            s.deterministic ? ", deterministic" : "");
-  if (client) client->set_state(shm::ProcessState::running);
-  publish();  // the actors start from these weights
+            algo, model.describe(), env.name, rollout_actors, rollout_actors == 1 ? "" : "s", s.slots_per_ring,
+            s.rollout_steps, settings.env.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s",
+            s.total_env_steps, deterministic ? ", deterministic" : "");
+  runtime.start(static_cast<std::uint64_t>(step));  // the actors start from these weights
 
   EpisodeWindow episodes;
   shm::ProcessMetrics last{.step = static_cast<std::uint64_t>(step), .samples = env_steps, .env_steps = env_steps};
   bool solved = false;
   auto keep_waiting = [&] {
-    process.tick();
+    runtime.tick();
     if (process.stop_requested()) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     return true;
   };
   Clock::time_point window_start = Clock::now();
   std::uint64_t window_steps = 0;
-  while (env_steps < s.total_env_steps && !solved && !process.stop_requested()) {
+  while (env_steps < s.total_env_steps && !solved && !runtime.stop_before_step()) {
     if (!gatherer.gather(keep_waiting)) break;
     const Clock::time_point update_start = Clock::now();
-    const std::uint64_t v = version();
+    const std::uint64_t v = runtime.published_version();
     double lag_min = 1e300, lag_max = 0, lag_sum = 0;
     for (const rl::HeldSlot& h : gatherer.slots()) {
       const shm::TrajectoryHeader& th = h.view.header();
@@ -160,7 +140,7 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
         episodes.add(h.view.episode_returns()[e], h.view.episode_lengths()[e]);
     }
     const double frac = 1.0 - static_cast<double>(env_steps) / static_cast<double>(s.total_env_steps);
-    const double lr = s.anneal_lr ? s.lr * frac : s.lr;
+    const double lr = s.anneal_lr ? base_lr * frac : base_lr;
     const rl::UpdateStats st = updater.update(rl::make_batch(gatherer.slots(), rings.descriptor(), device), lr);
     const std::uint64_t consumed = slot_steps * gatherer.slots().size();
     const double lag_avg = lag_sum / static_cast<double>(gatherer.slots().size());
@@ -168,24 +148,20 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
     env_steps += consumed;
     window_steps += consumed;
     ++step;
-    publish();
-    process.tick();
+    runtime.step_taken(static_cast<std::uint64_t>(step));
 
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;
     std::uint64_t full_waits = 0;
-    for (std::uint32_t a = 0; a < s.rollout_actors; ++a)
+    for (std::uint32_t a = 0; a < rollout_actors; ++a)
       full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
-    last = {.step = static_cast<std::uint64_t>(step), .version = version(), .samples = env_steps,
+    last = {.step = static_cast<std::uint64_t>(step), .version = runtime.published_version(), .samples = env_steps,
             .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
             .env_steps = env_steps, .env_steps_per_s = steps_per_s, .episode_return = episodes.mean_return(),
             .episode_length = episodes.mean_length(), .policy_lag_min = lag_min, .policy_lag_avg = lag_avg,
             .policy_lag_max = lag_max, .ring_full_waits = full_waits};
-    if (client) {
-      client->saw_version(version());
-      client->report(last);
-    }
-    if (step % report_every == 0) {
+    runtime.report(last, true);
+    if (step % settings.learner.report_every_steps == 0) {
       log::info("update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
                 "lr {:.3g} {:.0f} env steps/s refused {}",
                 step, env_steps, episodes.mean_return(), episodes.mean_length(), st.loss, st.entropy, lag_min,
@@ -193,25 +169,15 @@ int run_rl_learner(const Config& config, shm::JobProcess& process) {
       window_start = Clock::now();
       window_steps = 0;
     }
-    if (ckpt_every > 0 && step % ckpt_every == 0) checkpoint();
+    runtime.checkpoint_if_due(step, at_update());
     if (s.stop_on_return && episodes.full() && episodes.mean_return() >= s.stop_return) {
       solved = true;
       log::info("solved: mean return {:.1f} over the last 100 episodes at env step {}, {:.2f} s",
                 episodes.mean_return(), env_steps, seconds_since(started));
     }
   }
-  const bool finished = solved || env_steps >= s.total_env_steps;
   gatherer.release();  // a stop mid-gather leaves slots held
-  if (client) client->set_state(shm::ProcessState::stopping);
-  publisher.publish_final(static_cast<std::uint64_t>(step), 30);
-  if (client) {
-    client->saw_version(publisher.slab().latest_version());
-    last.version = publisher.slab().latest_version();  // the last update's figures, with the final version
-    client->report(last);
-  }
-  checkpoint();
-  log::info("{} at update {}, env step {}; final weights version {}", finished ? "finished" : "stopped", step,
-            env_steps, publisher.slab().latest_version());
+  runtime.finish(step, solved || env_steps >= s.total_env_steps, [&] { return last; }, at_update());
   return 0;
 }
 

@@ -17,11 +17,11 @@
 // its n-th slot with version first_version + floor(n / k), first_version being the first published.
 #pragma once
 
-#include "common/config.hpp"
+#include "common/settings/job.hpp"
 #include "shm/job_process.hpp"
 
 namespace tandem {
 
-int run_rl_learner(const Config& config, shm::JobProcess& process);
+int run_rl_learner(const JobSettings& settings, shm::JobProcess& process);
 
 }  // namespace tandem

@@ -68,9 +68,9 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
           torch::cat(term, 1), torch::cat(trunc, 1), torch::cat(lp, 1)};
 }
 
-RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, const RlSettings& settings,
+RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo algo, const RlSettings& settings,
                      at::Generator generator)
-    : model_(model), head_(head), optimizer_(optimizer), s_(settings), generator_(std::move(generator)) {}
+    : model_(model), head_(head), optimizer_(optimizer), algo_(algo), s_(settings), generator_(std::move(generator)) {}
 
 RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {
   const auto lead = obs.sizes().slice(0, obs.dim() - 1);
@@ -94,7 +94,7 @@ void RlUpdater::step(const torch::Tensor& loss, double lr) {
 }
 
 UpdateStats RlUpdater::update(const Batch& batch, double lr) {
-  return s_.algo == "vtrace" ? vtrace(batch, lr) : ppo(batch, lr);
+  return algo_ == Algo::vtrace ? vtrace(batch, lr) : ppo(batch, lr);
 }
 
 UpdateStats RlUpdater::ppo(const Batch& b, double lr) {

@@ -58,8 +58,9 @@ struct UpdateStats {
 
 class RlUpdater {
  public:
-  // generator: the minibatch order (seeded, so a run is reproducible).
-  RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, const RlSettings& settings, at::Generator generator);
+  // algo: ppo or vtrace; generator: the minibatch order (seeded, so a run is reproducible).
+  RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo algo, const RlSettings& settings,
+            at::Generator generator);
 
   UpdateStats update(const Batch& batch, double lr);
 
@@ -77,6 +78,7 @@ class RlUpdater {
   Model& model_;
   PolicyHead head_;
   Optimizer& optimizer_;
+  Algo algo_;
   RlSettings s_;
   at::Generator generator_;
 };

@@ -187,12 +187,12 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
   cmd->add_option("--steps", o.steps, "measured steps per run")->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "steps before the measurement")->capture_default_str();
-  cmd->add_option("--bucket-first-mb", o.bucket_first_mb, "learner.bucket_first_mb of the ranks")->capture_default_str();
-  cmd->add_option("--bucket-mb", o.bucket_mb, "learner.bucket_mb of the ranks")->capture_default_str();
-  cmd->add_option("--collectives", o.collectives, "learner.cpu_collectives of the ranks")
+  cmd->add_option("--bucket-first-mb", o.bucket_first_mb, "ddp.bucket_first_mb of the ranks")->capture_default_str();
+  cmd->add_option("--bucket-mb", o.bucket_mb, "ddp.bucket_mb of the ranks")->capture_default_str();
+  cmd->add_option("--collectives", o.collectives, "ddp.cpu_collectives of the ranks")
       ->check(CLI::IsMember({"shm", "gloo"}))
       ->capture_default_str();
-  cmd->add_option("--shm-progress", o.shm_progress, "learner.shm_progress of the ranks (shared-memory collectives)")
+  cmd->add_option("--shm-progress", o.shm_progress, "ddp.shm_progress of the ranks (shared-memory collectives)")
       ->check(CLI::IsMember({"auto", "thread", "caller"}))
       ->capture_default_str();
   cmd->add_option("--rounds", o.rounds, "run every configuration this many times, interleaved; report medians")

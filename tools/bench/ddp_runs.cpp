@@ -50,7 +50,7 @@ std::string find_tandem(const std::string& given) {
 
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
                        const std::string& job = "bench-ddp") {
-  // learner.batch_size counts all ranks' samples: --batch per rank times the ranks.
+  // supervised.batch_size counts all ranks' samples: --batch per rank times the ranks.
   // The default job's model and data (examples/fmnist-cnn.toml), one thread per rank, a constant
   // learning rate, and nothing else in the loop: no actors, no publishing or checkpoints on the way.
   return fmt::format(R"([run]
@@ -66,21 +66,26 @@ name = "{}"
 name = "cnn"
 [learner]
 threads = 1
+report_every_steps = {}
+[supervised]
 feed_workers = 1
 batch_size = {}
 steps = {}
-schedule = "constant"
+[schedule]
+name = "constant"
 warmup_steps = 0
-publish_every_steps = 0
-checkpoint_every_steps = 0
-report_every_steps = {}
+[publish]
+every_steps = 0
+[checkpoint]
+every_steps = 0
+[ddp]
 bucket_first_mb = {}
 bucket_mb = {}
 cpu_collectives = "{}"
 shm_progress = "{}"
 )",
-                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.batch * ranks, o.warmup + o.steps, report_every(o),
-                     o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
+                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, report_every(o), o.batch * ranks,
+                     o.warmup + o.steps, o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
 }
 
 double mean(const std::vector<double>& v) {

@@ -16,10 +16,10 @@ struct DdpBenchOptions {
   int batch = 128;           // per rank
   int steps = 300;           // measured steps, after the warmup
   int warmup = 60;
-  double bucket_first_mb = 0.5;  // learner.bucket_first_mb / learner.bucket_mb of the ranks (their defaults)
+  double bucket_first_mb = 0.5;  // ddp.bucket_first_mb / ddp.bucket_mb of the ranks (their defaults)
   double bucket_mb = 25;
-  std::string collectives = "shm";  // learner.cpu_collectives of the ranks: shm | gloo
-  std::string shm_progress = "auto";  // learner.shm_progress of the ranks: auto | thread | caller
+  std::string collectives = "shm";  // ddp.cpu_collectives of the ranks: shm | gloo
+  std::string shm_progress = "auto";  // ddp.shm_progress of the ranks: auto | thread | caller
   int rounds = 1;            // every configuration this many times, interleaved; medians reported
   bool ceiling = false;      // also run N independent one-rank jobs at once (run_independent_ranks)
   bool peer = false;

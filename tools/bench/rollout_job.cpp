@@ -141,7 +141,7 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
   std::ofstream(config) << fmt::format(
       "[run]\njob = \"rollout-bench\"\nlearners = 1\nactors = {}\n"
       "[model]\nname = \"actor_critic_mlp\"\n"
-      "[learner]\nalgo = \"{}\"\noptimizer = \"adam\"\nlr = 2.5e-4\n"
+      "[learner]\nalgo = \"{}\"\n[optimizer]\nname = \"adam\"\nlr = 2.5e-4\n"
       "[actor]\nrole = \"rollout\"\n"
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
       "[rl]\nrollout_steps = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\nstop_on_return = false\n",

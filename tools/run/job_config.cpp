@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "common/job_keys.hpp"
 #include "common/process.hpp"
 #include "shm/segment.hpp"
 #include "tools/run/job_check.hpp"
@@ -34,7 +33,7 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.max_restarts", T::integer, "5", "restarts allowed per actor before the job fails (learners are never restarted)", 0, 100000},
     {"run.restart_backoff_s", T::real, "0.5", "delay before restarting a crashed actor; doubles with each crash in a row", 0.0, 3600.0},
     {"run.restart_backoff_max_s", T::real, "30", "the longest restart delay", 0.0, 3600.0},
-    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); data-parallel learner ranks: at most half of learner.collective_timeout_s, so a hung rank is named before its peers time out; 0 = off", 0.0, 86400.0},
+    {"run.heartbeat_timeout_s", T::real, "30", "a running process whose heartbeat is older than this is hung: killed (actor: restarted); data-parallel learner ranks: at most half of ddp.collective_timeout_s, so a hung rank is named before its peers time out; 0 = off", 0.0, 86400.0},
     {"run.start_timeout_s", T::real, "300", "time a process has from spawn to reporting itself running; 0 = off", 0.0, 86400.0},
     {"run.stop_timeout_s", T::real, "60", "after a stop request (end, Ctrl-C), time to exit before SIGTERM (learners checkpoint meanwhile)", 0.0, 86400.0},
     {"run.kill_timeout_s", T::real, "5", "after SIGTERM, time before SIGKILL; also the grace for the others when a process fails", 0.0, 3600.0},
@@ -47,12 +46,6 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.master_port", T::integer, "0", "MASTER_PORT given to learner ranks; 0 = a free port chosen at start", 0, 65535},
     {"run.deterministic", T::boolean, "false", "RL: run actors and learner in lockstep (synchronous rollouts, fixed seeds, one thread each) so two runs give byte-identical checkpoints; the children see TANDEM_DETERMINISTIC=1"},
 };
-
-// The components' tables. Each component adds one line here: its keys become part of every job
-// config, validated before anything starts.
-std::vector<std::span<const ConfigKey>> component_tables() {
-  return {data_keys(), model_keys(), learner_keys(), actor_keys(), env_keys(), rl_keys()};  // common/job_keys.hpp
-}
 
 std::vector<std::string> split_args(const std::string& text) {
   std::vector<std::string> out;
@@ -102,7 +95,7 @@ std::filesystem::path resolve_program(const std::string& key, const std::string&
 }
 
 // The multi-node flags, checked against each other and the config before anything starts: a rank
-// placed wrongly would otherwise wait out learner.rendezvous_timeout_s.
+// placed wrongly would otherwise wait out ddp.rendezvous_timeout_s.
 void apply_node_flags(JobConfig& j, const NodeFlags& n) {
   if (n.nnodes < 1 || n.nnodes > 4096) fail("--nnodes {} is out of range: use 1..4096", n.nnodes);
   if (n.node_rank >= n.nnodes)
@@ -135,15 +128,18 @@ std::span<const ConfigKey> run_keys() { return kRunKeys; }
 
 std::vector<ConfigKey> job_schema() {
   std::vector<ConfigKey> keys(kRunKeys.begin(), kRunKeys.end());
-  for (auto table : component_tables()) keys.insert(keys.end(), table.begin(), table.end());
+  const std::vector<ConfigKey> programs = program_schema();
+  keys.insert(keys.end(), programs.begin(), programs.end());
   return keys;
 }
 
 JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides,
                           const NodeFlags& nodes) {
   const auto schema = job_schema();
-  Config config = file.empty() ? Config::parse(kDefaultJobConfig, "<default: examples/fmnist-cnn.toml>", overrides, schema)
-                               : Config::load(file, overrides, schema);
+  Config config = file.empty() ? Config::parse(kDefaultJobConfig, "<default: examples/fmnist-cnn.toml>", overrides,
+                                               schema, {}, renamed_keys())
+                               : Config::load(file, overrides, schema, {}, renamed_keys());
+  for (const auto& note : config.notes()) fmt::print(stderr, "tandem: {}\n", note);
   JobConfig j{.config = std::move(config)};
   const Config& c = j.config;
 
@@ -188,10 +184,10 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   if (j.master_addr.empty()) fail("config: run.master_addr is empty: use 127.0.0.1 for a single node");
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
   j.deterministic = c.boolean("run.deterministic");
-  j.collective_timeout_s = c.real("learner.collective_timeout_s");
   apply_node_flags(j, nodes);
-  if (c.string("env.name") == "plugin") j.env_plugin = c.string("env.plugin");
-  check_job_inputs(c, j.learners * j.nnodes);  // what the children would otherwise find out at start
+  j.settings = JobSettings::parse(c, {.learners = j.world_size(), .local_learners = j.learners, .actors = j.actors,
+                                      .deterministic = j.deterministic});
+  check_job_inputs(j.settings);  // what the children would otherwise find out at start
   return j;
 }
 

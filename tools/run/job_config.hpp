@@ -1,7 +1,8 @@
 // The job configuration `tandem run` reads: the launcher's own keys live in [run] (this file); the
-// other sections belong to the programs it starts (learner, actor, model, data) and are declared by
-// their components in job_schema(). The launcher validates the whole document before it creates
-// anything, so a bad value anywhere is one line naming the key, and nothing is left in /dev/shm.
+// other tables belong to the programs it starts and are declared with their settings structs
+// (common/settings/job.hpp). The launcher validates the whole document with the programs' own rules
+// before it creates anything, so a bad value anywhere is one line naming the key, and nothing is
+// left in /dev/shm. Former key spellings load with a note on stderr (renamed_keys()).
 //
 // What children get: the run directory holds config.toml (everything, resolved, for the record) and
 // job.toml (the same without [run]); TANDEM_CONFIG names job.toml. Program arguments may use the
@@ -14,12 +15,13 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/settings/job.hpp"
 
 namespace tandem::run {
 
 // The [run] keys, every one documented (`tandem run --explain` prints them).
 std::span<const ConfigKey> run_keys();
-// Everything a job config may contain: run_keys() plus each component's table.
+// Everything a job config may contain: run_keys() plus the programs' tables.
 std::vector<ConfigKey> job_schema();
 
 struct ProgramSpec {
@@ -41,9 +43,11 @@ struct NodeFlags {
   int master_port = -1;        // -1: run.master_port
 };
 
-// The [run] section, typed and checked beyond the schema (programs exist, names are valid).
+// The [run] section, typed and checked beyond the schema (programs exist, names are valid), and the
+// programs' settings as they will read them.
 struct JobConfig {
   Config config;
+  JobSettings settings{};
   std::string job_name{};                  // run.job
   bool unique_id = true;
   std::uint32_t learners = 1;
@@ -69,11 +73,9 @@ struct JobConfig {
   bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1
   std::uint32_t nnodes = 1;              // --nnodes
   std::uint32_t node_rank = 0;           // --node-rank
-  double collective_timeout_s = 0;       // learner.collective_timeout_s: a rank's hang must be seen before it
-  std::string env_plugin{};              // env.plugin of an env.name = "plugin" job: named when an actor crashes
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
-  // the programs' inputs (model, dataset cache, splits, labels: tools/run/job_check.hpp).
+  // the programs' inputs (dataset cache, splits, labels, env: tools/run/job_check.hpp).
   static JobConfig load(const std::filesystem::path& file, std::span<const std::string> overrides,
                         const NodeFlags& nodes = {});
 

@@ -94,6 +94,8 @@ void add_run_commands(CLI::App& app) {
   on_run(run, [] {
     if (explain) {
       fmt::print("{}", describe_schema(run::job_schema()));
+      fmt::print("\n# Former spellings, loaded (with a note) until the next release:\n");
+      for (const auto& r : renamed_keys()) fmt::print("#   {} -> {}\n", r.old_key, r.key);
       return 0;
     }
     return run::run_job(config_file, overrides, nodes);

@@ -8,7 +8,6 @@
 
 #include "common/clock.hpp"
 #include "tools/run/child_spec.hpp"
-#include "tools/run/job_check.hpp"
 #include "tools/run/supervisor_impl.hpp"
 
 namespace tandem::run {
@@ -159,7 +158,7 @@ void Supervisor::Impl::wait_for_child_exit() {
 std::optional<std::string> Supervisor::Impl::unmet_duty_text() const {
   std::uint64_t final_version = 0;
   std::vector<Duty> duties;
-  const std::uint32_t rollout = rollout_actor_count(cfg.config);  // they act, they owe no evaluation
+  const std::uint32_t rollout = cfg.settings.rollout_actors;  // they act, they owe no evaluation
   for (const auto& s : slots) {
     if (s->role == Role::learner) final_version = std::max(final_version, s->reported_version);
     else if (s->index >= rollout) duties.push_back({.name = s->name, .reported_version = s->reported_version, .last_exit = s->last_exit});

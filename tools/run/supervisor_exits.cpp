@@ -66,9 +66,10 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
   // An actor stepping a user's env plugin that dies by a fault signal most likely died inside it: the
   // line says so and what to do, rather than leave the user to guess from "killed by SIGSEGV".
   const int sig = status.signal;
-  if (s.role == Role::actor && !cfg.env_plugin.empty() && !s.signalled_for_stop &&
+  const std::string& plugin = cfg.settings.env.plugin;  // set only for env.name = "plugin"
+  if (s.role == Role::actor && !plugin.empty() && !s.signalled_for_stop &&
       (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT))
-    d.reason += "; " + envs::plugin_crash_message(cfg.env_plugin, sig);
+    d.reason += "; " + envs::plugin_crash_message(plugin, sig);
   const bool ok = status.success() && s.hung.empty();
   s.last_exit = s.hung.empty() ? status.describe() : s.hung;
   control.end_process(s.row, ok ? ProcessState::exited : ProcessState::failed, status.value());

@@ -10,11 +10,11 @@ namespace tandem::run {
 namespace {
 
 // A hung rank stalls every other rank at its next collective, and they give up after
-// learner.collective_timeout_s naming it only in their own last lines (they keep beating while they
+// ddp.collective_timeout_s naming it only in their own last lines (they keep beating while they
 // wait). So the launcher looks for a rank's hang sooner, at half that timeout, and the failure it
 // reports names the hung rank itself.
 RestartLimits watch_limits(const JobConfig& cfg, RestartLimits limits, shm::Role role) {
-  const double sooner = cfg.collective_timeout_s / 2;
+  const double sooner = cfg.settings.ddp.collective_timeout_s / 2;
   if (role == shm::Role::learner && cfg.world_size() > 1 && limits.heartbeat_timeout_s > sooner)
     limits.heartbeat_timeout_s = sooner;
   return limits;
@@ -25,8 +25,8 @@ std::string name_the_limit(std::string reason, const JobConfig& cfg, const Resta
   if (used.heartbeat_timeout_s == set.heartbeat_timeout_s) return reason;
   const std::string from = fmt::format("run.heartbeat_timeout_s = {}", format_seconds(used.heartbeat_timeout_s));
   if (const auto at = reason.find(from); at != std::string::npos)
-    reason.replace(at, from.size(), fmt::format("learner ranks: half of learner.collective_timeout_s = {}",
-                                                format_seconds(cfg.collective_timeout_s)));
+    reason.replace(at, from.size(), fmt::format("learner ranks: half of ddp.collective_timeout_s = {}",
+                                                format_seconds(cfg.settings.ddp.collective_timeout_s)));
   return reason;
 }
 

@@ -1,0 +1,37 @@
+// EnvSource: the environments a job's [env] table names, made as often as a process needs them: a
+// built-in env by its env.name (the one map from env.name to the registry's Gymnasium ids is here),
+// or the library env.plugin names, opened once. The RL learner reads the spaces from it, rollout
+// actors and RL evaluators step what it makes, and the launcher checks env.name with env_id()
+// before anything starts.
+//
+// Threads: an EnvSource may make envs from any thread; each env then belongs to one (env.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/settings/actor.hpp"
+#include "envs/env.hpp"
+#include "envs/plugin_env.hpp"
+
+namespace tandem::envs {
+
+// The make_env() name of env.name ("cartpole" -> "CartPole-v1"); "" for "plugin". Any other name is a
+// UserError naming the choices.
+std::string env_id(const EnvSettings& settings);
+
+class EnvSource {
+ public:
+  explicit EnvSource(const EnvSettings& settings);  // opens env.plugin once, when env.name = "plugin"
+  const EnvSpec& spec() const { return spec_; }
+  std::unique_ptr<Env> make() const;
+  std::vector<std::unique_ptr<Env>> make(int count) const;
+
+ private:
+  std::string builtin_;                      // make_env's name, when not a plugin
+  std::shared_ptr<PluginLibrary> plugin_;    // when env.name = "plugin"
+  EnvSpec spec_;
+};
+
+}  // namespace tandem::envs
