@@ -49,6 +49,10 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
   Model model = Model::create(model_spec_for(settings.model, data.cache.field("x").sample_shape));
   model.to(device);
   model.eval();
+  if (device.is_cuda()) {
+    model.set_precision(a.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
+    if (!settings.model.package.empty()) model.set_package(settings.model.package);
+  }
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
   const Evaluator evaluator(data.cache, {.split = settings.data.test_split,
                                          .batch_size = a.batch_size,

@@ -158,6 +158,7 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     // Every step has the same shapes (drop_last): cuDNN times its algorithms once and keeps the fastest.
     at::globalContext().setBenchmarkCuDNN(true);
     model.to(device);
+    model.set_precision(settings.learner.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
   }
   FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
 

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -16,11 +18,21 @@ using namespace tandem;
 
 namespace {
 
-// The segments the ring bench creates are /dev/shm/tandem.rollout-bench-<pid>.exp.
+// The bench's segments: /dev/shm/tandem.rollout-bench-<pid>.exp for the rings, tandem.rollout-bench-<id>.* for its
+// job. Segments of that name already there when the test binary starts (a run killed with the machine, say) are not
+// this test's to judge, so only the ones that appear after are counted.
+std::set<std::string> bench_segment_names() {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (auto name = entry.path().filename().string(); name.starts_with("tandem.rollout-bench-")) names.insert(name);
+  return names;
+}
+
+const std::set<std::string> segments_before_the_tests = bench_segment_names();
+
 int ring_bench_segments() {
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
-    count += entry.path().filename().string().starts_with("tandem.rollout-bench-");
+  for (const auto& name : bench_segment_names()) count += !segments_before_the_tests.contains(name);
   return count;
 }
 

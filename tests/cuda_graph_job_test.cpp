@@ -114,15 +114,20 @@ name = "resnet18"
 num_classes = 10
 [learner]
 device = "cuda"
+report_every_steps = 50
+{}
+[supervised]
 feed = "device"
 batch_size = 128
 epochs = 3
+[optimizer]
 lr = 0.05
+[schedule]
 warmup_steps = 20
-publish_every_steps = 1000
-checkpoint_every_steps = 0
-report_every_steps = 50
-{}
+[publish]
+every_steps = 1000
+[checkpoint]
+every_steps = 0
 [actor]
 device = "cuda"
 cuda_graph = true
@@ -142,12 +147,15 @@ batch_size = 512
 
 }  // namespace
 
-TEST_CASE("a ResNet-18 job trains to eager's accuracy with the fused, captured step" * doctest::timeout(300)) {
+TEST_CASE("a ResNet-18 job trains to eager's accuracy with the fused, captured step, in float32 and bf16" *
+          doctest::timeout(400)) {
   const PatternCifar data;
   const test::TempDir dir;
   const double eager = resnet18_job_accuracy(data, dir, "eager", "cuda_graph = false");
   const double graph = resnet18_job_accuracy(data, dir, "graph", "cuda_graph = true");
-  MESSAGE("final test accuracy: eager ", eager, ", fused and captured ", graph);
+  const double bf16 = resnet18_job_accuracy(data, dir, "bf16", "cuda_graph = true\nprecision = \"bf16\"");
+  MESSAGE("final test accuracy: eager ", eager, ", fused and captured ", graph, ", the same in bf16 ", bf16);
   CHECK(eager >= 0.6);  // learnt, not chance (0.1)
   CHECK(std::abs(graph - eager) <= 0.03);
+  CHECK(std::abs(bf16 - eager) <= 0.05);
 }

@@ -15,7 +15,8 @@ const std::vector<ConfigKey> kActor = {
     {"actor.evaluators", T::integer, "0", "with actor.role = \"rollout\": how many of run.actors are RL evaluators instead (the last ones)", 0, 4096},
     {"actor.eval_episodes", T::integer, "10", "RL evaluator: greedy episodes per evaluated version, on seeds of its own", 1, 1000000},
     {"actor.device", T::string, "\"cpu\"", "where the actor runs its model: cpu, cuda (GPU 0) or cuda:N (GPU N); rollout actors run their policy on the CPU"},
-    {"actor.cuda_graph", T::boolean, "false", "evaluator on cuda: capture the forward and the loss/correct sums of one batch in a CUDA graph and replay it for every full batch (results bitwise equal to eager); the last partial batch, a CPU actor and TorchScript models run eagerly"},
+    {"actor.cuda_graph", T::boolean, "false", "evaluator on cuda: capture the forward and the loss/correct sums of one batch in a CUDA graph and replay it for every full batch; a built-in cnn or resnet18 evaluates with each BatchNorm folded into its convolution (logits within 1e-3 of eager, docs/CUDA_GRAPHS.md), other models bitwise as eager; the last partial batch, a CPU actor and TorchScript models run eagerly"},
+    {"actor.precision", T::string, "\"fp32\"", "evaluator on cuda: fp32, or bf16 (activations and matmuls in bfloat16, as torch.autocast does); needs actor.device = cuda", {}, {}, {"fp32", "bf16"}},
     {"actor.threads", T::integer, "1", "LibTorch intra-op threads of each actor", 1, 256},
     {"actor.batch_size", T::integer, "1000", "evaluation batch size", 1, 1048576},
     {"actor.max_samples", T::integer, "0", "evaluate the first N test samples only; 0 = the whole split", 0, 1.0e12},
@@ -55,16 +56,21 @@ const std::vector<ConfigKey> kRl = {
 }  // namespace
 
 ActorSettings ActorSettings::parse(const Config& c) {
-  return {.role = c.string("actor.role") == "rollout" ? Role::rollout : Role::evaluator,
-          .evaluators = static_cast<std::uint32_t>(c.integer("actor.evaluators")),
-          .eval_episodes = c.integer("actor.eval_episodes"),
-          .device = DeviceSetting::parse("actor.device", c.string("actor.device")),
-          .cuda_graph = c.boolean("actor.cuda_graph"),
-          .threads = static_cast<int>(c.integer("actor.threads")),
-          .batch_size = c.integer("actor.batch_size"),
-          .max_samples = c.integer("actor.max_samples"),
-          .min_interval_s = c.real("actor.min_interval_s"),
-          .wait_weights_s = c.real("actor.wait_weights_s")};
+  ActorSettings s{.role = c.string("actor.role") == "rollout" ? Role::rollout : Role::evaluator,
+                  .evaluators = static_cast<std::uint32_t>(c.integer("actor.evaluators")),
+                  .eval_episodes = c.integer("actor.eval_episodes"),
+                  .device = DeviceSetting::parse("actor.device", c.string("actor.device")),
+                  .cuda_graph = c.boolean("actor.cuda_graph"),
+                  .precision = parse_precision(c.string("actor.precision")),
+                  .threads = static_cast<int>(c.integer("actor.threads")),
+                  .batch_size = c.integer("actor.batch_size"),
+                  .max_samples = c.integer("actor.max_samples"),
+                  .min_interval_s = c.real("actor.min_interval_s"),
+                  .wait_weights_s = c.real("actor.wait_weights_s")};
+  if (s.precision == Precision::bf16 && !s.device.cuda)
+    fail("config: actor.precision = \"bf16\" needs actor.device = \"cuda\" (a CPU forward runs float32): set the "
+         "device or actor.precision = \"fp32\"");
+  return s;
 }
 
 std::span<const ConfigKey> ActorSettings::keys() { return kActor; }

@@ -21,6 +21,7 @@ struct ActorSettings {
   std::int64_t eval_episodes = 10;   // RL evaluator
   DeviceSetting device;
   bool cuda_graph = false;
+  Precision precision = Precision::fp32;  // the evaluator's forward on the GPU
   int threads = 1;
   std::int64_t batch_size = 1000;    // supervised evaluator
   std::int64_t max_samples = 0;      // 0: the whole test split

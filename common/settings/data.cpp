@@ -31,6 +31,7 @@ const std::vector<ConfigKey> kModel = {
     {"model.name", T::string, "\"cnn\"", "mlp, cnn, resnet18 (32x32), actor_critic_mlp, or a TorchScript file path; input shape comes from the cache"},
     {"model.num_classes", T::integer, "10", "output classes (labels must be 0..num_classes-1)", 1, 1000000},
     {"model.seed", T::integer, "0", "seed of the initial weights (learner and actors build the same model)", 0, 9.0e15},
+    {"model.package", T::string, "\"\"", "supervised evaluators on cuda: an AOTInductor package (.pt2, tools/export_aoti.py) that runs the evaluation forward; model.name still names the architecture the learner trains, whose weights the package takes in at every version (docs/CUDA_GRAPHS.md)"},
 };
 
 // The launcher does not link LibTorch: a TorchScript file is recognised as the zip archive it is.
@@ -72,8 +73,13 @@ bool ModelSettings::builtin() const {
 ModelSettings ModelSettings::parse(const Config& c) {
   ModelSettings s{.name = c.string("model.name"),
                   .num_classes = c.integer("model.num_classes"),
-                  .seed = static_cast<std::uint64_t>(c.integer("model.seed"))};
+                  .seed = static_cast<std::uint64_t>(c.integer("model.seed")),
+                  .package = c.string("model.package")};
   if (!s.builtin()) check_model_file(s.name);
+  std::error_code ec;
+  if (!s.package.empty() && !std::filesystem::is_regular_file(s.package, ec))
+    fail("config: model.package = \"{}\" does not exist: make it with tools/export_aoti.py, or leave model.package empty",
+         s.package);
   return s;
 }
 

@@ -120,6 +120,8 @@ JobSettings JobSettings::parse(const Config& c, const JobShape& shape) {
   if (s.learner.device.index >= 0 && shape.local_learners > 1)
     fail("config: learner.device = \"{}\" names one GPU for this node's {} learner ranks: use \"cuda\" (local rank "
          "r trains on GPU r)", s.learner.device.str(), shape.local_learners);
+  if (!s.model.package.empty() && !s.actor.device.cuda)
+    fail("config: model.package runs on a GPU: set actor.device = \"cuda\", or leave model.package empty");
   if (s.learner.rl()) check_rl(s);
   else check_supervised(s);
   return s;

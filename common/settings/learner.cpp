@@ -18,6 +18,7 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.threads", T::integer, "1", "LibTorch intra-op threads of the learner (CPU training)", 1, 256},
     {"learner.seed", T::integer, "0", "seed of the batch order (supervised) or of the minibatch order (RL)", 0, 9.0e15},
     {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; supervised learner only; falls back to eager, saying why once, with a CPU learner, a TorchScript model, data-parallel ranks, an RL algo, or a step that cannot be captured"},
+    {"learner.precision", T::string, "\"fp32\"", "GPU training: fp32, or bf16 (activations and matmuls in bfloat16 with float32 master weights, BatchNorm statistics and optimizer state, as torch.autocast does; captured by learner.cuda_graph too, docs/CUDA_GRAPHS.md); needs learner.device = cuda", {}, {}, {"fp32", "bf16"}},
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block, a log line every 10th; RL: updates between log lines (every update is reported)", 1, 1000000},
 };
 
@@ -51,6 +52,8 @@ Algo parse_algo(const std::string& name) {
 
 }  // namespace
 
+Precision parse_precision(const std::string& text) { return text == "bf16" ? Precision::bf16 : Precision::fp32; }
+
 DeviceSetting DeviceSetting::parse(std::string_view key, const std::string& text) {
   if (text == "cpu") return {};
   if (text == "cuda") return {.cuda = true};
@@ -82,12 +85,17 @@ std::string_view algo_name(Algo algo) {
 }
 
 LearnerSettings LearnerSettings::parse(const Config& c) {
-  return {.algo = parse_algo(c.string("learner.algo")),
-          .device = DeviceSetting::parse("learner.device", c.string("learner.device")),
-          .threads = static_cast<int>(c.integer("learner.threads")),
-          .seed = static_cast<std::uint64_t>(c.integer("learner.seed")),
-          .cuda_graph = c.boolean("learner.cuda_graph"),
-          .report_every_steps = c.integer("learner.report_every_steps")};
+  LearnerSettings s{.algo = parse_algo(c.string("learner.algo")),
+                    .device = DeviceSetting::parse("learner.device", c.string("learner.device")),
+                    .threads = static_cast<int>(c.integer("learner.threads")),
+                    .seed = static_cast<std::uint64_t>(c.integer("learner.seed")),
+                    .cuda_graph = c.boolean("learner.cuda_graph"),
+                    .precision = parse_precision(c.string("learner.precision")),
+                    .report_every_steps = c.integer("learner.report_every_steps")};
+  if (s.precision == Precision::bf16 && !s.device.cuda)
+    fail("config: learner.precision = \"bf16\" needs learner.device = \"cuda\" (a CPU step runs float32): set the "
+         "device or learner.precision = \"fp32\"");
+  return s;
 }
 
 std::span<const ConfigKey> LearnerSettings::keys() { return kLearner; }

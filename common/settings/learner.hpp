@@ -25,6 +25,11 @@ struct DeviceSetting {
   std::string str() const;  // as written in a config
 };
 
+// learner.precision, actor.precision: the dtype of a GPU step's activations and matmuls (parameters,
+// BatchNorm statistics and optimizer state stay float32, as under torch.autocast).
+enum class Precision { fp32, bf16 };
+Precision parse_precision(const std::string& text);  // the schema admits only the two names
+
 enum class Algo { supervised, ppo, vtrace };
 std::string_view algo_name(Algo algo);
 
@@ -34,6 +39,7 @@ struct LearnerSettings {
   int threads = 1;                    // LibTorch intra-op threads
   std::uint64_t seed = 0;             // the batch (supervised) or minibatch (RL) order
   bool cuda_graph = false;
+  Precision precision = Precision::fp32;
   std::int64_t report_every_steps = 20;
 
   bool rl() const { return algo != Algo::supervised; }
