@@ -1,6 +1,7 @@
 #include "actor/rl_setup.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,6 +1,8 @@
 // GPU: training steps and evaluation replayed from CUDA graphs (learner/graph_step.hpp,
 // actor/graph_eval.hpp) against the eager ones. Without a GPU this binary prints SKIP and exits 77.
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

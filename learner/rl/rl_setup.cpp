@@ -1,6 +1,7 @@
 #include "learner/rl/rl_setup.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <map>
