@@ -9,7 +9,9 @@
 // request ends an evaluation in progress within one batch (it is not reported). Then, unless the job
 // failed, it evaluates the newest version if it has not yet and exits 0: evaluating the learner's
 // final version is its duty, which the launcher checks before it calls the job a success.
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

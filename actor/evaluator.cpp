@@ -1,7 +1,9 @@
 #include "actor/evaluator.hpp"
 
 #include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <optional>

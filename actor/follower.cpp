@@ -1,6 +1,7 @@
 #include "actor/follower.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <unistd.h>
 

@@ -1,7 +1,8 @@
 #include "actor/rl_evaluator.hpp"
 
 #include <c10/core/InferenceMode.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <fmt/format.h>
 

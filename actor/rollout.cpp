@@ -1,7 +1,7 @@
 #include "actor/rollout.hpp"
 
 #include <c10/core/InferenceMode.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstring>
 

@@ -1,7 +1,7 @@
 #include "actor/rollout_loop.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

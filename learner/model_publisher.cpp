@@ -1,6 +1,6 @@
 #include "learner/model_publisher.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <unistd.h>
 

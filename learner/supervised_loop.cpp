@@ -1,7 +1,9 @@
 #include "learner/supervised_loop.hpp"
 
 #include <ATen/Context.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <fmt/format.h>
 

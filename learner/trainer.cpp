@@ -1,7 +1,9 @@
 #include "learner/trainer.hpp"
 
 #include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <filesystem>

@@ -1,4 +1,6 @@
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

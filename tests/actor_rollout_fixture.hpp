@@ -3,7 +3,8 @@
 // hold exactly what those envs and the acting model give (docs/FORMAT.md "What the steps mean").
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

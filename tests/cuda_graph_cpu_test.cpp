@@ -2,7 +2,9 @@
 // on CPU tensors too), the eager fallback of a CPU job with learner/actor.cuda_graph = true, and
 // `tandem bench graph`'s one-line refusal without a GPU. The captured steps themselves are in
 // cuda_graph_test.cpp (GPU suite).
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 #include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <cstring>

@@ -3,7 +3,9 @@
 // the fused average, the gradient views, the buffers riding with the last bucket and the stop vote.
 #include "tests/torch_doctest.hpp"
 
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <vector>
 

@@ -6,7 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"

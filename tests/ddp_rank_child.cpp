@@ -5,7 +5,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <fstream>

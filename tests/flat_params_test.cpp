@@ -1,6 +1,10 @@
 // Flat parameters: views share one buffer, training updates it in place, the signature tracks layout.
 // LibTorch first: Debian's build pulls glog, whose CHECK macro must be overridden by doctest's.
-#include <torch/torch.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // (keep this order)
 #include <doctest/doctest.h>
 

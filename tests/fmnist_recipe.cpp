@@ -8,7 +8,9 @@
 // the time and epoch at which test accuracy first reached the target, and the final accuracy.
 // Test-only: the batches are gathered here with index_select, standing in for the learner's feeds.
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

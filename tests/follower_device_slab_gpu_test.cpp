@@ -2,7 +2,11 @@
 // process (CUDA IPC opens no handle in the exporting process) through the device slab, and by a CPU
 // actor through the host slab. Skips (77) without a GPU; compiled only against a CUDA LibTorch.
 // LibTorch first: Debian's build pulls glog, whose CHECK macro must be overridden by doctest's.
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // (keep this order)
 #include <doctest/doctest.h>
 

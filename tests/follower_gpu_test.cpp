@@ -1,7 +1,11 @@
 // GPU: a CUDA model published through ModelPublisher (float32 and bf16) and followed by CUDA and CPU
 // actors. Skips (77) without a GPU; compiled only against a CUDA LibTorch.
 // LibTorch first: Debian's build pulls glog, whose CHECK macro must be overridden by doctest's.
-#include <torch/torch.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // (keep this order)
 #include <doctest/doctest.h>
 

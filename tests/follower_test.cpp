@@ -1,6 +1,10 @@
 // Publisher (model side) and Follower on CPU models: copy, zero-copy, bf16, signature errors.
 // LibTorch first: Debian's build pulls glog, whose CHECK macro must be overridden by doctest's.
-#include <torch/torch.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // (keep this order)
 #include <doctest/doctest.h>
 

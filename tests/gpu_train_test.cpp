@@ -1,6 +1,8 @@
 // GPU: the model registry, trainer, checkpoints and evaluator on a CUDA device (LibTorch with CUDA).
 // Without a GPU this binary prints SKIP and exits 77.
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -25,10 +26,10 @@
 #include "common/file_descriptor.hpp"
 #include "common/process.hpp"
 
-__attribute__((weak)) int tandem_test_gpus_required() { return 0; }
-
 namespace tandem::test {
 namespace {
+
+int g_gpus_required = 0;  // constant-initialized: registrations from other files' static initializers are safe
 
 std::map<std::string, ChildMain>& registry() {
   static std::map<std::string, ChildMain> r;
@@ -44,6 +45,11 @@ int decode(int status) {
 }
 
 }  // namespace
+
+int require_gpus(int n) {
+  g_gpus_required = std::max(g_gpus_required, n);
+  return n;
+}
 
 bool register_child(const std::string& name, ChildMain fn) {
   registry()[name] = std::move(fn);
@@ -196,7 +202,7 @@ int main(int argc, char** argv) {
     }
     return tandem::run_main("test-child", it->second);
   }
-  if (const int needed = tandem_test_gpus_required(); needed > 0 && tandem::cuda::device_count() < needed) {
+  if (const int needed = tandem::test::g_gpus_required; needed > 0 && tandem::cuda::device_count() < needed) {
     fmt::print("SKIP: these tests need {} CUDA GPU(s) and {} visible ({}); they run on the GPU machine\n", needed,
                tandem::cuda::device_count(), tandem::cuda::compiled() ? "built with CUDA" : "built without CUDA");
     return 77;

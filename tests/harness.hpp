@@ -24,6 +24,8 @@
 namespace tandem::test {
 
 using ChildMain = std::function<int()>;
+// Records that this binary needs `n` GPUs (TANDEM_GPU_TEST_BINARY); returns n.
+int require_gpus(int n);
 bool register_child(const std::string& name, ChildMain fn);
 const std::vector<std::string>& child_args();
 
@@ -98,13 +100,13 @@ inline std::size_t count_of(const std::string& text, const std::string& what) {
 
 }  // namespace tandem::test
 
-// A GPU test binary says so once, in any of its files: TANDEM_GPU_TEST_BINARY();
-// Without a visible GPU it then prints why and exits 77, which meson reports as SKIP.
-#define TANDEM_GPU_TEST_BINARY() \
-  int tandem_test_gpus_required() { return 1; }
+// A GPU test binary says so in any of its files: TANDEM_GPU_TEST_BINARY();
+// Without a visible GPU it then prints why and exits 77, which meson reports as SKIP. Several files of
+// one binary may say so (the LibTorch GPU tests share one): the largest count holds.
+#define TANDEM_GPU_TEST_BINARY() TANDEM_MULTI_GPU_TEST_BINARY(1)
 // A binary whose every case needs `n` GPUs: with fewer it exits 77 (skipped, saying why), never "OK".
 #define TANDEM_MULTI_GPU_TEST_BINARY(n) \
-  int tandem_test_gpus_required() { return n; }
+  [[maybe_unused]] static const int TANDEM_CHILD_CAT(tandem_gpus_required_, __LINE__) = ::tandem::test::require_gpus(n)
 
 #define TANDEM_CHILD_CAT2(a, b) a##b
 #define TANDEM_CHILD_CAT(a, b) TANDEM_CHILD_CAT2(a, b)

@@ -1,5 +1,10 @@
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

@@ -3,7 +3,8 @@
 // rings through ExperienceWriter, as a rollout actor would.
 #include "tests/torch_doctest.hpp"
 
-#include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <fstream>

@@ -3,7 +3,8 @@
 // truncations and both at once.
 #include "tests/torch_doctest.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <fstream>
 #include <sstream>

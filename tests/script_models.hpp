@@ -2,7 +2,7 @@
 #pragma once
 
 #include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

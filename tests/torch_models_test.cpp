@@ -1,5 +1,7 @@
+#include <torch/nn/functional/linear.h>
 #include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // The policy distribution: sampling follows the parameters, log-probabilities and entropies match the
 // closed forms, a seeded generator repeats itself, and gradients flow to the parameters.
-#include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
 // (keep this order)
 #include <doctest/doctest.h>
 

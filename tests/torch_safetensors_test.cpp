@@ -1,4 +1,4 @@
-#include <torch/torch.h>
+#include <torch/types.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 

@@ -1,6 +1,7 @@
 #include "common/torch/bf16_slot.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 namespace tandem {
 namespace {

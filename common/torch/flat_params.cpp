@@ -1,7 +1,9 @@
 #include "common/torch/flat_params.hpp"
 
-#include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 #include <xxhash.h>
 
 #include <fmt/format.h>

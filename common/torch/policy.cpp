@@ -1,6 +1,7 @@
 #include "common/torch/policy.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 

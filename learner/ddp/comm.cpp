@@ -1,6 +1,6 @@
 #include "learner/ddp/comm.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace tandem::ddp {
 

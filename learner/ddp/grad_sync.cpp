@@ -4,7 +4,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <atomic>
 #include <condition_variable>

@@ -11,7 +11,7 @@
 //     context switch each) per op: on 2 cores with 2 ranks this mode made the cnn's step 0.4 ms (4 %)
 //     shorter (docs/DATA_PARALLEL.md).
 #include <c10/core/ScalarType.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <array>

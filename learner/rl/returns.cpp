@@ -1,6 +1,6 @@
 #include "learner/rl/returns.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,8 @@
 #include "learner/rl/rl_checkpoint.hpp"
 
 #include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <charconv>
 #include <vector>

@@ -1,6 +1,9 @@
 #include "learner/rl/rl_learner.hpp"
 
-#include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,8 @@
 #include "learner/rl/update.hpp"
 
-#include <torch/torch.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <functional>
 
