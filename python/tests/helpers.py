@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import torch
 
@@ -21,6 +22,25 @@ def shm_names():
     return {n for n in os.listdir("/dev/shm") if n.startswith((f"tandem.{SESSION}", f"tandem.data.{SESSION}"))}
 
 
+def read_line(p, timeout):
+    """The next line `p` wrote to stdout, read straight from the pipe: a buffered readline after select()
+    could swallow a second line that arrived together with the first and then wait for ever. None at EOF."""
+    buf = p.__dict__.setdefault("_line_buffer", bytearray())
+    fd = p.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    while b"\n" not in buf:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(f"no line in {timeout} s")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None
+        buf += chunk
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return line.decode()
+
+
 class Peer:
     """tandem-py-peer SUBCOMMAND ARGS...: JSON lines out, command lines in."""
 
@@ -29,12 +49,12 @@ class Peer:
                                   stderr=subprocess.PIPE, text=True)
 
     def line(self, timeout=60):
-        ready, _, _ = select.select([self.p.stdout], [], [], timeout)
-        if not ready:
+        try:
+            text = read_line(self.p, timeout)
+        except TimeoutError:
             self.p.kill()
             raise TimeoutError(f"the peer said nothing in {timeout} s; stderr: {self.p.stderr.read()}")
-        text = self.p.stdout.readline()
-        if not text:
+        if text is None:
             self.p.wait()
             raise RuntimeError(f"the peer exited ({self.p.returncode}): {self.p.stderr.read()}")
         return json.loads(text)
@@ -54,9 +74,14 @@ class Peer:
         return self
 
     def __exit__(self, *exc):
+        """After a failure: asks the peer to quit (so it removes what it created), kills it if it does not."""
         if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+            try:
+                self.p.stdin.close()
+                self.p.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
 
 
 def python_child(code, env=None, **kwargs):
@@ -68,10 +93,8 @@ def python_child(code, env=None, **kwargs):
 
 
 def child_line(p, timeout=60):
-    ready, _, _ = select.select([p.stdout], [], [], timeout)
-    assert ready, f"the child said nothing in {timeout} s"
-    text = p.stdout.readline()
-    assert text, f"the child exited ({p.wait()}): {p.stderr.read()}"
+    text = read_line(p, timeout)
+    assert text is not None, f"the child exited ({p.wait()}): {p.stderr.read()}"
     return text.strip()
 
 

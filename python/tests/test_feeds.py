@@ -50,7 +50,7 @@ def test_batches_are_normalised_floats_of_the_caches_samples(fmnist):
     raw = fmnist["x"][60000:].float().div(255).sub(0.5).div(0.25)
     labels = fmnist["y"][60000:]
     for i in range(32):
-        match = (raw == x[i]).flatten(1).all(1).nonzero().flatten()
+        match = ((raw - x[i]).abs().flatten(1).amax(1) < 1e-5).nonzero().flatten()  # x * scale + bias rounds
         assert any(int(labels[j]) == int(y[i]) for j in match)
 
 
