@@ -29,6 +29,7 @@ struct PublisherArgs {
   bool device_slab = false;
   std::uint64_t after_version = 0;
   bool replace_dead_writer = true;
+  bool persist = false;  // keep the slab after this process (under `tandem run`: the launcher removes it)
 };
 
 class PyWeightPublisher {
@@ -46,6 +47,7 @@ class PyWeightPublisher {
     o.when.after_version = a.after_version;
     py::gil_scoped_release release;
     publisher_.emplace(slab, params_, o);
+    if (a.persist) publisher_->slab().persist();
   }
 
   std::optional<std::uint64_t> publish(std::uint64_t step) {
@@ -137,7 +139,8 @@ void bind_publisher(py::module_& m) {
       .def_readwrite("leases", &PublisherArgs::leases)
       .def_readwrite("device_slab", &PublisherArgs::device_slab)
       .def_readwrite("after_version", &PublisherArgs::after_version)
-      .def_readwrite("replace_dead_writer", &PublisherArgs::replace_dead_writer);
+      .def_readwrite("replace_dead_writer", &PublisherArgs::replace_dead_writer)
+      .def_readwrite("persist", &PublisherArgs::persist);
 
   py::class_<PyWeightPublisher>(m, "WeightPublisher")
       .def(py::init<NamedTensors, const std::string&, const PublisherArgs&>(), py::arg("named_tensors"),

@@ -65,6 +65,7 @@ class PublisherOptions:
     device_slab: bool
     after_version: int
     replace_dead_writer: bool
+    persist: bool
     def __init__(self) -> None: ...
 
 class WeightPublisher:

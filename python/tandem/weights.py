@@ -47,12 +47,15 @@ class WeightPublisher:
     flattened in place at construction. ``bf16`` publishes float32 tensors as bfloat16 (half the
     bytes). ``device_slab`` (a CUDA model) also publishes into ``<slab>.cuda`` for readers on the same
     GPU (CUDA IPC). A slab left by a writer that has exited is replaced; one whose writer runs is a
-    SegmentExistsError. Publish from the training thread.
+    SegmentExistsError. ``persist`` keeps the slab after close (default: under ``tandem run``, as the
+    C++ learner does, so actors still evaluate the final version; the launcher removes it at the end).
+    Publish from the training thread.
     """
 
     def __init__(self, model: Model, job: Optional[str] = None, *, slab: Optional[str] = None,
                  model_name: str = "model", bf16: bool = False, slots: int = 4, leases: int = 256,
-                 device_slab: bool = False, after_version: int = 0, replace_dead_writer: bool = True):
+                 device_slab: bool = False, after_version: int = 0, replace_dead_writer: bool = True,
+                 persist: Optional[bool] = None):
         o = _tandem.PublisherOptions()
         o.model = model_name
         o.bf16 = bf16
@@ -61,6 +64,7 @@ class WeightPublisher:
         o.device_slab = device_slab
         o.after_version = after_version
         o.replace_dead_writer = replace_dead_writer
+        o.persist = bool(os.environ.get("TANDEM_JOB")) if persist is None else persist
         self._c = _tandem.WeightPublisher(_named_tensors(model), slab or slab_name(job), o)
 
     def publish(self, step: int = 0) -> Optional[int]:
@@ -103,7 +107,7 @@ class WeightPublisher:
         return self._c.take_timings()
 
     def close(self) -> None:
-        """Flushes, then removes the slab."""
+        """Flushes, then removes the slab (unless it persists)."""
         self._c.close()
 
     def __enter__(self) -> "WeightPublisher":
