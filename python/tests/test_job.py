@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -91,3 +92,22 @@ def test_report_names_the_metrics_it_knows_when_given_another(name):
             with pytest.raises(tandem.Error, match="no metric 'speed'"):
                 job.report(speed=3.0)
         ctl.finish()
+
+
+def test_a_python_learner_runs_under_tandem_run_and_the_cpp_evaluators_follow_it(fmnist, tmp_path):
+    """examples/python/fmnist_learner.py as run.learner_program: the C++ actors check its model signature
+    and evaluate its versions; the job succeeds and its metrics log holds the Python learner's rows."""
+    root = os.environ.get("TANDEM_SOURCE_ROOT", ".")
+    sets = {"data.name": f'"{fmnist.name}"', "learner.steps": "20", "learner.warmup_steps": "0", "learner.publish_every_steps": "10",
+            "learner.report_every_steps": "5", "run.actors": "1", "run.status": '"plain"', "run.dashboard": "false",
+            "run.learner_program": f'"{sys.executable}"',
+            "run.learner_args": f'"{root}/examples/python/fmnist_learner.py"', "run.runs_dir": f'"{tmp_path}"'}
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    run = subprocess.run([os.environ.get("TANDEM_BINARY", "build/tools/tandem"), "run", *args], capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "python learner: finished at step 20" in run.stdout and "succeeded" in run.stdout
+    evals = [json.loads(line) for d in tmp_path.iterdir() for line in open(d / "eval.jsonl")]
+    assert evals and max(e["version"] for e in evals) >= 2
+    rows = [json.loads(line) for d in tmp_path.iterdir() for line in open(d / "metrics.jsonl")]
+    assert any(r.get("process") == "learner.0" and r.get("step") == 20 for r in rows)
