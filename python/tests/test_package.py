@@ -36,3 +36,24 @@ def test_a_blocking_wait_releases_the_gil(name):
                 follower.wait(timeout=0.6)   # nothing published: waits the whole time
             t.join()
     assert counted[0] > 100000  # the counting thread ran while the main thread waited
+
+
+def test_the_stubs_name_every_class_and_member_of_the_extension():
+    import ast
+    stubs = ast.parse((pathlib.Path(tandem.__file__).parent / "_tandem.pyi").read_text())
+    declared = {}
+    for node in stubs.body:
+        if isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name if isinstance(n, ast.FunctionDef) else n.target.id
+                                   for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
+        elif isinstance(node, ast.FunctionDef):
+            declared[node.name] = set()
+    ext = tandem._tandem
+    for name in dir(ext):
+        if name.startswith("__"):
+            continue
+        assert name in declared, f"_tandem.{name} has no stub"
+        obj = getattr(ext, name)
+        if isinstance(obj, type):
+            members = {m for m in vars(obj) if not m.startswith("_")}
+            assert members <= declared[name], f"_tandem.{name}: no stub for {members - declared[name]}"
