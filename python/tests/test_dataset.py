@@ -1,6 +1,7 @@
 """tandem.Dataset and tandem.preload: the dataset cache from Python."""
 
 import os
+import time
 
 import pytest
 import torch
@@ -107,3 +108,25 @@ def test_preload_from_numpy_files_keeps_their_dtype_and_shape(name, tmp_path):
         assert ds.format == "npy" and ds["x"].dtype == torch.float32
         assert torch.equal(ds["x"], torch.from_numpy(x))
     tandem.remove_dataset(name)
+
+
+def test_ctrl_c_during_a_preload_raises_keyboard_interrupt_and_leaves_nothing(name, tmp_path):
+    import signal
+    import numpy as np
+    for split, n in (("train", 1 << 20), ("test", 16)):  # 1 GiB of x, written sparse: quick to make
+        np.lib.format.open_memmap(tmp_path / f"x_{split}.npy", mode="w+", dtype=np.uint8, shape=(n, 1024)).flush()
+        np.save(tmp_path / f"y_{split}.npy", np.zeros(n, dtype=np.int64))
+    child = python_child(f"""
+        import tandem
+        try:
+            print("start", flush=True)
+            tandem.preload("{name}", "{tmp_path}", progress=False)
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """)
+    assert child_line(child) == "start"
+    time.sleep(0.3)  # into the load: creating and filling 1 GiB takes longer
+    os.kill(child.pid, signal.SIGINT)
+    assert child_line(child, 120) == "interrupted" and child.wait() == 0
+    assert not os.path.exists(f"/dev/shm/tandem.data.{name}")
