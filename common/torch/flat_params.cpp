@@ -74,6 +74,10 @@ FlatParams FlatParams::flatten(torch::jit::Module& module) {
   return build(std::move(named));
 }
 
+FlatParams FlatParams::flatten(std::vector<std::pair<std::string, at::Tensor>> named) {
+  return build(std::move(named));
+}
+
 FlatParams FlatParams::build(std::vector<std::pair<std::string, at::Tensor>> named) {
   // Tied weights: one TensorImpl under two names is placed once, under the first name.
   std::unordered_set<const void*> seen;

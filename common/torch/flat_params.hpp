@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::nn {
@@ -48,6 +49,9 @@ class FlatParams {
  public:
   static FlatParams flatten(torch::nn::Module& module);
   static FlatParams flatten(torch::jit::Module& module);
+  // Named tensors in module order, parameters then buffers (a Python module's named_parameters()
+  // followed by its named_buffers(): the `tandem` package flattens those).
+  static FlatParams flatten(std::vector<std::pair<std::string, at::Tensor>> named);
 
   FlatParams() = default;
 

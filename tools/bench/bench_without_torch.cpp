@@ -8,6 +8,7 @@
 #include "tools/bench/block_options.hpp"
 #include "tools/bench/feed_options.hpp"
 #include "tools/bench/graph_options.hpp"
+#include "tools/bench/python_options.hpp"
 
 namespace tandem::bench {
 namespace {
@@ -22,5 +23,6 @@ namespace {
 int bench_feed(const FeedBenchOptions&) { needs_torch("feed"); }
 int bench_graph(const GraphBenchOptions&) { needs_torch("graph"); }
 int bench_block(const BlockBenchOptions&) { needs_torch("block"); }
+int bench_python(const PythonBenchOptions&) { needs_torch("python"); }
 
 }  // namespace tandem::bench

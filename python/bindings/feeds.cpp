@@ -1,0 +1,175 @@
+// _tandem.HostFeed and _tandem.DeviceFeed: the learner's feeds (learner/feed/) over a tandem.Dataset.
+// tandem/feeds.py turns them into per-epoch iterables.
+//
+// One step is (epoch, index, [(x, y), ...]): a batch per consumer, each in its own allocation (on the
+// CPU, views of the feed's staging slot, disjoint; on a GPU, fresh tensors).
+//
+// A CPU HostFeed hands out views of its ring slots and refills a slot only once every tensor of the
+// step it held is gone; a caller that keeps `ring_slots` steps alive would wait for ever in C++. From
+// Python that is an easy mistake (list(feed)), so next() checks first, through weak references to the
+// storages it handed out, and raises instead of hanging.
+#include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
+
+#include <pybind11/stl.h>
+
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "learner/ddp/rank_env.hpp"
+#include "learner/feed/device_feed.hpp"
+#include "learner/feed/host_feed.hpp"
+#include "python/bindings/dataset.hpp"
+#include "python/bindings/module.hpp"
+
+namespace tandem::python {
+namespace {
+
+py::tuple step_to_python(feed::Step step) {
+  py::list batches;
+  for (auto& b : step.batches) batches.append(py::make_tuple(std::move(b.x), std::move(b.y)));
+  return py::make_tuple(step.epoch, step.index, batches);
+}
+
+feed::Placement placement_of(const std::string& name) {
+  if (name == "auto") return feed::Placement::automatic;
+  if (name == "cpu") return feed::Placement::cpu;
+  if (name == "cuda") return feed::Placement::cuda;
+  fail("HostFeed device '{}' is not a placement: use 'auto', 'cpu' or 'cuda'", name);
+}
+
+class PyHostFeed {
+ public:
+  PyHostFeed(const PyDataset& dataset, const feed::FeedOptions& options, std::uint64_t first_epoch)
+      : attachment_(dataset.attachment()), slots_(options.ring_slots) {
+    py::gil_scoped_release release;  // starts the workers; on a GPU also allocates pinned memory
+    feed_.emplace(attachment_->cache(), options, first_epoch);
+  }
+
+  py::tuple next() {
+    if (!feed_->on_gpu()) refuse_stall();
+    feed::Step step;
+    {
+      py::gil_scoped_release release;
+      step = feed_->next();
+    }
+    if (!feed_->on_gpu()) remember(step);
+    ++taken_;
+    return step_to_python(std::move(step));
+  }
+
+  std::uint64_t length() const { return feed_->length(); }
+  bool on_gpu() const { return feed_->on_gpu(); }
+
+ private:
+  struct Held {
+    std::uint64_t step;
+    std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> storages;
+    bool alive() const {
+      for (const auto& s : storages)
+        if (!s.expired()) return true;
+      return false;
+    }
+  };
+
+  void remember(const feed::Step& step) {
+    Held held{taken_, {}};
+    for (const auto& b : step.batches)
+      for (const auto* t : {&b.x, &b.y})
+        if (t->defined() && t->has_storage()) held.storages.push_back(t->storage().getWeakStorageImpl());
+    held_.push_back(std::move(held));
+  }
+
+  // The next step goes to slot taken_ % slots_, last held by step taken_ - slots_.
+  void refuse_stall() {
+    while (!held_.empty() && (held_.front().step + slots_ < taken_ || !held_.front().alive())) held_.pop_front();
+    for (const Held& h : held_)
+      if (h.step + slots_ == taken_ && h.alive())
+        fail("HostFeed: the batches of step {} are still referenced, and the next step needs their staging slot "
+             "(ring_slots = {}): keep at most {} steps alive (copy what you keep with .clone()), or pass a larger "
+             "ring_slots", h.step, slots_, slots_ - 1);
+  }
+
+  std::shared_ptr<DatasetAttachment> attachment_;  // the cache outlives the feed
+  std::uint64_t slots_;
+  std::optional<feed::HostFeed> feed_;
+  std::deque<Held> held_;
+  std::uint64_t taken_ = 0;
+};
+
+class PyDeviceFeed {
+ public:
+  PyDeviceFeed(const PyDataset& dataset, const feed::FeedOptions& options, std::uint64_t first_epoch)
+      : attachment_(dataset.attachment()) {
+    py::gil_scoped_release release;  // copies the split to the GPU
+    feed_.emplace(attachment_->cache(), options, first_epoch);
+  }
+
+  py::tuple next() {
+    feed::Step step;
+    {
+      py::gil_scoped_release release;  // only enqueues work on the current stream
+      step = feed_->next();
+    }
+    return step_to_python(std::move(step));
+  }
+
+  std::uint64_t length() const { return feed_->length(); }
+
+ private:
+  std::shared_ptr<DatasetAttachment> attachment_;
+  std::optional<feed::DeviceFeed> feed_;
+};
+
+py::dict rank_from_env() {
+  const ddp::RankInfo r = ddp::rank_from_env();
+  py::dict out;
+  out["rank"] = r.rank;
+  out["world_size"] = r.world_size;
+  out["local_rank"] = r.local_rank;
+  out["local_world_size"] = r.local_world_size;
+  out["source"] = r.source;
+  return out;
+}
+
+}  // namespace
+
+void bind_feeds(py::module_& m) {
+  py::class_<feed::FeedOptions>(m, "FeedOptions")
+      .def(py::init<>())
+      .def_readwrite("split", &feed::FeedOptions::split)
+      .def_readwrite("batch_size", &feed::FeedOptions::batch_size)
+      .def_readwrite("consumers", &feed::FeedOptions::consumers)
+      .def_readwrite("rank", &feed::FeedOptions::rank)
+      .def_readwrite("world_size", &feed::FeedOptions::world_size)
+      .def_readwrite("seed", &feed::FeedOptions::seed)
+      .def_readwrite("device_index", &feed::FeedOptions::device_index)
+      .def_readwrite("drop_last", &feed::FeedOptions::drop_last)
+      .def_readwrite("mean", &feed::FeedOptions::mean)
+      .def_readwrite("std", &feed::FeedOptions::stddev)
+      .def_property("placement", [](const feed::FeedOptions& o) {
+             return o.placement == feed::Placement::cpu ? "cpu" : o.placement == feed::Placement::cuda ? "cuda" : "auto";
+           },
+           [](feed::FeedOptions& o, const std::string& p) { o.placement = placement_of(p); })
+      .def_readwrite("workers", &feed::FeedOptions::workers)
+      .def_readwrite("ring_slots", &feed::FeedOptions::ring_slots);
+
+  py::class_<PyHostFeed>(m, "HostFeed")
+      .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),
+           py::arg("options"), py::arg("first_epoch") = 0)
+      .def("next", &PyHostFeed::next)
+      .def_property_readonly("length", &PyHostFeed::length)
+      .def_property_readonly("on_gpu", &PyHostFeed::on_gpu);
+
+  py::class_<PyDeviceFeed>(m, "DeviceFeed")
+      .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),
+           py::arg("options"), py::arg("first_epoch") = 0)
+      .def("next", &PyDeviceFeed::next)
+      .def_property_readonly("length", &PyDeviceFeed::length);
+
+  m.def("rank_from_env", &rank_from_env, "torchrun's (or Slurm's) RANK/WORLD_SIZE, as tandem-learner reads them");
+}
+
+}  // namespace tandem::python

@@ -1,0 +1,211 @@
+// _tandem.WeightFollower, _tandem.Lease and _tandem.BoundModel: the weight slab's reader side.
+//  - WeightFollower wraps a shm::WeightSlabReader: the newest version, waiting for one, and leases.
+//  - Lease is a shm::ReadLease with zero-copy views of the leased slot, one per tensor of the slab's
+//    table. The slot's bytes stay that version until release() (tandem/weights.py releases it when
+//    its with-block ends); views used after that may see a later version. The reader maps slots
+//    read-only (shm/weight_slab.hpp), so writing into a view faults, as it does in C++.
+//  - BoundModel is actor::Follower over a Python module's flattened tensors: load_into(model).
+// The reader (and so the mapping) lives as long as the follower, its leases or any view does.
+#include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actor/follower.hpp"
+#include "common/error.hpp"
+#include "common/torch/flat_params.hpp"
+#include "python/bindings/blocking.hpp"
+#include "python/bindings/module.hpp"
+#include "python/bindings/tensors.hpp"
+#include "shm/weight_slab.hpp"
+
+namespace tandem::python {
+namespace {
+
+struct ReaderState {
+  shm::WeightSlabReader reader;
+  std::uint32_t leases = 0;  // entries claimed
+  std::uint32_t held = 0;    // Lease objects holding one now
+};
+
+std::string tensor_name(const shm::TensorEntry& t) { return std::string(t.name, strnlen(t.name, sizeof t.name)); }
+
+class PyLease {
+ public:
+  PyLease(std::shared_ptr<ReaderState> state, shm::ReadLease lease) : state_(std::move(state)), lease_(std::move(lease)) {
+    ++state_->held;
+  }
+  ~PyLease() { release(); }
+  PyLease(const PyLease&) = delete;
+  PyLease& operator=(const PyLease&) = delete;
+
+  void release() {
+    if (!lease_) return;
+    lease_->release();
+    lease_.reset();
+    --state_->held;
+  }
+  bool released() const { return !lease_; }
+  const shm::ReadLease& lease() const {
+    if (!lease_) fail("this lease of /{} was released: take a new one", state_->reader.name());
+    return *lease_;
+  }
+  bool still_valid() const { return lease().still_valid(); }
+
+  py::dict tensors() const {
+    const shm::ReadLease& l = lease();
+    py::dict out;
+    for (const shm::TensorEntry& t : state_->reader.tensors()) {
+      std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
+      const std::string name = tensor_name(t);
+      out[py::str(name)] = view_of(state_, l.data() + t.offset, std::move(shape),
+                                   scalar_type_of(t.dtype, fmt::format("tensor '{}' of /{}", name, state_->reader.name())));
+    }
+    return out;
+  }
+  at::Tensor flat() const {  // the whole slot image, uint8
+    const shm::ReadLease& l = lease();
+    return view_of(state_, l.data(), {static_cast<std::int64_t>(l.bytes())}, at::kByte);
+  }
+
+ private:
+  std::shared_ptr<ReaderState> state_;
+  std::optional<shm::ReadLease> lease_;
+};
+
+class PyWeightFollower {
+ public:
+  PyWeightFollower(const std::string& slab, std::uint32_t leases)
+      : state_(std::make_shared<ReaderState>(ReaderState{shm::WeightSlabReader::attach(slab, leases), leases, 0})) {}
+
+  std::uint64_t latest_version() const { return reader().latest_version(); }
+
+  // The GIL is released while waiting: `state` keeps the reader alive should another thread close().
+  std::uint64_t wait(std::uint64_t newer_than, std::optional<double> timeout_s) const {
+    const std::shared_ptr<ReaderState> state = open();
+    const shm::WeightSlabReader& r = state->reader;
+    poll_until([&] { return r.latest_version() > newer_than; }, timeout_s,
+               fmt::format("a version newer than {} in /{}", newer_than, r.name()));
+    return r.latest_version();
+  }
+
+  std::unique_ptr<PyLease> lease(std::uint64_t newer_than, std::optional<double> timeout_s) {
+    const std::shared_ptr<ReaderState> state = open();
+    if (state->held >= state->leases)
+      fail("all {} lease entries of this follower of /{} are held: release a lease (leave its with-block) or create "
+           "the follower with leases={}", state->leases, state->reader.name(), state->leases + 1);
+    for (;;) {
+      wait(newer_than, timeout_s);
+      // nullopt now means the writer overtook every attempt (it is K-1 publishes ahead): try again.
+      if (auto l = state->reader.lease_latest(); l && l->version() > newer_than)
+        return std::make_unique<PyLease>(state, std::move(*l));
+    }
+  }
+
+  py::list tensors() const {
+    py::list out;
+    for (const shm::TensorEntry& t : reader().tensors()) {
+      py::list shape;
+      for (std::uint32_t k = 0; k < t.ndim; ++k) shape.append(t.shape[k]);
+      out.append(py::make_tuple(tensor_name(t), std::string(shm::dtype_name(t.dtype)), py::tuple(shape), t.offset, t.bytes));
+    }
+    return out;
+  }
+
+  py::dict info() const {
+    const shm::SlabDescriptor& d = reader().descriptor();
+    const shm::WeightSlabWriter::Stats s = reader().stats();
+    py::dict out;
+    out["slab"] = reader().name();
+    out["model"] = std::string(d.model, strnlen(d.model, sizeof d.model));
+    out["signature"] = d.model_signature;
+    out["publish_dtype"] = std::string(shm::dtype_name(d.publish_dtype));
+    out["slots"] = d.num_slots;
+    out["slot_bytes"] = d.slot_bytes;
+    out["published"] = s.published;
+    out["skipped"] = s.skipped;
+    out["reclaimed"] = s.reclaimed;
+    out["latest_version"] = s.latest_version;
+    return out;
+  }
+
+  void close() {
+    if (state_ && state_->held > 0)
+      fail("the follower of /{} still has {} lease(s) held: release them first", state_->reader.name(), state_->held);
+    state_.reset();
+  }
+
+ private:
+  const std::shared_ptr<ReaderState>& open() const {
+    if (!state_) fail("this weight follower is closed");
+    return state_;
+  }
+  const shm::WeightSlabReader& reader() const { return open()->reader; }
+  std::shared_ptr<ReaderState> state_;
+};
+
+class PyBoundModel {
+ public:
+  PyBoundModel(NamedTensors named, const std::string& slab, const std::string& mode, const std::string& model) {
+    actor::FollowerOptions o;
+    if (mode == "zero_copy") o.mode = actor::LoadMode::zero_copy;
+    else if (mode != "copy") fail("load mode '{}' is not one: use 'copy' or 'zero_copy'", mode);
+    o.model = model;
+    params_ = FlatParams::flatten(std::move(named));
+    follower_.emplace(slab, params_, o);
+  }
+  std::optional<std::uint64_t> update() {
+    py::gil_scoped_release release;
+    return follower_->update();
+  }
+  std::uint64_t version() const { return follower_->version(); }
+  std::uint64_t step() const { return follower_->step(); }
+  double last_load_ms() const { return follower_->last_load_ms(); }
+  bool via_device_slab() const { return follower_->via_device_slab(); }
+  at::Tensor buffer() const { return params_.buffer(); }
+
+ private:
+  FlatParams params_;                       // before follower_, which refers to it
+  std::optional<actor::Follower> follower_;
+};
+
+}  // namespace
+
+void bind_follower(py::module_& m) {
+  py::class_<PyLease>(m, "Lease")
+      .def_property_readonly("version", [](const PyLease& l) { return l.lease().version(); })
+      .def_property_readonly("step", [](const PyLease& l) { return l.lease().step(); })
+      .def_property_readonly("nbytes", [](const PyLease& l) { return l.lease().bytes(); })
+      .def_property_readonly("slot", [](const PyLease& l) { return l.lease().slot(); })
+      .def_property_readonly("snapshot_ns", [](const PyLease& l) { return l.lease().snapshot_ns(); })
+      .def_property_readonly("publish_ns", [](const PyLease& l) { return l.lease().publish_ns(); })
+      .def_property_readonly("released", &PyLease::released)
+      .def("tensors", &PyLease::tensors)
+      .def("flat", &PyLease::flat)
+      .def("still_valid", &PyLease::still_valid)
+      .def("release", &PyLease::release);
+
+  py::class_<PyWeightFollower>(m, "WeightFollower")
+      .def(py::init<const std::string&, std::uint32_t>(), py::arg("slab"), py::arg("leases") = 2)
+      .def_property_readonly("latest_version", &PyWeightFollower::latest_version)
+      .def("wait", &PyWeightFollower::wait, py::arg("newer_than") = 0, py::arg("timeout") = py::none())
+      .def("lease", &PyWeightFollower::lease, py::arg("newer_than") = 0, py::arg("timeout") = py::none())
+      .def("tensors", &PyWeightFollower::tensors)
+      .def("info", &PyWeightFollower::info)
+      .def("close", &PyWeightFollower::close);
+
+  py::class_<PyBoundModel>(m, "BoundModel")
+      .def(py::init<NamedTensors, const std::string&, const std::string&, const std::string&>(),
+           py::arg("named_tensors"), py::arg("slab"), py::arg("mode") = "copy", py::arg("model") = "model")
+      .def("update", &PyBoundModel::update)
+      .def_property_readonly("version", &PyBoundModel::version)
+      .def_property_readonly("step", &PyBoundModel::step)
+      .def_property_readonly("last_load_ms", &PyBoundModel::last_load_ms)
+      .def_property_readonly("via_device_slab", &PyBoundModel::via_device_slab)
+      .def_property_readonly("buffer", &PyBoundModel::buffer);
+}
+
+}  // namespace tandem::python

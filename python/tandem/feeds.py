@@ -1,0 +1,148 @@
+"""HostFeed and DeviceFeed: the learner's feeds over a dataset cache, as Python iterables.
+
+A feed is one stream of steps over epochs ``epoch, epoch + 1, ...``. ``for x, y in feed`` yields the
+steps left in the current epoch (all ``len(feed)`` of them when it starts at a boundary), so the
+loop of a DataLoader reads the same::
+
+    for epoch in range(epochs):
+        for x, y in feed:
+            ...
+
+Sharding is ``DistributedSampler(drop_last=True)``'s: ``rank`` and ``world_size`` default to
+torchrun's RANK / WORLD_SIZE (or Slurm's), read exactly as tandem-learner reads them. The same seed,
+rank and epoch give byte-identical batches to the C++ feed's, because they are the C++ feed's.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _tandem
+from .data import Dataset
+
+__all__ = ["HostFeed", "DeviceFeed", "Step"]
+
+Batch = Tuple[torch.Tensor, torch.Tensor]
+
+
+class Step(NamedTuple):
+    epoch: int
+    index: int                 # step within the epoch
+    batches: List[Batch]       # one (x, y) per consumer, each in its own allocation
+
+
+def _options(split: str, batch_size: int, consumers: int, rank: Optional[int], world_size: Optional[int], seed: int,
+             drop_last: bool, mean: Union[float, Sequence[float]], std: Union[float, Sequence[float]],
+             device_index: int) -> "_tandem.FeedOptions":
+    if rank is None or world_size is None:
+        env = _tandem.rank_from_env()
+        rank = env["rank"] if rank is None else rank
+        world_size = env["world_size"] if world_size is None else world_size
+    o = _tandem.FeedOptions()
+    o.split = split
+    o.batch_size = batch_size
+    o.consumers = consumers
+    o.rank = rank
+    o.world_size = world_size
+    o.seed = seed
+    o.drop_last = drop_last
+    o.mean = [float(mean)] if isinstance(mean, (int, float)) else [float(v) for v in mean]
+    o.std = [float(std)] if isinstance(std, (int, float)) else [float(v) for v in std]
+    o.device_index = device_index
+    return o
+
+
+def _dataset(dataset: Union[Dataset, str]) -> Dataset:
+    return dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+
+
+class _Feed:
+    _c: "_tandem.HostFeed | _tandem.DeviceFeed"
+
+    def __init__(self, consumers: int, first_epoch: int):
+        self._consumers = consumers
+        self._next_epoch = first_epoch   # epoch of the next step
+        self._next_index = 0             # its index within that epoch
+
+    def __len__(self) -> int:
+        """Steps per epoch."""
+        return self._c.length
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next step belongs to."""
+        return self._next_epoch
+
+    def next_step(self) -> Step:
+        """The next step of the stream (blocks, without the GIL, until it is ready)."""
+        epoch, index, batches = self._c.next()
+        self._next_index = index + 1
+        self._next_epoch = epoch
+        if self._next_index == len(self):
+            self._next_epoch, self._next_index = epoch + 1, 0
+        return Step(epoch, index, batches)
+
+    def __iter__(self) -> Iterator[Union[Batch, List[Batch]]]:
+        """The steps left in the current epoch: ``(x, y)`` for one consumer, else a list of them."""
+        epoch = self._next_epoch
+        while self._next_epoch == epoch:
+            step = self.next_step()
+            yield step.batches[0] if self._consumers == 1 else step.batches
+
+
+class HostFeed(_Feed):
+    """Batches gathered by C++ worker threads straight from the cache (learner/feed/host_feed.hpp).
+
+    On the CPU, ``x`` is float ``(batch, *sample_shape)`` normalised as ``(x / 255 - mean) / std`` and
+    ``y`` int64, both views of a staging slot that is reused once every tensor of its step is gone:
+    keep at most ``ring_slots - 1`` steps alive (``.clone()`` what you keep; holding more raises
+    instead of waiting for ever). On a GPU (``device="cuda"``, or ``"auto"`` with one visible) the ring
+    is pinned and event-fenced: a slot is refilled only after its copy to the GPU completed, and each
+    batch is a fresh GPU tensor, converted on the current stream.
+    """
+
+    def __init__(self, dataset: Union[Dataset, str], batch_size: int = 256, *, split: str = "train",
+                 consumers: int = 1, rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
+                 epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
+                 std: Union[float, Sequence[float]] = 1.0, device: Union[str, torch.device] = "auto",
+                 workers: int = 0, ring_slots: int = 4):
+        super().__init__(consumers, epoch)
+        placement, index = _placement(device)
+        o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
+        o.placement = placement
+        o.workers = workers
+        o.ring_slots = ring_slots
+        self.dataset = _dataset(dataset)
+        self._c = _tandem.HostFeed(self.dataset._c, o, epoch)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self._c.on_gpu
+
+
+class DeviceFeed(_Feed):
+    """Batches gathered on the GPU from a copy of the split kept in GPU memory (one per process and
+    GPU; learner/feed/device_feed.hpp). Same epochs and order as HostFeed; each consumer's batch is its
+    own allocation, made by kernels on the current CUDA stream without a host sync. Needs a GPU and a
+    torch with CUDA, else a tandem.Error says so."""
+
+    def __init__(self, dataset: Union[Dataset, str], batch_size: int = 256, *, split: str = "train",
+                 consumers: int = 1, rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
+                 epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
+                 std: Union[float, Sequence[float]] = 1.0, device: Union[int, str, torch.device] = "cuda"):
+        super().__init__(consumers, epoch)
+        _, index = _placement(device)
+        o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
+        self.dataset = _dataset(dataset)
+        self._c = _tandem.DeviceFeed(self.dataset._c, o, epoch)
+
+
+def _placement(device: Union[int, str, torch.device]) -> Tuple[str, int]:
+    if isinstance(device, int):
+        return "cuda", device
+    if isinstance(device, str) and device == "auto":
+        return "auto", 0
+    d = torch.device(device)
+    return d.type, d.index or 0

@@ -1,0 +1,241 @@
+"""The weight slab /dev/shm/tandem.<job>.weights: WeightPublisher (one writer) and WeightFollower (readers).
+
+A publisher flattens the model's parameters and buffers into one buffer (they stay the same
+Parameter objects, now views of it) and publishes a version with one copy of that buffer: on the CPU a
+memcpy into a free slot; on a GPU a device-to-device snapshot on the current stream, after which
+``publish()`` returns and a C++ thread copies the snapshot into the slab and commits it (training
+waits for the snapshot only). Readers never see a torn version (seqlock per slot) and may lease a
+slot to keep its bytes stable while they use them. Python and C++ sides interoperate both ways.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+
+import torch
+
+from . import _tandem
+from .errors import Error
+
+__all__ = ["WeightPublisher", "WeightFollower", "Lease", "TensorInfo", "slab_name"]
+
+Model = Union[torch.nn.Module, Dict[str, torch.Tensor], Iterable[Tuple[str, torch.Tensor]]]
+
+
+def slab_name(job: Optional[str] = None) -> str:
+    """``tandem.<job>.weights``, the job's weight slab; ``job`` defaults to $TANDEM_JOB (set by ``tandem run``)."""
+    if job is None:
+        job = os.environ.get("TANDEM_JOB")
+        if not job:
+            raise Error("no job named: pass job= (or slab=), or run under `tandem run`, which sets TANDEM_JOB")
+    return _tandem.job_segment_name(job, "weights")
+
+
+def _named_tensors(model: Model) -> List[Tuple[str, torch.Tensor]]:
+    if isinstance(model, torch.nn.Module):
+        return list(model.named_parameters()) + list(model.named_buffers())
+    if isinstance(model, dict):
+        return list(model.items())
+    return list(model)
+
+
+class WeightPublisher:
+    """Publishes ``model``'s weights into the job's slab, which it creates (and removes on close).
+
+    ``model`` is a ``torch.nn.Module`` or named tensors (a dict, or (name, tensor) pairs); its tensors are
+    flattened in place at construction. ``bf16`` publishes float32 tensors as bfloat16 (half the
+    bytes). ``device_slab`` (a CUDA model) also publishes into ``<slab>.cuda`` for readers on the same
+    GPU (CUDA IPC). A slab left by a writer that has exited is replaced; one whose writer runs is a
+    SegmentExistsError. ``persist`` keeps the slab after close (default: under ``tandem run``, as the
+    C++ learner does, so actors still evaluate the final version; the launcher removes it at the end).
+    Publish from the training thread.
+    """
+
+    def __init__(self, model: Model, job: Optional[str] = None, *, slab: Optional[str] = None,
+                 model_name: str = "model", bf16: bool = False, slots: int = 4, leases: int = 256,
+                 device_slab: bool = False, after_version: int = 0, replace_dead_writer: bool = True,
+                 persist: Optional[bool] = None):
+        o = _tandem.PublisherOptions()
+        o.model = model_name
+        o.bf16 = bf16
+        o.slots = slots
+        o.leases = leases
+        o.device_slab = device_slab
+        o.after_version = after_version
+        o.replace_dead_writer = replace_dead_writer
+        o.persist = bool(os.environ.get("TANDEM_JOB")) if persist is None else persist
+        self._c = _tandem.WeightPublisher(_named_tensors(model), slab or slab_name(job), o)
+
+    def publish(self, step: int = 0) -> Optional[int]:
+        """Publishes the current weights as the next version and returns it, or None when every free slot
+        was leased (the publish is skipped and counted; a later one supersedes it). On a GPU it returns
+        once the snapshot is enqueued; readers see the version when the copy has landed."""
+        return self._c.publish(step)
+
+    def flush(self) -> None:
+        """Returns once no publish is in flight."""
+        self._c.flush()
+
+    def publish_final(self, step: int, timeout_s: float = 60.0) -> int:
+        """Publishes and commits ``step``'s weights, retrying while readers hold every slot."""
+        return self._c.publish_final(step, timeout_s)
+
+    @property
+    def next_version(self) -> int:
+        return self._c.next_version
+
+    @property
+    def slab(self) -> str:
+        return self._c.slab
+
+    @property
+    def signature(self) -> int:
+        """The model signature (docs/FORMAT.md): equal for models with equal names, dtypes and shapes."""
+        return self._c.signature
+
+    @property
+    def buffer(self) -> torch.Tensor:
+        """The flat uint8 buffer every parameter and buffer of the model now views."""
+        return self._c.buffer
+
+    def stats(self) -> dict:
+        return self._c.stats()
+
+    def take_timings(self) -> List[dict]:
+        """Per committed publish: snapshot_ms, d2h_ms, visible_ms (publish called -> committed), ..."""
+        return self._c.take_timings()
+
+    def close(self) -> None:
+        """Flushes, then removes the slab (unless it persists)."""
+        self._c.close()
+
+    def __enter__(self) -> "WeightPublisher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class TensorInfo(NamedTuple):
+    name: str
+    dtype: str             # numpy's name, as the slab records it ("float32", "bfloat16", ...)
+    shape: Tuple[int, ...]
+    offset: int            # within a slot
+    nbytes: int
+
+
+class Lease:
+    """One leased version: its bytes stay exactly that version until the lease is released (at the end
+    of its with-block). ``tensors`` are zero-copy, read-only views of the slot (writing into one faults,
+    as in C++); copy what you keep past the release."""
+
+    def __init__(self, c: "_tandem.Lease"):
+        self._c = c
+        self._tensors: Optional[Dict[str, torch.Tensor]] = None
+
+    @property
+    def version(self) -> int:
+        return self._c.version
+
+    @property
+    def step(self) -> int:
+        return self._c.step
+
+    @property
+    def publish_ns(self) -> int:
+        """CLOCK_MONOTONIC at commit (time.monotonic_ns() reads the same clock)."""
+        return self._c.publish_ns
+
+    @property
+    def tensors(self) -> Dict[str, torch.Tensor]:
+        if self._tensors is None:
+            self._tensors = self._c.tensors()
+        return self._tensors
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    @property
+    def flat(self) -> torch.Tensor:
+        """The whole slot image as uint8 (docs/FORMAT.md: the tensors at their table offsets)."""
+        return self._c.flat()
+
+    def still_valid(self) -> bool:
+        return self._c.still_valid()
+
+    def release(self) -> None:
+        self._tensors = None
+        self._c.release()
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+class WeightFollower:
+    """Follows a job's weight slab: the newest complete version, never torn (the C++ reader's seqlock and
+    leases). ``load_into(model)`` copies it into a module (the C++ actors' Follower); ``lease()`` gives
+    zero-copy views. ``leases`` is how many versions this follower may hold leased at once."""
+
+    def __init__(self, job: Optional[str] = None, *, slab: Optional[str] = None, leases: int = 2):
+        self._slab = slab or slab_name(job)
+        self._c = _tandem.WeightFollower(self._slab, leases)
+        self._bound: Dict[int, Tuple[Model, "_tandem.BoundModel"]] = {}
+
+    @property
+    def slab(self) -> str:
+        return self._slab
+
+    @property
+    def latest_version(self) -> int:
+        """The newest committed version (0: none yet); one atomic load."""
+        return self._c.latest_version
+
+    def info(self) -> dict:
+        """Model name and signature, publish dtype, slots and the writer's counters."""
+        return self._c.info()
+
+    @property
+    def tensors(self) -> List[TensorInfo]:
+        return [TensorInfo(*t) for t in self._c.tensors()]
+
+    def wait(self, newer_than: int = 0, timeout: Optional[float] = None) -> int:
+        """Blocks (without the GIL) until a version newer than ``newer_than`` is committed; returns it.
+        TimeoutError after ``timeout`` seconds."""
+        return self._c.wait(newer_than, timeout)
+
+    def lease(self, newer_than: int = 0, timeout: Optional[float] = None) -> Lease:
+        """Leases the newest version (waiting for one newer than ``newer_than``); use it in a with-block."""
+        return Lease(self._c.lease(newer_than, timeout))
+
+    def load_into(self, model: Model, *, mode: str = "copy", model_name: str = "model") -> Optional[int]:
+        """Loads the newest version into ``model`` if it is newer than what the model holds; returns that
+        version, else None.
+
+        The first call binds the model: its tensors are flattened in place, and its signature must be the
+        slab's (a ShapeError names both). ``mode="zero_copy"`` (CPU, float32 slab) points the model's
+        tensors into the leased slot instead of copying; the model then runs read-only weights.
+        """
+        entry = self._bound.get(id(model))
+        if entry is None or entry[0] is not model:
+            entry = (model, _tandem.BoundModel(_named_tensors(model), self._slab, mode, model_name))
+            self._bound[id(model)] = entry
+        return entry[1].update()
+
+    def version_of(self, model: Model) -> int:
+        """The version ``model`` holds (0 before its first load)."""
+        entry = self._bound.get(id(model))
+        return entry[1].version if entry is not None and entry[0] is model else 0
+
+    def close(self) -> None:
+        self._bound.clear()
+        self._c.close()
+
+    def __enter__(self) -> "WeightFollower":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

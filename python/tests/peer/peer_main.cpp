@@ -1,0 +1,32 @@
+// tandem-py-peer (peer.hpp): dispatch, and what the subcommands share.
+#include <iostream>
+
+#include "common/error.hpp"
+#include "python/tests/peer/peer.hpp"
+#include "tools/commands.hpp"
+
+namespace tandem::peer {
+
+PeerModelImpl::PeerModelImpl(std::int64_t in, std::int64_t out) {
+  layer = register_module("layer", torch::nn::Linear(in, out));
+  register_buffer("steps", torch::zeros({3}, torch::kLong));
+}
+
+std::string wait_line() {
+  std::string line;
+  std::getline(std::cin, line);
+  return line;
+}
+
+}  // namespace tandem::peer
+
+int main(int argc, char** argv) {
+  CLI::App app("tandem-py-peer: the C++ side of the Python package's tests");
+  app.require_subcommand(1);
+  tandem::peer::add_feed_command(app);
+  tandem::peer::add_weights_commands(app);
+  tandem::peer::add_rings_commands(app);
+  tandem::peer::add_misc_commands(app);
+  CLI11_PARSE(app, argc, argv);
+  return tandem::run_main("tandem-py-peer", [&] { return tandem::tools::run_selected(app); });
+}

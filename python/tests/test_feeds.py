@@ -1,0 +1,102 @@
+"""tandem.HostFeed and tandem.DeviceFeed: the C++ feeds as Python iterables."""
+
+import os
+import subprocess
+
+import pytest
+import torch
+
+import tandem
+from helpers import Peer, child_line, python_child
+
+
+def feed_bytes(feed, steps):
+    out = bytearray()
+    for _ in range(steps):
+        for x, y in feed.next_step().batches:
+            out += x.numpy().tobytes() + y.numpy().tobytes()
+    return bytes(out)
+
+
+@pytest.mark.parametrize("seed,rank,epoch", [(0, 0, 0), (7, 1, 3), (123, 2, 1)])
+def test_python_batches_are_byte_equal_to_the_cpp_feeds(fmnist, tmp_path, seed, rank, epoch):
+    args = dict(batch=64, consumers=2, seed=seed, rank=rank, world=3, epoch=epoch, steps=5)
+    out = tmp_path / "cpp.bin"
+    with Peer("feed", "--dataset", fmnist.name, "--mean", 0.5, "--std", 0.25, "--out", out,
+              *[a for k, v in args.items() for a in (f"--{k}", v)]) as p:
+        p.line()
+        p.finish()
+    feed = tandem.HostFeed(fmnist, 64, consumers=2, seed=seed, rank=rank, world_size=3, epoch=epoch, mean=0.5,
+                           std=0.25, device="cpu")
+    ours = feed_bytes(feed, 5)
+    assert len(ours) == 5 * 2 * 64 * (784 * 4 + 8)
+    assert ours == out.read_bytes()
+
+
+def test_an_iteration_is_the_rest_of_one_epoch_and_the_next_one_starts_the_next(fmnist):
+    feed = tandem.HostFeed(fmnist, 10000, split="test", drop_last=True, device="cpu", epoch=4, ring_slots=2)
+    assert len(feed) == 1 and feed.epoch == 4
+    seen = [y.clone() for _, y in feed]
+    assert len(seen) == 1 and feed.epoch == 5
+    again = [y.clone() for _, y in feed]
+    assert feed.epoch == 6
+    assert sorted(seen[0].tolist()) == sorted(again[0].tolist()) and not torch.equal(seen[0], again[0])
+
+
+def test_batches_are_normalised_floats_of_the_caches_samples(fmnist):
+    feed = tandem.HostFeed(fmnist, 32, split="test", device="cpu", mean=0.5, std=0.25)
+    x, y = next(iter(feed))
+    assert x.dtype == torch.float32 and x.shape == (32, 1, 28, 28) and y.dtype == torch.int64
+    raw = fmnist["x"][60000:].float().div(255).sub(0.5).div(0.25)
+    labels = fmnist["y"][60000:]
+    for i in range(32):
+        match = ((raw - x[i]).abs().flatten(1).amax(1) < 1e-5).nonzero().flatten()  # x * scale + bias rounds
+        assert any(int(labels[j]) == int(y[i]) for j in match)
+
+
+def test_each_consumer_gets_its_own_storage(fmnist):
+    feed = tandem.HostFeed(fmnist, 16, consumers=3, device="cpu")
+    batches = next(iter(feed))
+    assert len(batches) == 3
+    ptrs = {t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()
+            for b in batches for t in b}
+    assert len(ptrs) == 6
+
+
+def test_rank_and_world_size_come_from_torchruns_variables(fmnist):
+    code = f"""
+        import tandem
+        feed = tandem.HostFeed("{fmnist.name}", 100, drop_last=True, device="cpu")
+        print(len(feed), flush=True)
+        """
+    alone = child_line(python_child(code, env={"RANK": None, "WORLD_SIZE": None, "SLURM_PROCID": None}))
+    p = python_child(code, env={"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+                                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})
+    assert (int(alone), int(child_line(p))) == (600, 150)
+
+
+def test_holding_every_ring_slot_raises_instead_of_waiting_for_ever(fmnist):
+    feed = tandem.HostFeed(fmnist, 64, device="cpu", ring_slots=3)
+    kept = [feed.next_step() for _ in range(3)]
+    with pytest.raises(tandem.Error, match="still referenced"):
+        feed.next_step()
+    kept.pop(0)
+    assert feed.next_step().index == 3
+
+
+def test_device_feed_without_a_gpu_says_so_in_one_line(fmnist):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(tandem.Error) as e:
+        tandem.DeviceFeed(fmnist, 64)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_both_feeds_give_the_same_batches_on_the_device(fmnist):
+    host = tandem.HostFeed(fmnist, 128, device="cuda", seed=5, mean=0.5, std=0.25)
+    device = tandem.DeviceFeed(fmnist, 128, seed=5, mean=0.5, std=0.25)
+    for _ in range(3):
+        (hx, hy), (dx, dy) = next(iter(host)), next(iter(device))
+        assert hx.is_cuda and dx.is_cuda
+        assert torch.equal(hy, dy) and torch.allclose(hx, dx)
