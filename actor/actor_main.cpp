@@ -55,7 +55,8 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
     model.set_precision(a.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
     if (!settings.model.package.empty()) model.set_package(settings.model.package);
   }
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                      : FlatParams::flatten(*model.jit_module());
   const Evaluator evaluator(data.cache, {.split = settings.data.test_split,
                                          .batch_size = a.batch_size,
                                          .mean = settings.data.mean,
@@ -74,8 +75,11 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
     return actor::Evaluation{
         .complete = r.complete,
         .done = fmt::format("{} samples", r.samples),
-        .metrics = {.samples = samples, .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
-                    .loss = r.loss, .accuracy = r.accuracy, .seconds = r.seconds},
+        .metrics = {.samples = samples,
+                    .samples_per_s = static_cast<double>(r.samples) / std::max(1e-9, r.seconds),
+                    .loss = r.loss,
+                    .accuracy = r.accuracy,
+                    .seconds = r.seconds},
         .row = {{"accuracy", r.accuracy}, {"loss", r.loss}, {"samples", r.samples}, {"seconds", r.seconds}},
         .summary = fmt::format("test accuracy {:.4f} loss {:.4f} on {} samples in {:.1f} s", r.accuracy, r.loss,
                                r.samples, r.seconds)};
@@ -88,9 +92,12 @@ int run(const ProgramArgs& args) {
   keep_freed_memory_for_reuse();
   shm::JobProcess process("actor");
   shm::ControlClient* client = process.client();
-  const actor::ActorContext ctx{.job = process.job(), .run_dir = process.run_dir(),
-                                .index = client ? client->index() : 0, .client = client,
-                                .stop = [&] { return process.stop_requested(); }, .tick = [&] { process.tick(); }};
+  const actor::ActorContext ctx{.job = process.job(),
+                                .run_dir = process.run_dir(),
+                                .index = client ? client->index() : 0,
+                                .client = client,
+                                .stop = [&] { return process.stop_requested(); },
+                                .tick = [&] { process.tick(); }};
   if (!settings.learner.rl()) return run_evaluator(settings, ctx);
   // A rollout job's last actor.evaluators actors evaluate; by hand (no launcher) the role decides.
   const bool rollout = settings.actor.role == ActorSettings::Role::rollout;

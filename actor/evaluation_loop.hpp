@@ -22,11 +22,11 @@
 namespace tandem::actor {
 
 struct Evaluation {
-  bool complete = true;          // false: abandoned by a stop; nothing is reported
-  std::string done;              // what was done when abandoned: "300 samples", "4 episodes"
-  shm::ProcessMetrics metrics;   // step and version are the loop's
-  nlohmann::json row;            // the loop adds job, actor, version, step and unix_s
-  std::string summary;           // the log line after "version V (step S): "
+  bool complete = true;         // false: abandoned by a stop; nothing is reported
+  std::string done;             // what was done when abandoned: "300 samples", "4 episodes"
+  shm::ProcessMetrics metrics;  // step and version are the loop's
+  nlohmann::json row;           // the loop adds job, actor, version, step and unix_s
+  std::string summary;          // the log line after "version V (step S): "
 };
 
 // Evaluates the loaded weights; `abandon` is asked between units of work (it also beats the heartbeat).

@@ -51,17 +51,20 @@ Evaluator::Evaluator(const shm::DatasetCache& cache, EvalConfig config) : config
   begin_ = static_cast<std::int64_t>(split.begin);
   end_ = static_cast<std::int64_t>(split.end);
   if (config_.max_samples > 0) end_ = std::min(end_, begin_ + config_.max_samples);
-  if (end_ <= begin_) fail("split '{}' of dataset cache '{}' is empty: preload a dataset with a test split", config_.split, name);
+  if (end_ <= begin_)
+    fail("split '{}' of dataset cache '{}' is empty: preload a dataset with a test split", config_.split, name);
   if (config_.batch_size < 1) fail("evaluation batch size {} must be at least 1", config_.batch_size);
 
   const auto xt = torch_type(x_.dtype), yt = torch_type(y_.dtype);
   x_type_ = xt.value_or(torch::kFloat64);
   y_type_ = yt.value_or(torch::kFloat64);
   if (!xt || (x_type_ != torch::kUInt8 && x_type_ != torch::kFloat32))
-    fail("dataset cache '{}' stores x as {}: the evaluator reads uint8 or float32 inputs", name, shm::dtype_name(x_.dtype));
+    fail("dataset cache '{}' stores x as {}: the evaluator reads uint8 or float32 inputs", name,
+         shm::dtype_name(x_.dtype));
   if (!yt || y_type_ == torch::kFloat32 || !y_.sample_shape.empty())
-    fail("dataset cache '{}' stores y as {} with {} dimensions: the evaluator reads integer class labels, one per sample",
-         name, shm::dtype_name(y_.dtype), y_.sample_shape.size());
+    fail(
+        "dataset cache '{}' stores y as {} with {} dimensions: the evaluator reads integer class labels, one per sample",
+        name, shm::dtype_name(y_.dtype), y_.sample_shape.size());
   for (std::uint64_t d : x_.sample_shape) sample_shape_.push_back(static_cast<std::int64_t>(d));
   const std::size_t channels = sample_shape_.size() == 3 ? static_cast<std::size_t>(sample_shape_[0]) : 1;
   mean_ = stats(config_.mean, "mean", channels, config_.device);
@@ -93,7 +96,9 @@ torch::Tensor normalise_on(const torch::Tensor& raw, const torch::Device& device
 
 }  // namespace
 
-torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const { return normalise_on(raw, config_.device, mean_, std_); }
+torch::Tensor Evaluator::normalise(const torch::Tensor& raw) const {
+  return normalise_on(raw, config_.device, mean_, std_);
+}
 
 GraphEval* Evaluator::graph_for(Model& model) const {
   if (!config_.cuda_graph || graph_refused_ || num_samples() < config_.batch_size) return nullptr;
@@ -118,7 +123,8 @@ GraphEval* Evaluator::graph_for(Model& model) const {
     graph_ = std::make_shared<GraphEval>(model, graph_x_, graph_y_, normalise);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    log::warn("actor.cuda_graph: capturing the evaluation failed ({}); evaluating eagerly", what.substr(0, what.find('\n')));
+    log::warn("actor.cuda_graph: capturing the evaluation failed ({}); evaluating eagerly",
+              what.substr(0, what.find('\n')));
     graph_refused_ = true;
   }
   return graph_.get();

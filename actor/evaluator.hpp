@@ -75,7 +75,7 @@ class Evaluator {
   std::int64_t begin_ = 0, end_ = 0;  // the split, in cache samples
   torch::ScalarType x_type_, y_type_;
   std::vector<std::int64_t> sample_shape_;
-  torch::Tensor mean_, std_;           // [1, C, 1, 1] or [1], float, on the device
+  torch::Tensor mean_, std_;  // [1, C, 1, 1] or [1], float, on the device
 
   // The graph for `model`, captured on first use (nullptr: evaluate eagerly, the reason logged once).
   GraphEval* graph_for(Model& model) const;

@@ -21,15 +21,17 @@ Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOpt
       options_(std::move(options)) {
   const shm::SlabDescriptor& d = reader_.descriptor();
   if (d.model_signature != params_.signature())
-    fail("weight slab '/{}' holds model '{}' with signature {:016x}, but this actor's model '{}' has signature {}: "
-         "build the actor with the learner's model (same architecture, sizes and dtypes)",
-         slab_name, d.model, d.model_signature, options_.model, params_.signature_hex());
+    fail(
+        "weight slab '/{}' holds model '{}' with signature {:016x}, but this actor's model '{}' has signature {}: "
+        "build the actor with the learner's model (same architecture, sizes and dtypes)",
+        slab_name, d.model, d.model_signature, options_.model, params_.signature_hex());
   bf16_ = d.publish_dtype == shm::DType::bf16;
   const at::Tensor& flat = params_.buffer();
   if (options_.mode == LoadMode::zero_copy && (bf16_ || !flat.is_cpu()))
-    fail("weight slab '/{}': zero-copy loading needs a CPU model and a float32 slab ({} model, {} slab): use copy "
-         "mode, or publish without bf16",
-         slab_name, flat.device().str(), shm::dtype_name(d.publish_dtype));
+    fail(
+        "weight slab '/{}': zero-copy loading needs a CPU model and a float32 slab ({} model, {} slab): use copy "
+        "mode, or publish without bf16",
+        slab_name, flat.device().str(), shm::dtype_name(d.publish_dtype));
   if (flat.is_cuda() && options_.mode == LoadMode::copy) attach_device_slab(slab_name, flat.device().index());
   if (flat.is_cuda() && !device_reader_) {
     cuda::set_device(flat.device().index());
@@ -48,8 +50,10 @@ void Follower::attach_device_slab(const std::string& slab_name, int device) {
   shm::WeightSlabReader reader = shm::WeightSlabReader::attach_device(name, 1);
   if (reader.descriptor().model_signature != reader_.descriptor().model_signature ||
       reader.descriptor().slot_bytes != reader_.descriptor().slot_bytes)
-    fail("device weight slab '/{}' does not match host slab '/{}' (another model): remove both (`tandem shm gc`) and "
-         "restart the job", name, slab_name);
+    fail(
+        "device weight slab '/{}' does not match host slab '/{}' (another model): remove both (`tandem shm gc`) and "
+        "restart the job",
+        name, slab_name);
   // CUDA opens no handle in the process that exported it (a learner following its own slab).
   if (reader.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid())) return;
   const cuda::DeviceIdentity ours = cuda::device_identity(device);

@@ -73,7 +73,7 @@ class Follower {
   shm::ReadLease held_;  // zero-copy: the slot the model runs on
   cuda::HostRegistration registration_;
   cuda::Stream stream_;
-  cuda::IpcMapping mapping_;                          // the device slab's slots, on this GPU
+  cuda::IpcMapping mapping_;                            // the device slab's slots, on this GPU
   std::optional<shm::WeightSlabReader> device_reader_;  // set: versions come from the device slab
 };
 

@@ -86,13 +86,18 @@ struct GraphEval::Impl {
     const torch::Tensor x = normalise(raw_x);
     const torch::Tensor y = raw_y.to(torch::kInt64);
     const torch::Tensor out = logits(x);
-    loss = torch::nn::functional::cross_entropy(out, y,
-                                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    loss = torch::nn::functional::cross_entropy(
+        out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     correct = out.argmax(1).eq(y).sum();
   }
 
   Impl(Model& m, torch::Tensor x, torch::Tensor y, std::function<torch::Tensor(const torch::Tensor&)> n)
-      : model(m), captured_parameter(first_parameter(m)), precision(m.precision()), raw_x(std::move(x)), raw_y(std::move(y)), normalise(std::move(n)) {
+      : model(m),
+        captured_parameter(first_parameter(m)),
+        precision(m.precision()),
+        raw_x(std::move(x)),
+        raw_y(std::move(y)),
+        normalise(std::move(n)) {
     if (auto why = unsupported(m)) fail("a captured evaluation is not possible here: {}", *why);
     const c10::DeviceIndex device = raw_x.device().index();
     c10::cuda::CUDAGuard guard(device);

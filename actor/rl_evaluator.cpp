@@ -50,7 +50,8 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSo
     }
     const torch::Tensor x = torch::from_blob(const_cast<float*>(env.observations().data()),
                                              rl_model_input_shape(n, obs_dim), torch::kFloat32);
-    const torch::Tensor actions = head.greedy(model.forward_heads(x).at(0).reshape({n, head.params_dim()})).contiguous();
+    const torch::Tensor actions =
+        head.greedy(model.forward_heads(x).at(0).reshape({n, head.params_dim()})).contiguous();
     bool ok = false;
     if (head.is_continuous()) {
       const torch::Tensor a = actions.to(torch::kFloat32).contiguous();
@@ -61,7 +62,8 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSo
       std::copy_n(a.data_ptr<std::int32_t>(), n, discrete.begin());
       ok = env.step(std::span<const std::int32_t>(discrete));
     }
-    if (!ok) fail("env '{}' refused the policy's actions: the model's head does not fit its action space", env.spec().name);
+    if (!ok)
+      fail("env '{}' refused the policy's actions: the model's head does not fit its action space", env.spec().name);
     for (int e = 0; e < n; ++e) {
       const auto i = static_cast<std::size_t>(e);
       if (!env.done(e) || played[i] == quota[i]) continue;
@@ -85,25 +87,29 @@ int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                      : FlatParams::flatten(*model.jit_module());
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
   Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
   const std::int64_t episodes = settings.actor.eval_episodes;
   const std::uint64_t seed = eval_seed(settings.env.seed);
-  log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes,
-            source.spec().name, model.describe(), slab);
+  log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes, source.spec().name,
+            model.describe(), slab);
   return run_evaluation_loop(follower, ctx, settings.actor.min_interval_s, [&](const std::function<bool()>& abandon) {
     const EpisodeStats r = play_greedy(model, head, source, episodes, seed, ctx.index, abandon);
     return Evaluation{
         .complete = r.complete,
         .done = fmt::format("{} episodes", r.episodes),
         .metrics = {.seconds = r.seconds, .episode_return = r.return_mean, .episode_length = r.length_mean},
-        .row = {{"episode_return", r.return_mean}, {"episode_return_min", r.return_min},
-                {"episode_return_max", r.return_max}, {"episode_length", r.length_mean}, {"episodes", r.episodes},
+        .row = {{"episode_return", r.return_mean},
+                {"episode_return_min", r.return_min},
+                {"episode_return_max", r.return_max},
+                {"episode_length", r.length_mean},
+                {"episodes", r.episodes},
                 {"seconds", r.seconds}},
         .summary = fmt::format("greedy return {:.1f} (min {:.1f}, max {:.1f}), length {:.1f} over {} episodes in "
-                               "{:.2f} s", r.return_mean, r.return_min, r.return_max, r.length_mean, r.episodes,
-                               r.seconds)};
+                               "{:.2f} s",
+                               r.return_mean, r.return_min, r.return_max, r.length_mean, r.episodes, r.seconds)};
   });
 }
 

@@ -24,14 +24,16 @@
 namespace tandem::actor {
 
 struct EpisodeStats {
-  bool complete = true;   // false: abandoned; nothing to report
+  bool complete = true;  // false: abandoned; nothing to report
   std::int64_t episodes = 0;
   double return_mean = 0, return_min = 0, return_max = 0, length_mean = 0;
   double seconds = 0;
 };
 
 // The job seed evaluators seed their envs from, given env.seed.
-inline std::uint64_t eval_seed(std::uint64_t job_seed) { return envs::splitmix64_mix(job_seed ^ 0x6576616c75617465ULL); }
+inline std::uint64_t eval_seed(std::uint64_t job_seed) {
+  return envs::splitmix64_mix(job_seed ^ 0x6576616c75617465ULL);
+}
 
 // Plays `episodes` greedy episodes over up to 64 envs, VecEnv-seeded from (job_seed, actor_index):
 // env e plays its share of them from its first episode on. `abandon` is asked before each step.

@@ -27,11 +27,12 @@ Rollout::Rollout(Model& model, PolicyHead head, envs::VecEnv& env, const shm::Ex
   if (d_.envs != static_cast<std::uint32_t>(env.size()) || d_.obs_dim != static_cast<std::uint32_t>(s.obs_dim) ||
       d_.action_kind != kind || d_.action_dim != action_dim ||
       d_.logits_dim != static_cast<std::uint64_t>(head.params_dim()))
-    fail("experience rings /{} hold {} envs x {} observations, action kind {} x {}, {} policy params; this actor "
-         "steps {} envs of '{}' ({} observations, {} x {}, {} params): the learner and the actors must read the "
-         "same env.* config",
-         segment, d_.envs, d_.obs_dim, d_.action_kind, d_.action_dim, d_.logits_dim, env.size(), s.name, s.obs_dim,
-         kind, action_dim, head.params_dim());
+    fail(
+        "experience rings /{} hold {} envs x {} observations, action kind {} x {}, {} policy params; this actor "
+        "steps {} envs of '{}' ({} observations, {} x {}, {} params): the learner and the actors must read the "
+        "same env.* config",
+        segment, d_.envs, d_.obs_dim, d_.action_kind, d_.action_dim, d_.logits_dim, env.size(), s.name, s.obs_dim, kind,
+        action_dim, head.params_dim());
   const std::size_t e = static_cast<std::size_t>(env.size());
   if (s.discrete()) discrete_.resize(e);
   else continuous_.resize(e * static_cast<std::size_t>(s.action_dim));
@@ -93,14 +94,16 @@ void Rollout::act(const float* obs, std::int64_t t, const shm::SlotView& slot) {
     const torch::Tensor actions = a.actions.to(torch::kInt64).contiguous();
     std::memcpy(slot.discrete_actions() + t * e, actions.data_ptr<std::int64_t>(),
                 static_cast<std::size_t>(e) * sizeof(std::int64_t));
-    for (std::int64_t i = 0; i < e; ++i) discrete_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(slot.discrete_actions()[t * e + i]);
+    for (std::int64_t i = 0; i < e; ++i)
+      discrete_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(slot.discrete_actions()[t * e + i]);
   }
 }
 
 void Rollout::step_env(std::int64_t t, const shm::SlotView& slot) {
   const bool ok = head_.is_continuous() ? env_.step(std::span<const float>(continuous_))
                                         : env_.step(std::span<const std::int32_t>(discrete_));
-  if (!ok) fail("env '{}' refused the policy's actions: the model's head does not fit its action space", env_.spec().name);
+  if (!ok)
+    fail("env '{}' refused the policy's actions: the model's head does not fit its action space", env_.spec().name);
   const std::size_t e = d_.envs, o = d_.obs_dim;
   const std::size_t row = static_cast<std::size_t>(t) * e;
   std::memcpy(slot.rewards() + row, env_.rewards().data(), e * sizeof(float));

@@ -47,7 +47,7 @@ class Rollout {
 
  private:
   void act(const float* obs, std::int64_t t, const shm::SlotView& slot);  // row t: policy outputs
-  void step_env(std::int64_t t, const shm::SlotView& slot);                // row t: the env's answer
+  void step_env(std::int64_t t, const shm::SlotView& slot);               // row t: the env's answer
 
   Model& model_;
   PolicyHead head_;

@@ -42,7 +42,8 @@ class Lockstep {
   Lockstep(std::uint64_t k, double wait_s) : k_(k), wait_s_(wait_s) {}
 
   // Loads the version ring index slot.index() must act with; false when a stop came first.
-  bool load(Follower& follower, const shm::SlotView& slot, const shm::ExperienceDescriptor& d, const ActorContext& ctx) {
+  bool load(Follower& follower, const shm::SlotView& slot, const shm::ExperienceDescriptor& d,
+            const ActorContext& ctx) {
     const std::uint64_t n = slot.index();
     if (!first_ && !(first_ = find_first(follower, slot, d, ctx))) return false;
     std::uint64_t target = *first_ + n / k_;
@@ -99,7 +100,9 @@ class Lockstep {
 class Reporter {
  public:
   Reporter(const ActorContext& ctx, const shm::ExperienceWriter& writer)
-      : ctx_(ctx), writer_(writer), steps_per_slot_(std::uint64_t{writer.descriptor().steps} * writer.descriptor().envs) {}
+      : ctx_(ctx),
+        writer_(writer),
+        steps_per_slot_(std::uint64_t{writer.descriptor().steps} * writer.descriptor().envs) {}
 
   void slot_done(const SlotStats& s, const shm::SlotView& slot, std::uint64_t lag) {
     const auto* returns = slot.episode_returns();
@@ -156,7 +159,8 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                      : FlatParams::flatten(*model.jit_module());
   const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
   Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);

@@ -148,17 +148,18 @@ void set_dotted(toml::table& root, std::string_view key, const toml::node& value
 
 }  // namespace
 
-Config Config::parse(std::string_view text, std::string_view origin,
-                     std::span<const std::string> overrides, std::span<const ConfigKey> schema,
-                     std::span<const std::string_view> foreign_tables, std::span<const RenamedKey> renamed) {
+Config Config::parse(std::string_view text, std::string_view origin, std::span<const std::string> overrides,
+                     std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables,
+                     std::span<const RenamedKey> renamed) {
   check_toml_text(text, origin);
   Config config;
   // The key a former spelling stands for, noted once per spelling.
   auto current = [&](std::string key, std::string_view where) {
     auto it = std::find_if(renamed.begin(), renamed.end(), [&](const RenamedKey& r) { return r.old_key == key; });
     if (it == renamed.end()) return key;
-    std::string note = fmt::format("note: config {}: {} is now {}: rename it (the old name loads until the next release)",
-                                   where, it->old_key, it->key);
+    std::string note = fmt::format(
+        "note: config {}: {} is now {}: rename it (the old name loads until the next release)", where, it->old_key,
+        it->key);
     if (std::find(config.notes_.begin(), config.notes_.end(), note) == config.notes_.end())
       config.notes_.push_back(std::move(note));
     return std::string(it->key);
@@ -208,7 +209,8 @@ Config Config::parse(std::string_view text, std::string_view origin,
     const std::string_view literal = std::string_view(assignment).substr(eq + 1);
     toml::table parsed = parse_literal(literal, "--set", key);
     // A string key takes the text as written: --set data.std=0.5 means "0.5", not the number.
-    if (k->type == ConfigType::string && !parsed.get("v")->is_string()) parsed.insert_or_assign("v", std::string(literal));
+    if (k->type == ConfigType::string && !parsed.get("v")->is_string())
+      parsed.insert_or_assign("v", std::string(literal));
     chosen[key] = typed_value(*k, *parsed.get("v"), "--set");
   }
 
@@ -256,12 +258,14 @@ std::string describe_schema(std::span<const ConfigKey> schema) {
       section = sec;
     }
     std::string bounds;
-    if (k.min || k.max) bounds = fmt::format(" [{}, {}]", k.min ? fmt::format("{}", *k.min) : "", k.max ? fmt::format("{}", *k.max) : "");
+    if (k.min || k.max)
+      bounds = fmt::format(" [{}, {}]", k.min ? fmt::format("{}", *k.min) : "", k.max ? fmt::format("{}", *k.max) : "");
     if (!k.choices.empty()) {
       bounds = " (";
       for (auto c : k.choices) bounds += std::string(c) + (c == k.choices.back() ? ")" : " | ");
     }
-    out += fmt::format("# {}{}\n{} = {}\n", k.doc, bounds, dot == std::string_view::npos ? k.key : k.key.substr(dot + 1), k.default_value);
+    out += fmt::format("# {}{}\n{} = {}\n", k.doc, bounds,
+                       dot == std::string_view::npos ? k.key : k.key.substr(dot + 1), k.default_value);
   }
   return out;
 }

@@ -29,7 +29,7 @@ struct RenamedKey {
 };
 
 struct ConfigKey {
-  std::string_view key;            // dotted path, e.g. "learner.batch_size"
+  std::string_view key;  // dotted path, e.g. "learner.batch_size"
   ConfigType type;
   std::string_view default_value;  // a TOML literal: "256", "0.1", "true", "\"cnn\""
   std::string_view doc;            // one line, shown by `tandem run --explain` and in examples/
@@ -45,9 +45,8 @@ class Config {
   // launcher's [run]): skipped, with their --set overrides, and listed by skipped_tables().
   // renamed: former spellings of schema keys; a document that gives both spellings of one key is
   // refused, naming both.
-  static Config parse(std::string_view text, std::string_view origin,
-                      std::span<const std::string> overrides, std::span<const ConfigKey> schema,
-                      std::span<const std::string_view> foreign_tables = {},
+  static Config parse(std::string_view text, std::string_view origin, std::span<const std::string> overrides,
+                      std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables = {},
                       std::span<const RenamedKey> renamed = {});
   static Config load(const std::filesystem::path& file, std::span<const std::string> overrides,
                      std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables = {},

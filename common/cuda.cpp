@@ -32,15 +32,18 @@ static void require_gpu() {
 void set_device(int device) {
   require_gpu();
   if (device < 0 || device >= device_count())
-    fail("cuda:{} does not exist: this machine has {} GPU(s) (cuda:0..cuda:{}); choose a device in that range "
-         "or start fewer local ranks", device, device_count(), device_count() - 1);
+    fail(
+        "cuda:{} does not exist: this machine has {} GPU(s) (cuda:0..cuda:{}); choose a device in that range "
+        "or start fewer local ranks",
+        device, device_count(), device_count() - 1);
   TANDEM_CUDA_CHECK(cudaSetDevice(device));
 }
 
 Stream Stream::create(int device, bool non_blocking, int priority) {
   set_device(device);
   Stream s;
-  TANDEM_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
+  TANDEM_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&s.stream_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
   return s;
 }
 Stream::~Stream() {
@@ -78,8 +81,10 @@ HostRegistration::HostRegistration(void* ptr, std::size_t bytes, bool read_only,
   const cudaError_t status = cudaHostRegister(ptr, bytes, flags);
   if (status == cudaErrorMemoryAllocation || status == cudaErrorNotSupported || status == cudaErrorNotPermitted) {
     cudaGetLastError();  // not sticky, but leave no error behind for the next call to find
-    fail("pinning {} bytes of {} for GPU copies failed ({}): raise the locked-memory limit (`ulimit -l unlimited`; "
-         "in a container, --ulimit memlock=-1) or free host memory", bytes, what, cudaGetErrorString(status));
+    fail(
+        "pinning {} bytes of {} for GPU copies failed ({}): raise the locked-memory limit (`ulimit -l unlimited`; "
+        "in a container, --ulimit memlock=-1) or free host memory",
+        bytes, what, cudaGetErrorString(status));
   }
   TANDEM_CUDA_CHECK(status);
   ptr_ = ptr;

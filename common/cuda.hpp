@@ -19,8 +19,8 @@ namespace tandem::cuda {
 using StreamHandle = CUstream_st*;  // == cudaStream_t
 using EventHandle = CUevent_st*;    // == cudaEvent_t
 
-bool compiled();            // built against the CUDA runtime
-int device_count();         // 0 when not compiled or no usable GPU; never throws
+bool compiled();     // built against the CUDA runtime
+int device_count();  // 0 when not compiled or no usable GPU; never throws
 void set_device(int device);
 
 // Throws CallError("CUDA", status, cudaGetErrorString(status), call, site); TANDEM_CUDA_CHECK calls it.
@@ -97,8 +97,8 @@ void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle stre
 
 }  // namespace tandem::cuda
 
-#define TANDEM_CUDA_CHECK(expr)                                                                    \
-  do {                                                                                             \
-    if (const auto tandem_cuda_status_ = (expr); tandem_cuda_status_ != 0)                         \
+#define TANDEM_CUDA_CHECK(expr)                                                                         \
+  do {                                                                                                  \
+    if (const auto tandem_cuda_status_ = (expr); tandem_cuda_status_ != 0)                              \
       ::tandem::cuda::throw_cuda_error(static_cast<int>(tandem_cuda_status_), #expr, TANDEM_CALL_SITE); \
   } while (0)

@@ -8,10 +8,9 @@
 
 namespace tandem {
 
-CallError::CallError(std::string_view library, int code, std::string_view detail, std::string_view call,
-                     CallSite site)
-    : std::runtime_error(fmt::format("{} failed: {} ({} error {}) at {}:{}, pid {} on {}", call, detail,
-                                     library, code, site.file, site.line, ::getpid(), host_name())),
+CallError::CallError(std::string_view library, int code, std::string_view detail, std::string_view call, CallSite site)
+    : std::runtime_error(fmt::format("{} failed: {} ({} error {}) at {}:{}, pid {} on {}", call, detail, library, code,
+                                     site.file, site.line, ::getpid(), host_name())),
       library_(library),
       code_(code) {}
 

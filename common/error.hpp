@@ -68,15 +68,15 @@ int run_main(std::string_view program, const std::function<int()>& body);
 
 #define TANDEM_CALL_SITE (::tandem::CallSite{__FILE__, __LINE__})
 
-#define TANDEM_CHECK_SYS(expr)                                                         \
-  do {                                                                                 \
-    if ((expr) == -1) ::tandem::throw_errno_error(errno, #expr, TANDEM_CALL_SITE);     \
+#define TANDEM_CHECK_SYS(expr)                                                     \
+  do {                                                                             \
+    if ((expr) == -1) ::tandem::throw_errno_error(errno, #expr, TANDEM_CALL_SITE); \
   } while (0)
 
-#define TANDEM_CHECK_RC(expr)                                                          \
-  do {                                                                                 \
-    if (const int tandem_rc_ = (expr); tandem_rc_ != 0)                                \
-      ::tandem::throw_errno_error(tandem_rc_, #expr, TANDEM_CALL_SITE);                \
+#define TANDEM_CHECK_RC(expr)                                           \
+  do {                                                                  \
+    if (const int tandem_rc_ = (expr); tandem_rc_ != 0)                 \
+      ::tandem::throw_errno_error(tandem_rc_, #expr, TANDEM_CALL_SITE); \
   } while (0)
 
 #define TANDEM_FAIL_SYS(err, what) ::tandem::throw_errno_error((err), (what), TANDEM_CALL_SITE)

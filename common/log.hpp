@@ -13,7 +13,7 @@ namespace tandem::log {
 
 enum class Level { debug = 0, info = 1, warn = 2, error = 3 };
 
-void set_role(std::string role);          // e.g. "learner.0", printed before each line
+void set_role(std::string role);  // e.g. "learner.0", printed before each line
 void set_level(Level level);
 Level level();
 void write(Level level, std::string_view message);

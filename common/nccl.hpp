@@ -20,9 +20,9 @@ namespace tandem::nccl {
 }  // namespace tandem::nccl
 
 // ncclInProgress is not a failure: it is what non-blocking communicators return while they work.
-#define TANDEM_NCCL_CHECK(expr)                                                                    \
-  do {                                                                                             \
-    if (const ncclResult_t tandem_nccl_result_ = (expr);                                           \
-        tandem_nccl_result_ != ncclSuccess && tandem_nccl_result_ != ncclInProgress)               \
-      ::tandem::nccl::throw_nccl_error(tandem_nccl_result_, #expr, TANDEM_CALL_SITE);              \
+#define TANDEM_NCCL_CHECK(expr)                                                       \
+  do {                                                                                \
+    if (const ncclResult_t tandem_nccl_result_ = (expr);                              \
+        tandem_nccl_result_ != ncclSuccess && tandem_nccl_result_ != ncclInProgress)  \
+      ::tandem::nccl::throw_nccl_error(tandem_nccl_result_, #expr, TANDEM_CALL_SITE); \
   } while (0)

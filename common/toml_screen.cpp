@@ -56,8 +56,10 @@ void check_toml_text(std::string_view text, std::string_view origin) {
           }
           for (; j < n && (at(j) == ' ' || at(j) == '\t' || at(j) == '\r' || at(j) == '\n'); ++j) line += at(j) == '\n';
           if (static_cast<unsigned char>(at(j)) >= 0x80)
-            fail("config {}:{}: a non-ASCII character right after a line-ending backslash in a multi-line string: "
-                 "put it on the backslash's line or drop the backslash", origin, line);
+            fail(
+                "config {}:{}: a non-ASCII character right after a line-ending backslash in a multi-line string: "
+                "put it on the backslash's line or drop the backslash",
+                origin, line);
           i = j - 1;
         }
         break;
@@ -79,8 +81,8 @@ void check_toml_text(std::string_view text, std::string_view origin) {
           std::size_t j = i + 1 + (at(i + 1) == '[');
           while (at(j) == ' ' || at(j) == '\t') ++j;
           if (!is_key_start(at(j)))
-            fail("config {}:{}: malformed table header: write [table] or [[table]] with a bare or quoted name",
-                 origin, line);
+            fail("config {}:{}: malformed table header: write [table] or [[table]] with a bare or quoted name", origin,
+                 line);
           i = j - 1;
         } else if ((c == '[' || c == '{') && !header) {
           ++value_depth;

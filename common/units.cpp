@@ -27,7 +27,8 @@ namespace {
 std::string lower(std::string_view s) {
   std::string out;
   for (char c : s)
-    if (!std::isspace(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 }  // namespace
@@ -38,9 +39,12 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
   const std::string_view suffix(end, static_cast<std::size_t>(s.data() + s.size() - end));
   int power = -1;
-  for (const auto& [p, names] : std::array<std::pair<int, std::array<std::string_view, 3>>, 5>{{
-           {0, {"", "b", "b"}}, {1, {"k", "kb", "kib"}}, {2, {"m", "mb", "mib"}},
-           {3, {"g", "gb", "gib"}}, {4, {"t", "tb", "tib"}}}})
+  for (const auto& [p, names] :
+       std::array<std::pair<int, std::array<std::string_view, 3>>, 5>{{{0, {"", "b", "b"}},
+                                                                       {1, {"k", "kb", "kib"}},
+                                                                       {2, {"m", "mb", "mib"}},
+                                                                       {3, {"g", "gb", "gib"}},
+                                                                       {4, {"t", "tb", "tib"}}}})
     for (std::string_view name : names)
       if (suffix == name) power = p;
   if (ec != std::errc() || s.empty() || power < 0 || !std::isfinite(number) || number < 0)

@@ -12,9 +12,10 @@ std::unique_ptr<Env> make_env(const std::string& name) {
   if (name == "MountainCar-v0") return make_mountain_car();
   if (name == "Pendulum-v1") return make_pendulum();
   if (name == "null") return make_null_env(4, 1000);
-  fail("unknown env '{}': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1 or null, "
-       "or load your own with env.plugin",
-       name);
+  fail(
+      "unknown env '{}': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1 or null, "
+      "or load your own with env.plugin",
+      name);
 }
 
 void require_spaces(const EnvSpec& got, const EnvSpec& want) {
@@ -22,16 +23,16 @@ void require_spaces(const EnvSpec& got, const EnvSpec& want) {
     fail("env '{}' observes {} floats but the policy expects {}: set the model's input size to {}", got.name,
          got.obs_dim, want.obs_dim, got.obs_dim);
   if (want.num_actions != 0 && got.num_actions != want.num_actions)
-    fail("env '{}' has {} but the policy expects {} discrete actions: set the model's output size to match",
-         got.name, got.discrete() ? fmt::format("{} discrete actions", got.num_actions) : "continuous actions",
-         want.num_actions);
+    fail("env '{}' has {} but the policy expects {} discrete actions: set the model's output size to match", got.name,
+         got.discrete() ? fmt::format("{} discrete actions", got.num_actions) : "continuous actions", want.num_actions);
   if (want.action_dim != 0 && got.action_dim != want.action_dim)
-    fail("env '{}' has {} but the policy expects {}-dimensional continuous actions: set the model's action "
-         "size to match",
-         got.name,
-         got.discrete() ? fmt::format("{} discrete actions", got.num_actions)
-                        : fmt::format("{}-dimensional actions", got.action_dim),
-         want.action_dim);
+    fail(
+        "env '{}' has {} but the policy expects {}-dimensional continuous actions: set the model's action "
+        "size to match",
+        got.name,
+        got.discrete() ? fmt::format("{} discrete actions", got.num_actions)
+                       : fmt::format("{}-dimensional actions", got.action_dim),
+        want.action_dim);
 }
 
 }  // namespace tandem::envs

@@ -29,8 +29,8 @@ class EnvSource {
   std::vector<std::unique_ptr<Env>> make(int count) const;
 
  private:
-  std::string builtin_;                      // make_env's name, when not a plugin
-  std::shared_ptr<PluginLibrary> plugin_;    // when env.name = "plugin"
+  std::string builtin_;                    // make_env's name, when not a plugin
+  std::shared_ptr<PluginLibrary> plugin_;  // when env.name = "plugin"
   EnvSpec spec_;
 };
 

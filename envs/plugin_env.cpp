@@ -13,9 +13,10 @@ template <class Fn>
 void resolve(void* handle, const std::string& path, const char* name, Fn& out) {
   void* symbol = ::dlsym(handle, name);
   if (symbol == nullptr)
-    fail("env plugin '{}' does not export '{}': implement every function of envs/tandem_env.h with "
-         "extern \"C\" linkage",
-         path, name);
+    fail(
+        "env plugin '{}' does not export '{}': implement every function of envs/tandem_env.h with "
+        "extern \"C\" linkage",
+        path, name);
   out = reinterpret_cast<Fn>(symbol);
 }
 
@@ -38,9 +39,10 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   resolve(handle, path, "tandem_env_step", s.step);
   const std::uint32_t version = s.abi_version();
   if (version != TANDEM_ENV_ABI_VERSION)
-    fail("env plugin '{}' was built for env ABI {}, this Tandem loads ABI {}: rebuild it against this "
-         "Tandem's envs/tandem_env.h",
-         path, version, TANDEM_ENV_ABI_VERSION);
+    fail(
+        "env plugin '{}' was built for env ABI {}, this Tandem loads ABI {}: rebuild it against this "
+        "Tandem's envs/tandem_env.h",
+        path, version, TANDEM_ENV_ABI_VERSION);
   return library;
 }
 
@@ -58,7 +60,7 @@ std::unique_ptr<PluginEnv> PluginEnv::create(std::shared_ptr<PluginLibrary> libr
   }
   tandem_env_spaces spaces{};
   s.spaces_of(env, &spaces);
-  EnvSpec spec{library->path(), spaces.obs_dim, spaces.num_actions, spaces.action_dim,
+  EnvSpec spec{library->path(),   spaces.obs_dim,     spaces.num_actions,      spaces.action_dim,
                spaces.action_low, spaces.action_high, spaces.max_episode_steps};
   // Owned from here, so a failed check below destroys the plugin's env.
   std::unique_ptr<PluginEnv> plugin(new PluginEnv(std::move(library), env, spec));
@@ -66,12 +68,13 @@ std::unique_ptr<PluginEnv> PluginEnv::create(std::shared_ptr<PluginLibrary> libr
   constexpr int max_obs_dim = 1 << 20, max_actions = 1 << 16;
   const bool one_kind = (spec.num_actions > 0) != (spec.action_dim > 0);
   if (spec.obs_dim <= 0 || spec.obs_dim > max_obs_dim || spec.num_actions < 0 || spec.num_actions > max_actions ||
-      spec.action_dim < 0 || spec.action_dim > max_actions || !one_kind ||
-      spec.max_episode_steps < 0 || (spec.action_dim > 0 && !(spec.action_low <= spec.action_high)))
-    fail("env plugin '{}' reports unusable spaces (obs_dim {}, num_actions {}, action_dim {}, bounds [{}, {}], "
-         "max_episode_steps {}): it needs 0 < obs_dim <= 2^20 and exactly one of num_actions or action_dim in 1..2^16",
-         spec.name, spec.obs_dim, spec.num_actions, spec.action_dim, spec.action_low, spec.action_high,
-         spec.max_episode_steps);
+      spec.action_dim < 0 || spec.action_dim > max_actions || !one_kind || spec.max_episode_steps < 0 ||
+      (spec.action_dim > 0 && !(spec.action_low <= spec.action_high)))
+    fail(
+        "env plugin '{}' reports unusable spaces (obs_dim {}, num_actions {}, action_dim {}, bounds [{}, {}], "
+        "max_episode_steps {}): it needs 0 < obs_dim <= 2^20 and exactly one of num_actions or action_dim in 1..2^16",
+        spec.name, spec.obs_dim, spec.num_actions, spec.action_dim, spec.action_low, spec.action_high,
+        spec.max_episode_steps);
   require_spaces(spec, want);
   return plugin;
 }
@@ -90,9 +93,10 @@ StepOut PluginEnv::step(ActionRef action, float* obs) {
 
 std::string plugin_crash_message(const std::string& path, int signal) {
   const char* name = ::sigabbrev_np(signal);
-  return fmt::format("the actor died by signal {} (SIG{}) inside env plugin '{}': fix the plugin, or run it "
-                     "under a debugger with one env",
-                     signal, name ? name : "?", path);
+  return fmt::format(
+      "the actor died by signal {} (SIG{}) inside env plugin '{}': fix the plugin, or run it "
+      "under a debugger with one env",
+      signal, name ? name : "?", path);
 }
 
 }  // namespace tandem::envs

@@ -35,10 +35,10 @@ struct GraphStep::Impl {
   Gather gather;
   int warmup_left;
   c10::DeviceIndex device;
-  feed::Batch fixed;       // x float [batch, ...], y int64 [batch]: the graph's inputs
-  torch::Tensor rows_;     // int64 [batch]: the gather's indices
-  torch::Tensor loss, correct;                 // the graph's outputs
-  torch::Tensor window_loss, window_correct;   // the trainer's, added to inside the graph
+  feed::Batch fixed;                          // x float [batch, ...], y int64 [batch]: the graph's inputs
+  torch::Tensor rows_;                        // int64 [batch]: the gather's indices
+  torch::Tensor loss, correct;                // the graph's outputs
+  torch::Tensor window_loss, window_correct;  // the trainer's, added to inside the graph
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool fallen_back = false;
 

@@ -18,10 +18,9 @@ using namespace tandem;
 
 int run(const ProgramArgs& args) {
   const ddp::RankInfo rank = ddp::rank_from_env();
-  const JobSettings settings =
-      JobSettings::parse(load_program_config(args.file, args.overrides),
-                         program_shape(static_cast<std::uint32_t>(rank.world_size),
-                                       static_cast<std::uint32_t>(rank.local_world_size)));
+  const JobSettings settings = JobSettings::parse(
+      load_program_config(args.file, args.overrides),
+      program_shape(static_cast<std::uint32_t>(rank.world_size), static_cast<std::uint32_t>(rank.local_world_size)));
   catch_stop_signals();
   keep_freed_memory_for_reuse();
   shm::JobProcess process("learner");

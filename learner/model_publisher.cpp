@@ -35,8 +35,10 @@ shm::DType slab_dtype(c10::ScalarType t, const std::string& name) {
     case c10::ScalarType::Char: return shm::DType::i8;
     case c10::ScalarType::Byte: return shm::DType::u8;
     default:
-      fail("tensor '{}' has dtype {}, which the weight slab cannot publish: convert it (e.g. to float32) or "
-           "make it a non-persistent buffer", name, c10::toString(t));
+      fail(
+          "tensor '{}' has dtype {}, which the weight slab cannot publish: convert it (e.g. to float32) or "
+          "make it a non-persistent buffer",
+          name, c10::toString(t));
   }
 }
 
@@ -58,8 +60,10 @@ void remove_if_writer_dead(const std::string& name) {
     const std::optional<ProcessIdentity> writer = process_identity(info.creator_pid);
     const bool alive = writer && !writer->exited() && info.creator_pid != static_cast<std::uint32_t>(::getpid());
     if (alive)
-      fail("weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
-           "0), and job names must be unique; stop that process or use another job name", name, info.creator_pid);
+      fail(
+          "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
+          "0), and job names must be unique; stop that process or use another job name",
+          name, info.creator_pid);
     shm::Segment::unlink(name);
   }
 }
@@ -129,7 +133,8 @@ void ModelPublisher::create_device_slab(const std::string& name, const shm::Slab
   std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
   info.buffer_bytes = device_buffer_.size();
   info.exporter_pid = static_cast<std::uint64_t>(::getpid());
-  device_slab_ = shm::WeightSlabWriter::create_on_device(name, spec, info, static_cast<std::byte*>(device_buffer_.data()));
+  device_slab_ = shm::WeightSlabWriter::create_on_device(name, spec, info,
+                                                         static_cast<std::byte*>(device_buffer_.data()));
 }
 
 std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s) {
@@ -143,9 +148,10 @@ std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s
                         (!device_slab_ || device_slab_->latest_version() == r.version);
     if (r.outcome != Publisher::Outcome::skipped && landed) return r.version;
     if (std::chrono::steady_clock::now() > deadline)
-      fail("the final weights (step {}) could not be published to /{} within {} s: readers held every one of its "
-           "{} slots the whole time; give the slab more slots or check for a stuck actor",
-           step, slab_.name(), timeout_s, slab_.descriptor().num_slots);
+      fail(
+          "the final weights (step {}) could not be published to /{} within {} s: readers held every one of its "
+          "{} slots the whole time; give the slab more slots or check for a stuck actor",
+          step, slab_.name(), timeout_s, slab_.descriptor().num_slots);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

@@ -55,8 +55,8 @@ torch::Tensor tiling(const std::vector<torch::Tensor>& tensors) {
   const torch::Tensor& first = tensors[0];
   std::int64_t next = first.storage_offset(), total = 0;
   for (const torch::Tensor& t : tensors) {
-    if (!t.defined() || !t.is_contiguous() || !t.storage().is_alias_of(first.storage()) ||
-        t.storage_offset() != next || t.scalar_type() != first.scalar_type() || t.device() != first.device())
+    if (!t.defined() || !t.is_contiguous() || !t.storage().is_alias_of(first.storage()) || t.storage_offset() != next ||
+        t.scalar_type() != first.scalar_type() || t.device() != first.device())
       return {};
     next += t.numel();
     total += t.numel();
@@ -132,10 +132,8 @@ void Optimizer::update(Param& p, const torch::Tensor& grad, double lr, double bc
     p.value.add_(g, -lr);
   } else {
     torch::Tensor g = grad;
-    if (c.kind == "adamw")
-      p.value.mul_(1.0 - lr * c.weight_decay);
-    else if (c.weight_decay != 0.0)
-      g = grad.add(p.value, c.weight_decay);
+    if (c.kind == "adamw") p.value.mul_(1.0 - lr * c.weight_decay);
+    else if (c.weight_decay != 0.0) g = grad.add(p.value, c.weight_decay);
     p.buf1.mul_(c.beta1).add_(g, 1.0 - c.beta1);
     p.buf2.mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
     torch::Tensor denom = (p.buf2.sqrt() / std::sqrt(bc2)).add_(c.eps);
@@ -162,7 +160,8 @@ void Optimizer::set_step_coefficients(double lr) {
   }
   if (params_.empty()) return;
   const torch::Device device = params_[0].value.device();
-  if (!coefficients_.defined()) coefficients_ = torch::empty({5}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  if (!coefficients_.defined())
+    coefficients_ = torch::empty({5}, torch::TensorOptions().dtype(torch::kFloat).device(device));
   // A fresh pinned block per step: the caching host allocator keeps it until the copy has run, so the
   // host never overwrites values a queued copy has yet to read.
   const torch::Tensor host = torch::from_blob(k, {5}, torch::kFloat);
@@ -172,7 +171,8 @@ void Optimizer::set_step_coefficients(double lr) {
 
 void Optimizer::step_captured() {
   torch::NoGradGuard no_grad;
-  if (!coefficients_.defined()) fail("Optimizer::step_captured before set_step_coefficients: a captured step needs its coefficients");
+  if (!coefficients_.defined())
+    fail("Optimizer::step_captured before set_step_coefficients: a captured step needs its coefficients");
   if (flat()) {
     const torch::Tensor g = flat_grad();
     if (g.defined()) {
@@ -202,10 +202,8 @@ void Optimizer::update_captured(Param& p, const torch::Tensor& grad) const {
     p.value.addcmul_(g, k0);
   } else {
     torch::Tensor g = grad;
-    if (c.kind == "adamw")
-      p.value.mul_(k2);
-    else if (c.weight_decay != 0.0)
-      g = grad.add(p.value, c.weight_decay);
+    if (c.kind == "adamw") p.value.mul_(k2);
+    else if (c.weight_decay != 0.0) g = grad.add(p.value, c.weight_decay);
     p.buf1.mul_(c.beta1).add_(g, 1.0 - c.beta1);
     p.buf2.mul_(c.beta2).addcmul_(g, g, 1.0 - c.beta2);
     torch::Tensor denom = p.buf2.sqrt().mul_(k1).add_(c.eps);
@@ -231,7 +229,8 @@ std::vector<torch::Tensor> Optimizer::parameters() const {
 
 void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
   if (!fused()) fail("Optimizer::step_fused needs LibTorch 2.x and parameters on a GPU");
-  if (!coefficients_.defined()) fail("Optimizer::step_fused before set_step_coefficients: a fused step needs its coefficients");
+  if (!coefficients_.defined())
+    fail("Optimizer::step_fused before set_step_coefficients: a fused step needs its coefficients");
   if (grads.size() != params_.size())
     fail("Optimizer::step_fused got {} gradients for {} parameters", grads.size(), params_.size());
   torch::NoGradGuard no_grad;

@@ -26,24 +26,24 @@
 namespace tandem {
 
 struct OptimizerConfig {
-  std::string kind = "sgd";   // sgd | adam | adamw
-  double lr = 0.05;           // base learning rate (the schedule scales it)
-  double momentum = 0.9;      // sgd
-  bool nesterov = true;       // sgd
-  double weight_decay = 5e-4; // sgd, adam: L2 added to the gradient; adamw: decoupled
-  double beta1 = 0.9;         // adam, adamw
+  std::string kind = "sgd";    // sgd | adam | adamw
+  double lr = 0.05;            // base learning rate (the schedule scales it)
+  double momentum = 0.9;       // sgd
+  bool nesterov = true;        // sgd
+  double weight_decay = 5e-4;  // sgd, adam: L2 added to the gradient; adamw: decoupled
+  double beta1 = 0.9;          // adam, adamw
   double beta2 = 0.999;
   double eps = 1e-8;
-  bool fused = true;          // LibTorch's fused kernels where there are some (step_fused); false: step()
+  bool fused = true;  // LibTorch's fused kernels where there are some (step_fused); false: step()
 };
 
 struct ScheduleConfig {
-  std::string kind = "cosine";     // constant | step | cosine
-  std::int64_t warmup_steps = 0;   // linear warmup from lr/warmup_steps to lr
-  std::int64_t total_steps = 0;    // cosine: the step where lr reaches min_lr (required > warmup)
-  std::int64_t step_size = 1000;   // step: multiply by gamma every step_size steps after warmup
+  std::string kind = "cosine";    // constant | step | cosine
+  std::int64_t warmup_steps = 0;  // linear warmup from lr/warmup_steps to lr
+  std::int64_t total_steps = 0;   // cosine: the step where lr reaches min_lr (required > warmup)
+  std::int64_t step_size = 1000;  // step: multiply by gamma every step_size steps after warmup
   double gamma = 0.1;
-  double min_lr = 0.0;             // cosine floor
+  double min_lr = 0.0;  // cosine floor
 };
 
 // Checks the kinds and ranges; a bad value is a UserError naming the key ("optimizer.kind").

@@ -29,7 +29,10 @@ struct Publisher::Staging {
 
 Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options,
                      shm::WeightSlabWriter* device_slab)
-    : slab_(slab), device_slab_(device_slab), source_(std::move(source)), options_(options),
+    : slab_(slab),
+      device_slab_(device_slab),
+      source_(std::move(source)),
+      options_(options),
       next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
   if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
     fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
@@ -188,8 +191,8 @@ void Publisher::start_transfer(Staging& s) {
   }
   if (s.slot) {
     s.d2h_start.record(publish_stream_.get());
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost,
-                                      publish_stream_.get()));
+    TANDEM_CUDA_CHECK(
+        cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost, publish_stream_.get()));
     s.d2h_done.record(publish_stream_.get());
   }
   s.state = Staging::State::transferring;
@@ -264,8 +267,7 @@ void Publisher::flush() {
   {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] {
-      return std::none_of(staging_.begin(), staging_.end(),
-                          [](auto& s) { return s->state != Staging::State::free; });
+      return std::none_of(staging_.begin(), staging_.end(), [](auto& s) { return s->state != Staging::State::free; });
     });
   }
   rethrow_async_error();

@@ -49,9 +49,9 @@
 namespace tandem::learner {
 
 struct PublishSource {
-  const std::byte* data = nullptr;  // flat parameters: host memory, or device memory on `device`
-  std::size_t bytes = 0;            // bytes of the slot image (<= the slab's slot_bytes)
-  int device = -1;                  // -1: host memory (CPU path)
+  const std::byte* data = nullptr;      // flat parameters: host memory, or device memory on `device`
+  std::size_t bytes = 0;                // bytes of the slot image (<= the slab's slot_bytes)
+  int device = -1;                      // -1: host memory (CPU path)
   cuda::StreamHandle stream = nullptr;  // CUDA path: the stream that updates `data`
   // Optional: writes the slot image into dst instead of a plain copy of `data` (bf16 conversion).
   // CPU path: dst is the slot. CUDA path: dst is a device staging buffer, enqueue on `stream`.
@@ -79,11 +79,11 @@ struct PublisherOptions {
   std::uint64_t after_version = 0;
 };
 
-struct PublishTiming {       // one committed publish
+struct PublishTiming {  // one committed publish
   std::uint64_t version = 0;
-  double snapshot_ms = 0;    // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the memcpy
-  double d2h_ms = 0;         // CUDA: the D2H copy (GPU time); CPU: 0
-  double visible_ms = 0;     // publish() called -> committed (readers can lease it)
+  double snapshot_ms = 0;        // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the memcpy
+  double d2h_ms = 0;             // CUDA: the D2H copy (GPU time); CPU: 0
+  double visible_ms = 0;         // publish() called -> committed (readers can lease it)
   double device_copy_ms = 0;     // device slab: the D2D copy into its slot (GPU time); 0 without one
   double device_visible_ms = 0;  // device slab: publish() called -> committed there
 };
@@ -91,7 +91,7 @@ struct PublishTiming {       // one committed publish
 struct PublisherStats {
   std::uint64_t calls = 0, committed = 0, skipped = 0, coalesced = 0;
   std::uint64_t device_committed = 0, device_skipped = 0;  // the device slab's commits and skips
-  double max_call_us = 0, total_call_us = 0;  // host time inside publish(): the training thread's blocking
+  double max_call_us = 0, total_call_us = 0;               // host time inside publish(): the training thread's blocking
 };
 
 class Publisher {
@@ -112,7 +112,7 @@ class Publisher {
   };
   Result publish(std::uint64_t step);
   Result maybe_publish(std::uint64_t step);  // publish() when every_steps / every_ms say it is due
-  void flush();                                 // returns once nothing is in flight
+  void flush();                              // returns once nothing is in flight
 
   std::uint64_t next_version() const { return next_version_; }
   PublisherStats stats() const;

@@ -113,8 +113,10 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
     const std::int64_t optimizer_steps = sync->agree(trainer.optimizer().steps_taken());
     if (step != trainer.step()) {
       if (step == 0)
-        fail("rank {} found checkpoint {} but rank 0 found none: ranks resume from rank 0's run dir; remove it or "
-             "give rank 0 the same run dir", rank.rank, *latest);
+        fail(
+            "rank {} found checkpoint {} but rank 0 found none: ranks resume from rank 0's run dir; remove it or "
+            "give rank 0 the same run dir",
+            rank.rank, *latest);
       const std::string path = checkpoint_path(run_dir, step);
       if (std::filesystem::exists(path)) {
         const auto meta = trainer.load_checkpoint(path);
@@ -131,8 +133,10 @@ std::uint64_t resume(Trainer& trainer, const std::string& run_dir, ddp::GradSync
     version = static_cast<std::uint64_t>(sync->agree(static_cast<std::int64_t>(version)));
   }
   if (over_the_wire)
-    log::info("resumed at step {} (weights version {}) from rank 0's checkpoint, received from rank 0: this run dir "
-              "has no copy of it", trainer.step(), version);
+    log::info(
+        "resumed at step {} (weights version {}) from rank 0's checkpoint, received from rank 0: this run dir "
+        "has no copy of it",
+        trainer.step(), version);
   else if (trainer.step() > 0)
     log::info("resumed from {} at step {} (weights version {})", checkpoint_path(run_dir, trainer.step()),
               trainer.step(), version);
@@ -162,7 +166,8 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     model.to(device);
     model.set_precision(settings.learner.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
   }
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                      : FlatParams::flatten(*model.jit_module());
 
   const feed::FeedOptions fopts = feed_options(settings, budget, device, rank);
   const std::uint64_t epoch_steps = budget.steps_per_epoch;
@@ -234,10 +239,17 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     runtime.step_taken(step);
     if (trainer.step() % report_every == 0 || trainer.step() == total) {
       const WindowMetrics w = trainer.take_window();
-      runtime.report({.step = step, .version = runtime.latest_version(), .samples = static_cast<std::uint64_t>(samples),
-                      .epoch = s.epoch, .samples_per_s = w.samples_per_s, .loss = w.loss, .accuracy = w.accuracy,
-                      .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)), .lr = w.lr,
-                      .allreduce_s = comm.mean(comm.allreduce_s), .exposed_comm_s = comm.mean(comm.exposed_s)});
+      runtime.report({.step = step,
+                      .version = runtime.latest_version(),
+                      .samples = static_cast<std::uint64_t>(samples),
+                      .epoch = s.epoch,
+                      .samples_per_s = w.samples_per_s,
+                      .loss = w.loss,
+                      .accuracy = w.accuracy,
+                      .seconds = w.seconds / std::max<double>(1, static_cast<double>(w.steps)),
+                      .lr = w.lr,
+                      .allreduce_s = comm.mean(comm.allreduce_s),
+                      .exposed_comm_s = comm.mean(comm.exposed_s)});
       comm = {};
       if (trainer.step() % (report_every * 10) == 0)
         log::info("step {}/{} epoch {} loss {:.4f} acc {:.4f} lr {:.4g} {:.0f} samples/s", step, total, s.epoch, w.loss,
@@ -246,13 +258,18 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     runtime.checkpoint_if_due(trainer.step(), at_step());
     if (runtime.stop_agreed()) break;
   }
-  runtime.finish(trainer.step(), trainer.step() >= total, [&] {
+  runtime.finish(
+      trainer.step(), trainer.step() >= total,
+      [&] {
     const WindowMetrics w = trainer.take_window();
     return shm::ProcessMetrics{.step = static_cast<std::uint64_t>(trainer.step()),
-                               .samples = static_cast<std::uint64_t>(samples), .samples_per_s = w.samples_per_s,
-                               .loss = w.steps > 0 ? w.loss : shm::kNaN, .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                               .samples = static_cast<std::uint64_t>(samples),
+                               .samples_per_s = w.samples_per_s,
+                               .loss = w.steps > 0 ? w.loss : shm::kNaN,
+                               .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
                                .lr = trainer.current_lr()};
-  }, at_step());
+      },
+      at_step());
   return 0;
 }
 

@@ -25,7 +25,8 @@ std::int64_t parse_count(const safetensors::Contents& c, const char* key) {
     value = std::stoll(text, &used);
   } catch (const std::exception&) {
   }
-  if (used != text.size() || value < 0) fail("{} has metadata {}='{}', not a count: the file is corrupt", c.path, key, text);
+  if (used != text.size() || value < 0)
+    fail("{} has metadata {}='{}', not a count: the file is corrupt", c.path, key, text);
   return value;
 }
 

@@ -40,11 +40,11 @@ struct TrainerConfig {
 };
 
 struct StepMetrics {
-  std::int64_t step = 0;        // steps completed, this one included
-  double lr = 0.0;              // the learning rate this step used
-  std::int64_t samples = 0;     // batch size
-  torch::Tensor loss;           // 0-dim, on the device, detached: mean cross-entropy of the batch
-  torch::Tensor correct;        // 0-dim int64, on the device: how many predictions were right
+  std::int64_t step = 0;     // steps completed, this one included
+  double lr = 0.0;           // the learning rate this step used
+  std::int64_t samples = 0;  // batch size
+  torch::Tensor loss;        // 0-dim, on the device, detached: mean cross-entropy of the batch
+  torch::Tensor correct;     // 0-dim int64, on the device: how many predictions were right
 };
 
 // Averages since the previous take_window() (or construction / checkpoint load).
@@ -52,10 +52,10 @@ struct WindowMetrics {
   std::int64_t step = 0;
   std::int64_t steps = 0;
   std::int64_t samples = 0;
-  double loss = 0.0;            // mean over samples
+  double loss = 0.0;  // mean over samples
   double accuracy = 0.0;
-  double lr = 0.0;              // of the last step
-  double seconds = 0.0;         // wall time of the window
+  double lr = 0.0;       // of the last step
+  double seconds = 0.0;  // wall time of the window
   double samples_per_s = 0.0;
 };
 

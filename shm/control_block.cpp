@@ -20,8 +20,7 @@ std::string ProcessSnapshot::name() const { return fmt::format("{}.{}", role_nam
 namespace {
 
 constexpr std::size_t kJobBytes = sizeof(JobControl);
-constexpr std::string_view kAttachFix =
-    "is the job still running? `tandem status` with no argument lists running jobs";
+constexpr std::string_view kAttachFix = "is the job still running? `tandem status` with no argument lists running jobs";
 
 void copy_string(char* dst, std::size_t capacity, std::string_view src, std::string_view what) {
   if (src.size() >= capacity) fail("{} '{}' is too long ({} bytes, at most {})", what, src, src.size(), capacity - 1);
@@ -80,16 +79,16 @@ ControlBlock ControlBlock::create(const Spec& spec) {
 }
 
 ControlBlock ControlBlock::attach(std::string_view job, Segment::Access access) {
-  ControlBlock block(Segment::attach(job_segment_name(job, "ctl"), Kind::control, kControlLayoutVersion,
-                                     access, kAttachFix));
+  ControlBlock block(
+      Segment::attach(job_segment_name(job, "ctl"), Kind::control, kControlLayoutVersion, access, kAttachFix));
   const auto& d = block.descriptor();
   const std::uint64_t needed = d.rows_offset + std::uint64_t{d.row_count} * sizeof(ProcessRow);
   // Counts are capped before they are added, so the sum cannot wrap; `needed` then fits in 64 bits.
-  if (d.row_bytes != sizeof(ProcessRow) || d.rows_offset != kJobBytes || d.job_offset != 0 ||
-      d.learner_count < 1 || d.learner_count > kMaxLearners || d.actor_count > kMaxActors ||
-      d.row_count != d.learner_count + d.actor_count || needed > block.segment_.payload_size())
-    fail("control block '/{}' has an inconsistent descriptor ({} rows of {} bytes): {}",
-         block.segment_.name(), d.row_count, d.row_bytes, kAttachFix);
+  if (d.row_bytes != sizeof(ProcessRow) || d.rows_offset != kJobBytes || d.job_offset != 0 || d.learner_count < 1 ||
+      d.learner_count > kMaxLearners || d.actor_count > kMaxActors || d.row_count != d.learner_count + d.actor_count ||
+      needed > block.segment_.payload_size())
+    fail("control block '/{}' has an inconsistent descriptor ({} rows of {} bytes): {}", block.segment_.name(),
+         d.row_count, d.row_bytes, kAttachFix);
   if (strnlen(d.job, sizeof d.job) == sizeof d.job || strnlen(d.run_dir, sizeof d.run_dir) == sizeof d.run_dir)
     fail("control block '/{}' has an unterminated job id or run directory: {}", block.segment_.name(), kAttachFix);
   for (std::uint32_t i = 0; i < d.row_count; ++i) {  // rows are laid out learners first (the format)

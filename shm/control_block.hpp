@@ -29,8 +29,8 @@ struct ProcessSnapshot {
   std::uint64_t spawned_ns = 0;
   std::uint64_t heartbeat_ns = 0;
   std::uint64_t version_seen = 0;
-  std::optional<ProcessMetrics> metrics;    // none: no record yet, or its writer died mid-record
-  std::string name() const;                 // "learner.0", "actor.3"
+  std::optional<ProcessMetrics> metrics;  // none: no record yet, or its writer died mid-record
+  std::string name() const;               // "learner.0", "actor.3"
 };
 
 // The block itself: the launcher creates it, `tandem status` attaches read-only, ControlClient
@@ -38,7 +38,7 @@ struct ProcessSnapshot {
 class ControlBlock {
  public:
   struct Spec {
-    std::string job;                        // job id (segment /tandem.<job>.ctl)
+    std::string job;  // job id (segment /tandem.<job>.ctl)
     std::uint32_t learners = 1;
     std::uint32_t actors = 0;
     std::string run_dir;
@@ -55,7 +55,7 @@ class ControlBlock {
   const ControlDescriptor& descriptor() const { return segment_.descriptor_as<ControlDescriptor>(); }
   std::string job() const { return descriptor().job; }
   std::uint32_t row_count() const { return descriptor().row_count; }
-  std::uint32_t row_of(Role role, std::uint32_t index) const;   // throws UserError when out of range
+  std::uint32_t row_of(Role role, std::uint32_t index) const;  // throws UserError when out of range
   ProcessRow& row(std::uint32_t row) const;
   JobControl& job_control() const;
   const Segment& segment() const { return segment_; }

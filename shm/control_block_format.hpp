@@ -47,12 +47,12 @@
 namespace tandem::shm {
 
 inline constexpr std::uint32_t kControlLayoutVersion = 1;
-inline constexpr std::size_t kNcclIdBytes = 128;   // sizeof(ncclUniqueId)
+inline constexpr std::size_t kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 inline constexpr std::uint32_t kMaxLearners = 256;
 inline constexpr std::uint32_t kMaxActors = 4096;
 
 enum class Role : std::uint32_t { learner = 1, actor = 2 };
-std::string_view role_name(Role role);                       // "learner", "actor"
+std::string_view role_name(Role role);  // "learner", "actor"
 std::optional<Role> parse_role(std::string_view name);
 
 enum class ProcessState : std::uint32_t {
@@ -99,15 +99,15 @@ struct ProcessMetrics {
   double accuracy = kNaN;
   double seconds = kNaN;
   double lr = kNaN;
-  std::uint64_t env_steps = 0;            // byte 80
+  std::uint64_t env_steps = 0;  // byte 80
   double env_steps_per_s = kNaN;
   double episode_return = kNaN;
   double episode_length = kNaN;
-  double policy_lag_min = kNaN;           // byte 112
+  double policy_lag_min = kNaN;  // byte 112
   double policy_lag_avg = kNaN;
   double policy_lag_max = kNaN;
   std::uint64_t ring_full_waits = 0;
-  double allreduce_s = kNaN;              // byte 144
+  double allreduce_s = kNaN;  // byte 144
   double exposed_comm_s = kNaN;
   std::uint64_t reserved[3] = {};
 };
@@ -118,19 +118,19 @@ static_assert(offsetof(ProcessMetrics, samples_per_s) == 40 && offsetof(ProcessM
 static_assert(offsetof(ProcessMetrics, env_steps) == 80 && offsetof(ProcessMetrics, policy_lag_min) == 112);
 static_assert(offsetof(ProcessMetrics, allreduce_s) == 144 && offsetof(ProcessMetrics, reserved) == 160);
 
-struct ControlDescriptor {                  // at segment byte 64; immutable once ready
-  std::uint32_t row_count;                  // learner_count + actor_count
-  std::uint32_t learner_count;              // WORLD_SIZE
+struct ControlDescriptor {      // at segment byte 64; immutable once ready
+  std::uint32_t row_count;      // learner_count + actor_count
+  std::uint32_t learner_count;  // WORLD_SIZE
   std::uint32_t actor_count;
-  std::uint32_t row_bytes;                  // sizeof(ProcessRow) = 256
-  std::uint64_t job_offset;                 // of JobControl, from the payload start (0)
-  std::uint64_t rows_offset;                // of row 0, from the payload start (512)
+  std::uint32_t row_bytes;    // sizeof(ProcessRow) = 256
+  std::uint64_t job_offset;   // of JobControl, from the payload start (0)
+  std::uint64_t rows_offset;  // of row 0, from the payload start (512)
   std::int32_t launcher_pid;
   std::uint32_t reserved0;
-  std::uint64_t started_unix_ns;            // when the launcher created the job (wall clock)
-  std::uint64_t started_mono_ns;            // the same instant, CLOCK_MONOTONIC
-  char job[72];                             // job id, NUL-terminated, e.g. "fmnist-3f9a"
-  char run_dir[1024];                       // absolute run directory, NUL-terminated
+  std::uint64_t started_unix_ns;  // when the launcher created the job (wall clock)
+  std::uint64_t started_mono_ns;  // the same instant, CLOCK_MONOTONIC
+  char job[72];                   // job id, NUL-terminated, e.g. "fmnist-3f9a"
+  char run_dir[1024];             // absolute run directory, NUL-terminated
 };
 static_assert(std::is_standard_layout_v<ControlDescriptor> && std::is_trivially_copyable_v<ControlDescriptor>);
 static_assert(offsetof(ControlDescriptor, rows_offset) == 24);
@@ -142,15 +142,15 @@ static_assert(sizeof(ControlDescriptor) == 1152 && sizeof(ControlDescriptor) <= 
 
 enum class NcclIdState : std::uint32_t { empty = 0, writing = 1, published = 2 };
 
-struct alignas(64) JobControl {             // payload byte 0, 512 bytes
-  std::atomic<std::uint32_t> stop;          // 0 = run, 1 = stop requested; launcher, release/acquire
-  std::atomic<std::uint32_t> stop_reason;   // StopReason; written before `stop`
-  std::atomic<std::uint64_t> stop_mono_ns;  // when the stop was requested; written before `stop`
+struct alignas(64) JobControl {                      // payload byte 0, 512 bytes
+  std::atomic<std::uint32_t> stop;                   // 0 = run, 1 = stop requested; launcher, release/acquire
+  std::atomic<std::uint32_t> stop_reason;            // StopReason; written before `stop`
+  std::atomic<std::uint64_t> stop_mono_ns;           // when the stop was requested; written before `stop`
   std::atomic<std::uint64_t> launcher_heartbeat_ns;  // launcher, relaxed
-  std::atomic<std::uint32_t> nccl_id_state; // NcclIdState; rank 0, release/acquire
+  std::atomic<std::uint32_t> nccl_id_state;          // NcclIdState; rank 0, release/acquire
   std::uint32_t reserved0;
   std::uint64_t reserved1[4];
-  unsigned char nccl_id[kNcclIdBytes];      // byte 64: ncclUniqueId, valid once nccl_id_state is published
+  unsigned char nccl_id[kNcclIdBytes];  // byte 64: ncclUniqueId, valid once nccl_id_state is published
   std::uint64_t reserved2[40];
 };
 static_assert(std::is_standard_layout_v<JobControl>);
@@ -171,7 +171,7 @@ struct alignas(64) ProcessRow {             // 256 bytes; rows_offset + i * 256
   std::atomic<std::uint64_t> heartbeat_ns;  // process, monotonic (launcher initialises it at spawn)
   std::atomic<std::uint64_t> version_seen;  // process: last weight version it picked up
   std::uint64_t reserved[2];
-  std::atomic<std::uint64_t> metrics_seq;   // byte 64: seqlock, odd while the record is being written
+  std::atomic<std::uint64_t> metrics_seq;            // byte 64: seqlock, odd while the record is being written
   std::atomic<std::uint64_t> metrics[kMetricWords];  // byte 72: ProcessMetrics, word by word
 };
 static_assert(std::is_standard_layout_v<ProcessRow>);

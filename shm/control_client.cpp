@@ -58,9 +58,7 @@ ControlClient::ControlClient(ControlClient&& other) noexcept
 
 std::string ControlClient::name() const { return fmt::format("{}.{}", role_name(role_), index_); }
 
-std::uint32_t ControlClient::restarts() const {
-  return block_.row(row_).restarts.load(std::memory_order_relaxed);
-}
+std::uint32_t ControlClient::restarts() const { return block_.row(row_).restarts.load(std::memory_order_relaxed); }
 
 void ControlClient::heartbeat() const {
   block_.row(row_).heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);

@@ -38,17 +38,17 @@ class ControlClient {
 
   Role role() const { return role_; }
   std::uint32_t index() const { return index_; }
-  std::string name() const;                     // "learner.0"
+  std::string name() const;  // "learner.0"
   std::string job() const { return block_.job(); }
   std::string run_dir() const { return block_.descriptor().run_dir; }
-  std::uint32_t restarts() const;               // how many times the launcher respawned this row
+  std::uint32_t restarts() const;  // how many times the launcher respawned this row
   const ControlBlock& block() const { return block_; }
 
-  void heartbeat() const;                       // any thread; call at least every heartbeat timeout
-  void set_state(ProcessState state) const;     // running or stopping
+  void heartbeat() const;                    // any thread; call at least every heartbeat timeout
+  void set_state(ProcessState state) const;  // running or stopping
   void saw_version(std::uint64_t version) const;
-  void report(ProcessMetrics metrics);          // sets updated_ns; any thread (serialised)
-  bool should_stop() const;                     // the launcher's stop request, or a local request_stop()
+  void report(ProcessMetrics metrics);  // sets updated_ns; any thread (serialised)
+  bool should_stop() const;             // the launcher's stop request, or a local request_stop()
   void request_stop_locally() { local_stop_.store(true, std::memory_order_relaxed); }
 
   // Single-node NCCL rendezvous: rank 0 publishes its ncclUniqueId once; the others wait for it.

@@ -48,22 +48,27 @@ DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
   // Sizes from a file header: every product and sum is checked, so a header whose sizes wrap is
   // refused here instead of producing a cache smaller than its descriptor says.
   auto too_big = [&](std::string_view field) -> std::uint64_t {
-    fail("dataset '{}': field '{}' of {} samples does not fit in 64-bit byte counts: the input's header is "
-         "corrupt", spec.name, field, spec.num_samples);
+    fail(
+        "dataset '{}': field '{}' of {} samples does not fit in 64-bit byte counts: the input's header is "
+        "corrupt",
+        spec.name, field, spec.num_samples);
   };
   std::uint64_t offset = align_up(kHeaderBytes, kPayloadAlignment);
   for (std::size_t i = 0; i < spec.fields.size(); ++i) {
     const FieldSpec& f = spec.fields[i];
     FieldDesc& fd = d.fields[i];
-    if (f.sample_shape.size() > kMaxDims) fail("field '{}' has {} dimensions: at most {}", f.name, f.sample_shape.size(), kMaxDims);
-    if (dtype_size(f.dtype) == 0) fail("field '{}' has an unknown dtype code {}", f.name, static_cast<std::uint32_t>(f.dtype));
+    if (f.sample_shape.size() > kMaxDims)
+      fail("field '{}' has {} dimensions: at most {}", f.name, f.sample_shape.size(), kMaxDims);
+    if (dtype_size(f.dtype) == 0)
+      fail("field '{}' has an unknown dtype code {}", f.name, static_cast<std::uint32_t>(f.dtype));
     copy_name(fd.name, f.name, "field name");
     fd.dtype = f.dtype;
     fd.ndim = static_cast<std::uint32_t>(f.sample_shape.size());
     std::copy(f.sample_shape.begin(), f.sample_shape.end(), fd.shape);
     const auto stride = checked_product(dtype_size(f.dtype), f.sample_shape);
     fd.stride = stride ? *stride : too_big(f.name);
-    if (fd.stride == 0) fail("dataset '{}': field '{}' has a zero dimension: the input's header is corrupt", spec.name, f.name);
+    if (fd.stride == 0)
+      fail("dataset '{}': field '{}' has a zero dimension: the input's header is corrupt", spec.name, f.name);
     fd.offset = offset;
     fd.bytes = checked_mul(fd.stride, spec.num_samples).value_or(~0ull);
     const auto end = checked_add(offset, fd.bytes);
@@ -83,8 +88,9 @@ DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
   if (force && Segment::remove(seg_name).result == Segment::Removal::denied)
     fail("dataset cache '{}' cannot be replaced ({}): choose another name", spec.name,
          Segment::foreign_owner(seg_name).empty() ? "permission denied" : Segment::foreign_owner(seg_name));
-  Segment seg = Segment::create(seg_name, Kind::dataset, kDatasetLayoutVersion, payload_bytes,
-                                fmt::format("dataset '{}' is already preloaded: pass --force to replace it", spec.name));
+  Segment seg = Segment::create(
+      seg_name, Kind::dataset, kDatasetLayoutVersion, payload_bytes,
+      fmt::format("dataset '{}' is already preloaded: pass --force to replace it", spec.name));
   seg.descriptor_as<DatasetDescriptor>() = d;
   return DatasetWriter(std::move(seg));
 }
@@ -114,17 +120,20 @@ std::string printable(const char* field, std::size_t n) {
 }
 
 std::string check_descriptor(const DatasetDescriptor& d, const Segment& seg) {
-  if (d.num_fields < 1 || d.num_fields > kMaxFields) return fmt::format("{} fields (a cache holds 1 to {})", d.num_fields, kMaxFields);
+  if (d.num_fields < 1 || d.num_fields > kMaxFields)
+    return fmt::format("{} fields (a cache holds 1 to {})", d.num_fields, kMaxFields);
   if (d.num_splits > kMaxSplits) return fmt::format("{} splits (a cache holds at most {})", d.num_splits, kMaxSplits);
   for (std::uint32_t i = 0; i < d.num_fields; ++i) {
     const FieldDesc& f = d.fields[i];
     const std::string name = printable(f.name, sizeof f.name);
-    if (dtype_size(f.dtype) == 0) return fmt::format("field '{}' has an unknown dtype code {}", name, static_cast<std::uint32_t>(f.dtype));
+    if (dtype_size(f.dtype) == 0)
+      return fmt::format("field '{}' has an unknown dtype code {}", name, static_cast<std::uint32_t>(f.dtype));
     if (f.ndim > kMaxDims) return fmt::format("field '{}' has {} dimensions (at most {})", name, f.ndim, kMaxDims);
     const std::span<const std::uint64_t> shape(f.shape, f.ndim);
     if (std::ranges::find(shape, 0u) != shape.end()) return fmt::format("field '{}' has a zero dimension", name);
     const auto stride = checked_product(dtype_size(f.dtype), shape);
-    if (!stride || *stride != f.stride) return fmt::format("field '{}' has stride {}, not its dtype size times its shape", name, f.stride);
+    if (!stride || *stride != f.stride)
+      return fmt::format("field '{}' has stride {}, not its dtype size times its shape", name, f.stride);
     const auto bytes = checked_mul(f.stride, d.num_samples);
     if (!bytes || *bytes != f.bytes)
       return fmt::format("field '{}' has {} bytes, not stride {} x {} samples", name, f.bytes, f.stride, d.num_samples);
@@ -196,14 +205,16 @@ std::uint64_t payload_checksum(const Segment& segment, const DatasetDescriptor& 
   for (std::uint32_t i = 0; i < d.num_fields; ++i) {
     const std::byte* base = segment.base() + d.fields[i].offset;
     for (std::uint64_t at = 0; at < d.fields[i].bytes; at += kChecksumChunk)
-      chunks.push_back({base + at, static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumChunk, d.fields[i].bytes - at))});
+      chunks.push_back(
+          {base + at, static_cast<std::size_t>(std::min<std::uint64_t>(kChecksumChunk, d.fields[i].bytes - at))});
   }
   std::vector<XXH64_hash_t> digests(chunks.size());
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks.size())));
   std::vector<std::jthread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (std::size_t c = t; c < chunks.size(); c += threads) digests[c] = XXH3_64bits(chunks[c].data, chunks[c].bytes);
+      for (std::size_t c = t; c < chunks.size(); c += threads)
+        digests[c] = XXH3_64bits(chunks[c].data, chunks[c].bytes);
     });
   pool.clear();  // joins
   return XXH3_64bits(digests.data(), digests.size() * sizeof(XXH64_hash_t));

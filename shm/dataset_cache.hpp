@@ -31,7 +31,7 @@ inline constexpr std::size_t kMaxDims = 4;
 inline constexpr std::size_t kMaxSplits = 4;
 
 struct FieldDesc {
-  char name[32];                  // NUL-terminated, e.g. "x", "y"
+  char name[32];  // NUL-terminated, e.g. "x", "y"
   DType dtype;
   std::uint32_t ndim;             // dimensions of one sample (0 for a scalar label)
   std::uint64_t shape[kMaxDims];  // per-sample shape, unused dims 0
@@ -42,21 +42,21 @@ struct FieldDesc {
 static_assert(sizeof(FieldDesc) == 96);
 
 struct SplitDesc {
-  char name[16];                  // "train", "test"
-  std::uint64_t begin;            // sample range [begin, end)
+  char name[16];        // "train", "test"
+  std::uint64_t begin;  // sample range [begin, end)
   std::uint64_t end;
 };
 static_assert(sizeof(SplitDesc) == 32);
 
 struct DatasetDescriptor {
   char name[64];
-  char source[256];               // where it was loaded from (a path), for `tandem data info`
-  char format[16];                // "idx", "cifar10", "npy", "synthetic"
+  char source[256];  // where it was loaded from (a path), for `tandem data info`
+  char format[16];   // "idx", "cifar10", "npy", "synthetic"
   std::uint64_t num_samples;
   std::uint32_t num_fields;
   std::uint32_t num_splits;
-  std::uint64_t payload_checksum; // XXH3-64 over every field's bytes, fields in table order
-  std::uint64_t load_ns;          // how long the preload took
+  std::uint64_t payload_checksum;  // XXH3-64 over every field's bytes, fields in table order
+  std::uint64_t load_ns;           // how long the preload took
   FieldDesc fields[kMaxFields];
   SplitDesc splits[kMaxSplits];
 };
@@ -110,7 +110,7 @@ class DatasetCache {
     std::string_view name;
     DType dtype;
     std::span<const std::uint64_t> sample_shape;
-    const std::byte* data;          // sample i at data + i * stride
+    const std::byte* data;  // sample i at data + i * stride
     std::uint64_t stride;
   };
 
@@ -119,9 +119,9 @@ class DatasetCache {
 
   const DatasetDescriptor& descriptor() const { return segment_.descriptor_as<DatasetDescriptor>(); }
   std::uint64_t num_samples() const { return descriptor().num_samples; }
-  Field field(std::string_view name) const;           // UserError if absent
+  Field field(std::string_view name) const;  // UserError if absent
   bool has_field(std::string_view name) const;
-  SplitSpec split(std::string_view name) const;       // UserError if absent
+  SplitSpec split(std::string_view name) const;  // UserError if absent
   const Segment& segment() const { return segment_; }
 
   // Recomputes the payload checksum (`tandem data verify`).

@@ -4,10 +4,17 @@ namespace tandem::shm {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::u8: case DType::i8: return 1;
-    case DType::i16: case DType::u16: case DType::f16: case DType::bf16: return 2;
-    case DType::i32: case DType::u32: case DType::f32: return 4;
-    case DType::i64: case DType::f64: return 8;
+    case DType::u8:
+    case DType::i8: return 1;
+    case DType::i16:
+    case DType::u16:
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::i32:
+    case DType::u32:
+    case DType::f32: return 4;
+    case DType::i64:
+    case DType::f64: return 8;
   }
   return 0;
 }

@@ -54,9 +54,10 @@ constexpr std::array kDerived = {
 void check_positions(const std::string& segment, std::uint32_t actor, std::uint64_t head, std::uint64_t tail,
                      std::uint32_t slots) {
   if (head < tail || head - tail > slots)
-    fail("experience rings '/{}': ring {} has head {} and tail {} ({} slots), which no writer produces: the segment "
-         "is corrupt; restart the job",
-         segment, actor, head, tail, slots);
+    fail(
+        "experience rings '/{}': ring {} has head {} and tail {} ({} slots), which no writer produces: the segment "
+        "is corrupt; restart the job",
+        segment, actor, head, tail, slots);
 }
 
 Segment attach_checked(std::string_view job, std::uint32_t* actor) {
@@ -79,9 +80,10 @@ Segment attach_checked(std::string_view job, std::uint32_t* actor) {
     fail("experience rings '/{}' need {} bytes but the segment has {}: {}", seg.name(),
          end ? fmt::format("{}", *end) : std::string("more than 2^64"), seg.size(), kAttachFix);
   if (actor && *actor >= d.num_actors)
-    fail("experience rings '/{}' have {} rings, so actor {} has none: check the actor index against the job's "
-         "actor count",
-         seg.name(), d.num_actors, *actor);
+    fail(
+        "experience rings '/{}' have {} rings, so actor {} has none: check the actor index against the job's "
+        "actor count",
+        seg.name(), d.num_actors, *actor);
   return seg;
 }
 
@@ -248,8 +250,8 @@ void ExperienceWriter::commit(const SlotView& slot) {
         fmt::format("experience ring {}: commit of slot {} but head is {}", actor_, slot.index(), head));
   TrajectoryHeader& h = slot.header();
   if (h.episodes > descriptor().max_episodes)
-    throw std::logic_error(fmt::format("experience ring {}: {} episodes in a slot of {}", actor_, h.episodes,
-                                       descriptor().max_episodes));
+    throw std::logic_error(
+        fmt::format("experience ring {}: {} episodes in a slot of {}", actor_, h.episodes, descriptor().max_episodes));
   h.seq = head;
   h.checksum = slot_checksum(slot.bytes(), descriptor());
   r.head.store(head + 1, std::memory_order_release);

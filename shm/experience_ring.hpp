@@ -61,7 +61,9 @@ class SlotView {
 
  private:
   template <class T>
-  T* at(std::uint64_t offset) const { return reinterpret_cast<T*>(slot_ + offset); }
+  T* at(std::uint64_t offset) const {
+    return reinterpret_cast<T*>(slot_ + offset);
+  }
   std::byte* slot_;
   const ExperienceDescriptor* d_;
   std::uint64_t index_;

@@ -27,7 +27,8 @@ std::uint64_t slots_offset(int world, std::size_t chunk) {
 }
 std::uint64_t payload_bytes(int world, std::size_t chunk, std::size_t slot_bytes) {
   if (slot_bytes == 0) return slots_offset(world, chunk);
-  return slots_offset(world, chunk) + 2 * static_cast<std::uint64_t>(chunk) + static_cast<std::uint64_t>(world) * slot_bytes;
+  return slots_offset(world, chunk) + 2 * static_cast<std::uint64_t>(chunk) +
+         static_cast<std::uint64_t>(world) * slot_bytes;
 }
 
 // Shared futex (no FUTEX_PRIVATE_FLAG): the waiters are other processes.
@@ -82,8 +83,7 @@ std::string NodeGroup::Outcome::describe() const {
   return "unknown";
 }
 
-NodeGroup::NodeGroup(Segment segment, int rank)
-    : segment_(std::make_shared<Segment>(std::move(segment))), rank_(rank) {
+NodeGroup::NodeGroup(Segment segment, int rank) : segment_(std::make_shared<Segment>(std::move(segment))), rank_(rank) {
   const auto& d = segment_->descriptor_as<ReduceDescriptor>();
   world_ = static_cast<int>(d.world);
   chunk_ = d.chunk_bytes;
@@ -104,8 +104,8 @@ NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_b
   chunk_bytes = align_up(std::max<std::size_t>(chunk_bytes, 64), 64);
   const std::size_t slot_bytes = align_up(slot_floats * sizeof(float), 64);
   // The pid makes the name this process's alone: an object under it is a dead process's leftover.
-  const std::string name =
-      job_segment_name(job, fmt::format("reduce-{}{}", ::getpid(), slot_floats > 0 ? "-slots" : ""));
+  const std::string name = job_segment_name(job,
+                                            fmt::format("reduce-{}{}", ::getpid(), slot_floats > 0 ? "-slots" : ""));
   Segment::unlink(name);
   Segment seg = Segment::create(name, Kind::reduce, kReduceLayoutVersion, payload_bytes(world, chunk_bytes, slot_bytes),
                                 "another rank 0 of this job is running on the node: stop it first");
@@ -125,11 +125,13 @@ NodeGroup NodeGroup::attach(const std::string& name, int rank, int world) {
   if (static_cast<int>(d.world) != world || rank <= 0 || rank >= world)
     fail("node reduce group '/{}' is for {} ranks, but this is rank {} of {}: {}", name, d.world, rank, world, fix);
   // chunk_bytes and slot_bytes first: bounded by the mapping, the size computed from them cannot overflow.
-  if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.chunk_bytes > seg.payload_size() ||
-      d.slot_bytes % 64 != 0 || d.slot_bytes > seg.payload_size() || d.data_offset != data_offset(world) ||
+  if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.chunk_bytes > seg.payload_size() || d.slot_bytes % 64 != 0 ||
+      d.slot_bytes > seg.payload_size() || d.data_offset != data_offset(world) ||
       payload_bytes(world, d.chunk_bytes, d.slot_bytes) > seg.payload_size())
-    fail("node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, slots {} bytes, payload {} "
-         "bytes): {}", name, d.chunk_bytes, d.data_offset, d.slot_bytes, seg.payload_size(), fix);
+    fail(
+        "node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, slots {} bytes, payload {} "
+        "bytes): {}",
+        name, d.chunk_bytes, d.data_offset, d.slot_bytes, seg.payload_size(), fix);
   return NodeGroup(std::move(seg), rank);
 }
 
@@ -159,7 +161,7 @@ NodeGroup::Outcome NodeGroup::join(std::chrono::milliseconds timeout) {
 }
 
 NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, float scale,
-                                              std::chrono::milliseconds timeout, RidingBroadcast then) {
+                                             std::chrono::milliseconds timeout, RidingBroadcast then) {
   if (then.bytes > 0) check_root(then.root);
   const auto deadline = Clock::now() + timeout;
   const std::size_t per_round = chunk_ / sizeof(float);
@@ -236,10 +238,12 @@ NodeGroup::Outcome NodeGroup::barrier(Clock::time_point deadline) {
   lane(rank_).arrived.store(++barriers_);
   ring();
   const std::uint64_t k = barriers_;
-  broken_ = wait_while([&]() -> std::optional<int> {
-    const int behind = first_rank_behind(k);
-    return behind < 0 ? std::nullopt : std::optional<int>(behind);
-  }, deadline);
+  broken_ = wait_while(
+      [&]() -> std::optional<int> {
+        const int behind = first_rank_behind(k);
+        return behind < 0 ? std::nullopt : std::optional<int>(behind);
+      },
+      deadline);
   return broken_;
 }
 
@@ -256,7 +260,8 @@ bool NodeGroup::lane_exited(int rank) const {
   return !id || id->exited() || id->start_ticks != lane(rank).start_ticks.load();
 }
 
-NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>()>& holdup, Clock::time_point deadline) {
+NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>()>& holdup,
+                                         Clock::time_point deadline) {
   using Status = Outcome::Status;
   auto next_check = Clock::now();
   const auto spin_until = next_check + kSpinFor;

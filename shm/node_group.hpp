@@ -72,14 +72,14 @@ namespace tandem::shm {
 inline constexpr std::uint32_t kReduceLayoutVersion = 1;
 inline constexpr std::size_t kReduceChunkBytes = 1u << 20;  // per rank and round
 inline constexpr int kReduceMaxWorld = 60;                  // lanes fill the descriptor's page at most
-inline constexpr std::size_t kSlotPiece = 8192;              // floats a slots op hands out at a time
+inline constexpr std::size_t kSlotPiece = 8192;             // floats a slots op hands out at a time
 
-struct ReduceDescriptor {      // at byte 64
-  std::uint32_t world;         // ranks in the group
+struct ReduceDescriptor {  // at byte 64
+  std::uint32_t world;     // ranks in the group
   std::uint32_t reserved;
-  std::uint64_t chunk_bytes;   // per rank and round, a multiple of 64
-  std::uint64_t data_offset;   // payload offset of in[0][0]
-  std::uint64_t slot_bytes;    // per rank, a multiple of 64; 0: no slots
+  std::uint64_t chunk_bytes;  // per rank and round, a multiple of 64
+  std::uint64_t data_offset;  // payload offset of in[0][0]
+  std::uint64_t slot_bytes;   // per rank, a multiple of 64; 0: no slots
 };
 static_assert(std::is_standard_layout_v<ReduceDescriptor> && sizeof(ReduceDescriptor) == 32);
 
@@ -93,9 +93,9 @@ struct ReduceControl {                        // payload byte 0
 };
 static_assert(std::is_standard_layout_v<ReduceControl> && sizeof(ReduceControl) == 64);
 
-struct RankLane {                            // payload byte 64 + 64 * rank
-  std::atomic<std::uint64_t> arrived;        // barriers this rank has reached (join is barrier 1)
-  std::atomic<std::uint32_t> pid;            // 0 until the rank attached
+struct RankLane {                      // payload byte 64 + 64 * rank
+  std::atomic<std::uint64_t> arrived;  // barriers this rank has reached (join is barrier 1)
+  std::atomic<std::uint32_t> pid;      // 0 until the rank attached
   std::uint32_t reserved0;
   std::atomic<std::uint64_t> start_ticks;    // /proc/<pid>/stat field 22: tells a reused pid apart
   std::atomic<std::uint64_t> slots_started;  // slots ops this rank has started
@@ -158,7 +158,7 @@ class NodeGroup {
     std::size_t offset = 0, count = 0;
     float scale = 1.0f;
     RidingBroadcast then;
-    bool rides = false;             // `then` goes through rider[parity] (it fits in a chunk)
+    bool rides = false;  // `then` goes through rider[parity] (it fits in a chunk)
     std::uint64_t parity = 0;
   };
   SlotsOp start_slots(std::size_t offset, std::size_t count, float scale, RidingBroadcast then = {});
@@ -199,10 +199,10 @@ class NodeGroup {
   std::shared_ptr<Segment> segment_;  // shared with memory handed out from the slots
   int rank_ = 0, world_ = 0;
   std::size_t chunk_ = 0, slot_bytes_ = 0;
-  std::uint64_t barriers_ = 0;  // barriers this rank has reached
-  std::uint64_t rounds_ = 0;    // rounds done: the next round's parity
+  std::uint64_t barriers_ = 0;                             // barriers this rank has reached
+  std::uint64_t rounds_ = 0;                               // rounds done: the next round's parity
   std::uint64_t slots_ops_ = 0, pieces_ = 0, riders_ = 0;  // slots ops, their pieces and riders started
-  Outcome broken_;              // the first failure; every later call returns it
+  Outcome broken_;                                         // the first failure; every later call returns it
 };
 
 }  // namespace tandem::shm

@@ -68,22 +68,26 @@ NodeGroup::Outcome NodeGroup::finish_slots(const SlotsOp& op, std::chrono::milli
   const auto deadline = Clock::now() + timeout;
   const std::uint64_t end = op.first_piece + op.pieces;
   ReduceControl& c = control();
-  broken_ = wait_while([&]() -> std::optional<int> {
-    for (int r = 0; r < world_; ++r)
-      if (lane(r).slots_started.load() <= op.index) return r;  // not handed over yet
-    for (std::uint64_t piece = c.pieces_claimed.load(); piece < end;) {
-      if (piece < op.first_piece)  // every rank claims only pieces of ops that all ranks started
-        fail("node reduce group '/{}' counts {} pieces taken on, fewer than the {} done before this op: the segment "
-             "was written by something else than this job's ranks; restart the job", name(), piece, op.first_piece);
-      if (c.pieces_claimed.compare_exchange_weak(piece, piece + 1)) {
-        sum_piece(op, piece - op.first_piece);
-        if (c.pieces_summed.fetch_add(1) + 1 >= end) ring();
-        piece = c.pieces_claimed.load();
-      }
-    }
-    if (c.pieces_summed.load() >= end) return std::nullopt;
-    return -1;  // the last pieces are being summed by another rank
-  }, deadline);
+  broken_ = wait_while(
+      [&]() -> std::optional<int> {
+        for (int r = 0; r < world_; ++r)
+          if (lane(r).slots_started.load() <= op.index) return r;  // not handed over yet
+        for (std::uint64_t piece = c.pieces_claimed.load(); piece < end;) {
+          if (piece < op.first_piece)  // every rank claims only pieces of ops that all ranks started
+            fail(
+                "node reduce group '/{}' counts {} pieces taken on, fewer than the {} done before this op: the segment "
+                "was written by something else than this job's ranks; restart the job",
+                name(), piece, op.first_piece);
+          if (c.pieces_claimed.compare_exchange_weak(piece, piece + 1)) {
+            sum_piece(op, piece - op.first_piece);
+            if (c.pieces_summed.fetch_add(1) + 1 >= end) ring();
+            piece = c.pieces_claimed.load();
+          }
+        }
+        if (c.pieces_summed.load() >= end) return std::nullopt;
+        return -1;  // the last pieces are being summed by another rank
+      },
+      deadline);
   if (!broken_) return broken_;
   if (op.then.bytes == 0) return {};
   if (!op.rides) return broadcast_until(op.then.data, op.then.bytes, op.then.root, deadline);

@@ -38,8 +38,7 @@ inline constexpr std::size_t kDescriptorOffset = 64;
 inline constexpr std::size_t kDescriptorBytes = kHeaderBytes - kDescriptorOffset;
 inline constexpr std::size_t kPayloadAlignment = 2u << 20;
 
-enum class Kind : std::uint32_t { dataset = 1, weights = 2, experience = 3, control = 4, weights_cuda = 5,
-                                 reduce = 6 };
+enum class Kind : std::uint32_t { dataset = 1, weights = 2, experience = 3, control = 4, weights_cuda = 5, reduce = 6 };
 std::string_view kind_name(Kind kind);
 
 enum class Ready : std::uint32_t { writing = 0, ready = 1 };
@@ -50,10 +49,10 @@ struct SegmentHeader {
   std::uint32_t layout_version;
   std::uint32_t creator_uid;
   std::uint32_t creator_pid;
-  std::uint64_t created_unix_ns;  // wall clock (common/clock.hpp: unix_ns)
-  std::uint64_t total_size;        // bytes of the whole object, header included
-  std::uint64_t payload_offset;    // multiple of kPayloadAlignment
-  std::uint64_t header_checksum;   // XXH3-64 of bytes [0, 48) then [64, 4096)
+  std::uint64_t created_unix_ns;     // wall clock (common/clock.hpp: unix_ns)
+  std::uint64_t total_size;          // bytes of the whole object, header included
+  std::uint64_t payload_offset;      // multiple of kPayloadAlignment
+  std::uint64_t header_checksum;     // XXH3-64 of bytes [0, 48) then [64, 4096)
   std::atomic<std::uint32_t> ready;  // Ready; stored last, with release ordering
   std::uint32_t reserved;
 };
@@ -76,16 +75,16 @@ class Segment {
   // Creates `name` exclusively (mode 0600) with room for payload_bytes after the header; checks and
   // reserves /dev/shm space first, so a full /dev/shm is a clear error here and never a SIGBUS later.
   // `exists_fix` is appended to the error when the name is taken (e.g. "pass --force to replace it").
-  static Segment create(const std::string& name, Kind kind, std::uint32_t layout_version,
-                        std::size_t payload_bytes, std::string_view exists_fix);
+  static Segment create(const std::string& name, Kind kind, std::uint32_t layout_version, std::size_t payload_bytes,
+                        std::string_view exists_fix);
 
   // Maps an existing segment after checking, in order: it exists, it belongs to this uid (checked
   // before opening, so another user's segment is "owned by uid N", never "does not exist"; root is
   // refused too: a job never adopts another user's segment), it is large enough to hold a header,
   // magic, ready, header checksum, kind, layout version, then size and payload offset against the
   // real mapping. Each failure is a UserError naming the segment, what is wrong, and `fix`.
-  static Segment attach(const std::string& name, Kind kind, std::uint32_t layout_version,
-                        Access access, std::string_view fix);
+  static Segment attach(const std::string& name, Kind kind, std::uint32_t layout_version, Access access,
+                        std::string_view fix);
 
   static bool exists(const std::string& name);
   static bool unlink(const std::string& name);  // false if it did not exist (or could not be removed)
@@ -106,9 +105,9 @@ class Segment {
   Segment& operator=(Segment&& other) noexcept;
   ~Segment();
 
-  void mark_ready();   // creator only, once, after descriptor and payload are written
-  void persist();      // creator only: keep the object after this handle is destroyed
-  void unlink_now();   // remove the name now (mappings stay valid until destroyed)
+  void mark_ready();  // creator only, once, after descriptor and payload are written
+  void persist();     // creator only: keep the object after this handle is destroyed
+  void unlink_now();  // remove the name now (mappings stay valid until destroyed)
 
   const std::string& name() const { return name_; }
   SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }
@@ -144,10 +143,10 @@ std::uint64_t shm_free_bytes();
 struct SegmentInfo {
   std::string name;
   std::uint32_t owner_uid = 0;
-  bool ours = false;           // owned by this process's uid
+  bool ours = false;  // owned by this process's uid
   std::uint64_t bytes = 0;
-  bool valid = false;          // magic and checksum good
-  std::string problem;         // why not valid, if not
+  bool valid = false;   // magic and checksum good
+  std::string problem;  // why not valid, if not
   Kind kind{};
   std::uint32_t layout_version = 0;
   std::uint32_t creator_pid = 0;

@@ -25,8 +25,9 @@ namespace {
 
 void check_spec(const std::string& name, const SlabSpec& spec) {
   if (spec.num_slots < 2 || spec.num_slots > kMaxSlots)
-    fail("weight slab '/{}': {} slots asked for, use 2..{} (the latest slot is never rewritten, so 1 cannot publish twice)",
-         name, spec.num_slots, kMaxSlots);
+    fail(
+        "weight slab '/{}': {} slots asked for, use 2..{} (the latest slot is never rewritten, so 1 cannot publish twice)",
+        name, spec.num_slots, kMaxSlots);
   if (spec.num_leases < 1 || spec.num_leases > kMaxLeases)
     fail("weight slab '/{}': {} lease entries asked for, use 1..{}", name, spec.num_leases, kMaxLeases);
   if (spec.slot_bytes == 0) fail("weight slab '/{}': the model has no bytes to publish", name);
@@ -37,12 +38,12 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
     if (t.name.empty() || t.name.size() >= kTensorNameBytes)
       fail("weight slab '/{}': tensor name '{}' must be 1..{} characters", name, t.name, kTensorNameBytes - 1);
     if (t.shape.size() > kTensorMaxDims)
-      fail("weight slab '/{}': tensor '{}' has {} dimensions, the slab holds at most {}", name, t.name,
-           t.shape.size(), kTensorMaxDims);
+      fail("weight slab '/{}': tensor '{}' has {} dimensions, the slab holds at most {}", name, t.name, t.shape.size(),
+           kTensorMaxDims);
     const auto end = checked_add(t.offset, t.bytes);
     if (dtype_size(t.dtype) == 0 || !end || *end > spec.slot_bytes || t.offset % dtype_size(t.dtype) != 0)
-      fail("weight slab '/{}': tensor '{}' at [{}, +{}) does not fit an aligned place in a {}-byte slot",
-           name, t.name, t.offset, t.bytes, spec.slot_bytes);
+      fail("weight slab '/{}': tensor '{}' at [{}, +{}) does not fit an aligned place in a {}-byte slot", name, t.name,
+           t.offset, t.bytes, spec.slot_bytes);
   }
 }
 
@@ -98,22 +99,24 @@ bool disjoint(std::uint64_t a, std::uint64_t a_bytes, std::uint64_t b, std::uint
 std::string descriptor_problem(const SlabDescriptor& d, const Segment& seg) {
   const std::uint64_t size = seg.size();
   if (d.num_slots < 2 || d.num_slots > kMaxSlots) return fmt::format("{} slots (2..{})", d.num_slots, kMaxSlots);
-  if (d.num_leases < 1 || d.num_leases > kMaxLeases) return fmt::format("{} lease entries (1..{})", d.num_leases, kMaxLeases);
+  if (d.num_leases < 1 || d.num_leases > kMaxLeases)
+    return fmt::format("{} lease entries (1..{})", d.num_leases, kMaxLeases);
   if (dtype_size(d.publish_dtype) == 0) return "an unknown publish dtype";
   if (d.control_offset % 4096 != 0 || !region_fits(d.control_offset, slab::kControlBytes, size))
     return fmt::format("control offset {} outside the segment or not page aligned", d.control_offset);
   const auto lease_need = checked_mul(d.num_leases, sizeof(LeaseEntry));
   if (d.lease_offset % 4096 != 0 || d.lease_bytes % 4096 != 0 || d.lease_bytes < *lease_need ||
       !region_fits(d.lease_offset, d.lease_bytes, size))
-    return fmt::format("lease table [{}, +{}) does not hold {} page-aligned entries inside the segment",
-                       d.lease_offset, d.lease_bytes, d.num_leases);
+    return fmt::format("lease table [{}, +{}) does not hold {} page-aligned entries inside the segment", d.lease_offset,
+                       d.lease_bytes, d.num_leases);
   if (!disjoint(d.control_offset, slab::kControlBytes, d.lease_offset, d.lease_bytes))
     return "its lease table overlaps its control block";
   const auto table_bytes = checked_mul(d.num_tensors, sizeof(TensorEntry));
   if (d.table_offset % alignof(TensorEntry) != 0 || !region_fits(d.table_offset, table_bytes, size))
     return fmt::format("tensor table of {} entries at {} lies outside the segment", d.num_tensors, d.table_offset);
   if (d.slot_bytes == 0 || d.slot_bytes > d.slot_stride || d.slot_stride % kSlotAlignment != 0)
-    return fmt::format("slots of {} bytes with stride {} (a multiple of 2 MiB >= the slot)", d.slot_bytes, d.slot_stride);
+    return fmt::format("slots of {} bytes with stride {} (a multiple of 2 MiB >= the slot)", d.slot_bytes,
+                       d.slot_stride);
   if (seg.header().kind == Kind::weights_cuda) {
     const DeviceSlabInfo& info = slab::device_info_of(seg);
     if (d.slots_offset != 0) return "a device slab with slots inside the segment";
@@ -123,7 +126,8 @@ std::string descriptor_problem(const SlabDescriptor& d, const Segment& seg) {
                          info.buffer_bytes);
     if (info.exporter_pid == 0 || info.pci_bus_id[sizeof info.pci_bus_id - 1] != '\0') return "an unnamed exporter";
   } else {
-    if (d.slots_offset % kSlotAlignment != 0 || !region_fits(d.slots_offset, checked_mul(d.num_slots, d.slot_stride), size))
+    if (d.slots_offset % kSlotAlignment != 0 ||
+        !region_fits(d.slots_offset, checked_mul(d.num_slots, d.slot_stride), size))
       return fmt::format("{} slots of {} bytes (stride {}) at {} do not fit the {}-byte segment", d.num_slots,
                          d.slot_bytes, d.slot_stride, d.slots_offset, size);
     if (!disjoint(d.lease_offset, d.lease_bytes, d.slots_offset, d.num_slots * d.slot_stride))
@@ -202,9 +206,9 @@ WeightSlabReader WeightSlabReader::attach_device(const std::string& name, std::u
 
 WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uint32_t leases, bool device) {
   WeightSlabReader r;
-  r.segment_ = Segment::attach(name, device ? Kind::weights_cuda : Kind::weights, kWeightSlabLayoutVersion,
-                               Segment::Access::read_write,
-                               fmt::format("start the learner that publishes '/{}' first, or check the job name", name));
+  r.segment_ = Segment::attach(
+      name, device ? Kind::weights_cuda : Kind::weights, kWeightSlabLayoutVersion, Segment::Access::read_write,
+      fmt::format("start the learner that publishes '/{}' first, or check the job name", name));
   r.device_ = device;
   const SlabDescriptor& d = r.descriptor();
   const std::uint64_t size = r.segment_.size();
@@ -213,9 +217,10 @@ WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uin
     const DeviceSlabInfo& info = slab::device_info_of(r.segment_);
     const auto exporter = process_identity(static_cast<std::uint32_t>(info.exporter_pid));
     if (!exporter || exporter->exited())
-      fail("device weight slab '/{}' was exported by process {}, which has exited (its GPU memory is gone): remove "
-           "it (`tandem shm rm {}`) and restart the learner",
-           name, info.exporter_pid, name);
+      fail(
+          "device weight slab '/{}' was exported by process {}, which has exited (its GPU memory is gone): remove "
+          "it (`tandem shm rm {}`) and restart the learner",
+          name, info.exporter_pid, name);
   } else {
     r.slots_ = r.segment_.base() + d.slots_offset;
   }
@@ -229,9 +234,10 @@ WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uin
   r.owner_word_ = slab::own_owner_word();
   r.entries_ = slab::claim_lease_entries(slab::leases_of(r.segment_, d), d.num_leases, leases, r.owner_word_);
   if (r.entries_.size() < leases)
-    fail("weight slab '/{}' has no free lease entry: its {} entries are held by live readers; start fewer "
-         "actors or give the learner more lease entries",
-         name, d.num_leases);
+    fail(
+        "weight slab '/{}' has no free lease entry: its {} entries are held by live readers; start fewer "
+        "actors or give the learner more lease entries",
+        name, d.num_leases);
   return r;
 }
 

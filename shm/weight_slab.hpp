@@ -66,7 +66,7 @@
 namespace tandem::shm {
 
 inline constexpr std::uint32_t kWeightSlabLayoutVersion = 1;
-inline constexpr std::uint32_t kMaxSlots = 32;           // SlabControl + headers fit one page
+inline constexpr std::uint32_t kMaxSlots = 32;  // SlabControl + headers fit one page
 inline constexpr std::uint32_t kDefaultSlots = 4;
 inline constexpr std::uint32_t kDefaultLeases = 256;
 inline constexpr std::uint32_t kMaxLeases = 65536;
@@ -82,13 +82,13 @@ struct SlabDescriptor {
   std::uint32_t num_slots;
   std::uint32_t num_leases;
   std::uint32_t num_tensors;
-  std::uint64_t slot_bytes;       // bytes of one published copy
-  std::uint64_t slot_stride;      // distance between slots, multiple of 2 MiB
-  std::uint64_t control_offset;   // SlabControl
-  std::uint64_t lease_offset;     // LeaseEntry[num_leases]
-  std::uint64_t lease_bytes;      // multiple of 4096
-  std::uint64_t table_offset;     // TensorEntry[num_tensors]
-  std::uint64_t slots_offset;     // slot 0
+  std::uint64_t slot_bytes;      // bytes of one published copy
+  std::uint64_t slot_stride;     // distance between slots, multiple of 2 MiB
+  std::uint64_t control_offset;  // SlabControl
+  std::uint64_t lease_offset;    // LeaseEntry[num_leases]
+  std::uint64_t lease_bytes;     // multiple of 4096
+  std::uint64_t table_offset;    // TensorEntry[num_tensors]
+  std::uint64_t slots_offset;    // slot 0
 };
 static_assert(std::is_standard_layout_v<SlabDescriptor> && std::is_trivially_copyable_v<SlabDescriptor>);
 static_assert(offsetof(SlabDescriptor, model_signature) == 64);
@@ -100,9 +100,9 @@ static_assert(sizeof(SlabDescriptor) == 152 && sizeof(SlabDescriptor) <= kDescri
 // Written only by the writer. `latest` = version << 8 | slot; 0 until the first commit.
 struct alignas(64) SlabControl {
   std::atomic<std::uint64_t> latest;
-  std::atomic<std::uint64_t> published;   // commits
-  std::atomic<std::uint64_t> skipped;     // begin_write found no free slot
-  std::atomic<std::uint64_t> reclaimed;   // leases cleared because their owner died
+  std::atomic<std::uint64_t> published;  // commits
+  std::atomic<std::uint64_t> skipped;    // begin_write found no free slot
+  std::atomic<std::uint64_t> reclaimed;  // leases cleared because their owner died
   std::atomic<std::uint64_t> writer_pid;
   std::uint64_t reserved[3];
 };
@@ -120,19 +120,19 @@ struct alignas(64) SlotHeader {
 
 // One per reader lease; readers write their own entries, the writer clears dead owners' ones.
 struct alignas(64) LeaseEntry {
-  std::atomic<std::uint64_t> owner;     // 0 = free, else pid | (start time ticks & 0xffffffff) << 32
-  std::atomic<std::uint64_t> lease;     // 0 = none, else pid << 32 | (slot + 1)
-  std::atomic<std::uint64_t> version;   // the version leased (informational)
+  std::atomic<std::uint64_t> owner;    // 0 = free, else pid | (start time ticks & 0xffffffff) << 32
+  std::atomic<std::uint64_t> lease;    // 0 = none, else pid << 32 | (slot + 1)
+  std::atomic<std::uint64_t> version;  // the version leased (informational)
   std::uint64_t reserved[5];
 };
 
 // A device slab's export record, at descriptor offset kDeviceInfoOffset (after SlabDescriptor).
 struct DeviceSlabInfo {
-  std::uint8_t ipc_handle[64];   // cudaIpcMemHandle_t of the slot buffer (slot i at i * slot_stride)
-  std::uint8_t gpu_uuid[16];     // cudaDeviceProp::uuid of the exporter's GPU: readers compare theirs
-  char pci_bus_id[32];           // cudaDeviceGetPCIBusId, NUL-terminated, for messages
-  std::uint64_t buffer_bytes;    // the allocation's size, >= num_slots * slot_stride
-  std::uint64_t exporter_pid;    // the allocation dies with this process
+  std::uint8_t ipc_handle[64];  // cudaIpcMemHandle_t of the slot buffer (slot i at i * slot_stride)
+  std::uint8_t gpu_uuid[16];    // cudaDeviceProp::uuid of the exporter's GPU: readers compare theirs
+  char pci_bus_id[32];          // cudaDeviceGetPCIBusId, NUL-terminated, for messages
+  std::uint64_t buffer_bytes;   // the allocation's size, >= num_slots * slot_stride
+  std::uint64_t exporter_pid;   // the allocation dies with this process
 };
 inline constexpr std::size_t kDeviceInfoOffset = 256;  // from the start of the descriptor
 static_assert(std::is_standard_layout_v<DeviceSlabInfo> && std::is_trivially_copyable_v<DeviceSlabInfo>);
@@ -144,11 +144,11 @@ static_assert(sizeof(DeviceSlabInfo) == 128 && kDeviceInfoOffset + sizeof(Device
 inline std::string device_slab_name(const std::string& slab_name) { return slab_name + ".cuda"; }
 
 struct TensorEntry {
-  char name[kTensorNameBytes];    // NUL-terminated
+  char name[kTensorNameBytes];  // NUL-terminated
   DType dtype;
   std::uint32_t ndim;
   std::uint64_t shape[kTensorMaxDims];
-  std::uint64_t offset;           // from the start of a slot
+  std::uint64_t offset;  // from the start of a slot
   std::uint64_t bytes;
 };
 
@@ -180,7 +180,7 @@ struct SlabSpec {
   std::uint64_t model_signature = 0;
   DType publish_dtype = DType::f32;
   std::vector<TensorSpec> tensors;
-  std::uint64_t slot_bytes = 0;      // >= every tensor's offset + bytes
+  std::uint64_t slot_bytes = 0;  // >= every tensor's offset + bytes
   std::uint32_t num_slots = kDefaultSlots;
   std::uint32_t num_leases = kDefaultLeases;
 };
@@ -191,8 +191,8 @@ class WeightSlabWriter {
  public:
   struct Slot {
     std::uint32_t index;
-    std::byte* data;          // slot_bytes writable bytes
-    std::uint64_t seq;        // the odd value this write holds
+    std::byte* data;    // slot_bytes writable bytes
+    std::uint64_t seq;  // the odd value this write holds
   };
   struct Stats {
     std::uint64_t published, skipped, reclaimed, latest_version;

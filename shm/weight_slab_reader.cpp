@@ -27,7 +27,10 @@ void check_slot(const std::string& name, const SlabDescriptor& d, std::uint32_t 
 }  // namespace
 
 WeightSlabReader::WeightSlabReader(WeightSlabReader&& o) noexcept
-    : segment_(std::move(o.segment_)), slots_(o.slots_), device_(o.device_), entries_(std::move(o.entries_)),
+    : segment_(std::move(o.segment_)),
+      slots_(o.slots_),
+      device_(o.device_),
+      entries_(std::move(o.entries_)),
       owner_word_(o.owner_word_) {
   o.entries_.clear();
 }
@@ -64,7 +67,8 @@ std::uint64_t WeightSlabReader::latest_version() const {
 
 std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
   const SlabDescriptor& d = descriptor();
-  if (slots_ == nullptr) throw std::logic_error("weight slab: lease_latest() on a device slab before bind_device_slots()");
+  if (slots_ == nullptr)
+    throw std::logic_error("weight slab: lease_latest() on a device slab before bind_device_slots()");
   LeaseEntry* entry = nullptr;
   for (LeaseEntry* e : entries_)
     if (e->lease.load(std::memory_order_relaxed) == 0) {
@@ -89,7 +93,8 @@ std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
     if ((seq & 1) == 0 && h.version.load(std::memory_order_relaxed) == version) {
       if (h.bytes.load(std::memory_order_relaxed) > d.slot_bytes) {
         entry->lease.store(0, std::memory_order_release);
-        corrupt(name(), fmt::format("slot {} claims {} bytes of {}", slot, h.bytes.load(std::memory_order_relaxed), d.slot_bytes));
+        corrupt(name(), fmt::format("slot {} claims {} bytes of {}", slot, h.bytes.load(std::memory_order_relaxed),
+                                    d.slot_bytes));
       }
       ReadLease lease;
       lease.entry_ = entry;

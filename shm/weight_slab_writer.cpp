@@ -16,8 +16,7 @@ namespace slab {
 WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d) {
   const SlabControl& c = control_of(seg, d);
   return {c.published.load(std::memory_order_relaxed), c.skipped.load(std::memory_order_relaxed),
-          c.reclaimed.load(std::memory_order_relaxed),
-          latest_version(c.latest.load(std::memory_order_acquire))};
+          c.reclaimed.load(std::memory_order_relaxed), latest_version(c.latest.load(std::memory_order_acquire))};
 }
 }  // namespace slab
 
@@ -56,7 +55,7 @@ std::optional<WeightSlabWriter::Slot> WeightSlabWriter::begin_write() {
     const std::uint64_t even = h.seq.load(std::memory_order_relaxed);
     h.seq.store(even + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the reader's fence (Dekker)
-    if (leased_mask() & (1u << s)) {                     // a reader leased it meanwhile: back off
+    if (leased_mask() & (1u << s)) {                      // a reader leased it meanwhile: back off
       h.seq.store(even, std::memory_order_release);
       continue;
     }
@@ -74,8 +73,8 @@ void WeightSlabWriter::commit(const Slot& slot, std::uint64_t version, std::uint
   if (!writing_ || h.seq.load(std::memory_order_relaxed) != slot.seq)
     throw std::logic_error("weight slab: commit() of a slot that was not begun");
   if (version <= latest_version_ || bytes > d.slot_bytes)
-    throw std::logic_error(fmt::format("weight slab: commit of version {} ({} bytes) after version {}", version,
-                                       bytes, latest_version_));
+    throw std::logic_error(
+        fmt::format("weight slab: commit of version {} ({} bytes) after version {}", version, bytes, latest_version_));
   h.version.store(version, std::memory_order_relaxed);
   h.step.store(step, std::memory_order_relaxed);
   h.bytes.store(bytes, std::memory_order_relaxed);

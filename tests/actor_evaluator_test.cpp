@@ -23,7 +23,10 @@ using tandem::test::error_of;
 struct SyntheticCache {
   std::string name = test::unique_name("evaltest");
   SyntheticCache() {
-    shm::DatasetSpec spec{.name = name, .source = "test", .format = "synthetic", .num_samples = 300,
+    shm::DatasetSpec spec{.name = name,
+                          .source = "test",
+                          .format = "synthetic",
+                          .num_samples = 300,
                           .fields = {{"x", shm::DType::u8, {1, 28, 28}}, {"y", shm::DType::i64, {}}},
                           .splits = {{"train", 0, 200}, {"test", 200, 300}}};
     shm::DatasetWriter w = shm::DatasetWriter::create(spec, false);
@@ -77,9 +80,9 @@ TEST_CASE("evaluator: a stop request ends an evaluation within one batch, marked
   int asked = 0;
   const EvalResult stopped = eval.evaluate(model, [&] { return ++asked > 3; });  // stop after 3 batches
   CHECK_FALSE(stopped.complete);
-  CHECK(asked == 4);               // asked once per batch, and no batch after the request
+  CHECK(asked == 4);  // asked once per batch, and no batch after the request
   CHECK(stopped.samples == 30);
-  CHECK(model.is_training());      // put back as it was
+  CHECK(model.is_training());  // put back as it was
   const EvalResult whole = eval.evaluate(model, [] { return false; });
   CHECK(whole.complete);
   CHECK(whole.samples == 100);
@@ -110,8 +113,9 @@ TEST_CASE("evaluator: a missing split, bad normalisation or a misfit model is a 
   SyntheticCache made;
   shm::DatasetCache cache = shm::DatasetCache::attach(made.name);
   CHECK_FALSE(error_of([&] { Evaluator(cache, {.split = "validation"}); }).empty());
-  CHECK(error_of([&] { Evaluator(cache, {.mean = {0.1, 0.2}}); }).find("mean has 2 values for 1 channels") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          Evaluator(cache, {.mean = {0.1, 0.2}});
+        }).find("mean has 2 values for 1 channels") != std::string::npos);
   CHECK(error_of([&] { Evaluator(cache, {.batch_size = 0}); }).find("batch size 0") != std::string::npos);
   Evaluator eval(cache, {});
   Model rgb = Model::create({.name = "cnn", .channels = 3, .height = 32, .width = 32});

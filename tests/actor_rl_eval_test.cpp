@@ -22,8 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* kConfig = "[env]\nname = \"cartpole\"\nseed = 3\n[model]\nname = \"actor_critic_mlp\"\n"
-                      "[actor]\nwait_weights_s = 30\neval_episodes = 7\nmin_interval_s = 1000\n";
+const char* kConfig =
+    "[env]\nname = \"cartpole\"\nseed = 3\n[model]\nname = \"actor_critic_mlp\"\n"
+    "[actor]\nwait_weights_s = 30\neval_episodes = 7\nmin_interval_s = 1000\n";
 
 std::vector<nlohmann::json> rows_of(const std::string& path) {
   std::vector<nlohmann::json> rows;
@@ -39,8 +40,8 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
   catch_stop_signals();
   try {
     const JobSettings config = test::settings_of(args.at(1));
-    const actor::ActorContext ctx{.job = args.at(0), .run_dir = args.at(2), .index = 1,
-                                  .stop = [] { return stop_signal() != 0; }, .tick = {}};
+    const actor::ActorContext ctx{
+        .job = args.at(0), .run_dir = args.at(2), .index = 1, .stop = [] { return stop_signal() != 0; }, .tick = {}};
     return actor::run_rl_evaluator(config, ctx);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rl evaluator child: %s\n", e.what());
@@ -61,7 +62,7 @@ TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and thei
   CHECK(a.return_min <= a.return_mean);
   CHECK(a.return_mean <= a.return_max);
   CHECK(a.return_mean == doctest::Approx(a.length_mean));  // CartPole: return = length
-  CHECK(actor::eval_seed(3) != 3);                          // not the rollout actors' job seed
+  CHECK(actor::eval_seed(3) != 3);                         // not the rollout actors' job seed
   int asked = 0;
   CHECK_FALSE(actor::play_greedy(model, head, source, 7, 1, 1, [&] { return ++asked > 3; }).complete);
 }

@@ -58,17 +58,20 @@ inline void check_slot_replays(const shm::SlotView& slot, const shm::ExperienceD
     REQUIRE(std::memcmp(obs, env.observations().data(), E * O * sizeof(float)) == 0);  // row t+1 == next obs
     if (model) {
       torch::NoGradGuard no_grad;
-      const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(static_cast<std::int64_t>(E), static_cast<std::int64_t>(O)));
+      const torch::Tensor x = torch::from_blob(
+          const_cast<float*>(obs), rl_model_input_shape(static_cast<std::int64_t>(E), static_cast<std::int64_t>(O)));
       const auto heads = model->forward_heads(x);
       const torch::Tensor values = torch::from_blob(slot.values() + t * E, {static_cast<std::int64_t>(E)});
       CHECK(torch::allclose(heads[1].reshape({-1}), values, 1e-6, 1e-6));
       if (t < T) {
-        const torch::Tensor params = torch::from_blob(slot.logits() + t * E * P, {static_cast<std::int64_t>(E), static_cast<std::int64_t>(P)});
+        const torch::Tensor params = torch::from_blob(slot.logits() + t * E * P,
+                                                      {static_cast<std::int64_t>(E), static_cast<std::int64_t>(P)});
         CHECK(torch::allclose(heads[0], params, 1e-6, 1e-6));
-        const torch::Tensor actions =
-            head.is_continuous()
-                ? torch::from_blob(slot.continuous_actions() + t * E * head.action_dim(), {static_cast<std::int64_t>(E), head.action_dim()})
-                : torch::from_blob(slot.discrete_actions() + t * E, {static_cast<std::int64_t>(E)}, torch::kInt64);
+        const torch::Tensor actions = head.is_continuous()
+                                          ? torch::from_blob(slot.continuous_actions() + t * E * head.action_dim(),
+                                                             {static_cast<std::int64_t>(E), head.action_dim()})
+                                          : torch::from_blob(slot.discrete_actions() + t * E,
+                                                             {static_cast<std::int64_t>(E)}, torch::kInt64);
         const torch::Tensor lp = torch::from_blob(slot.log_probs() + t * E, {static_cast<std::int64_t>(E)});
         CHECK(torch::allclose(head.log_prob(params, actions), lp, 1e-5, 1e-5));
       }
@@ -76,7 +79,8 @@ inline void check_slot_replays(const shm::SlotView& slot, const shm::ExperienceD
     if (t == T) break;
     bool ok = false;
     if (head.is_continuous()) {
-      ok = env.step(std::span<const float>(slot.continuous_actions() + t * E * head.action_dim(), E * head.action_dim()));
+      ok = env.step(
+          std::span<const float>(slot.continuous_actions() + t * E * head.action_dim(), E * head.action_dim()));
     } else {
       std::vector<std::int32_t> a(E);
       for (std::size_t e = 0; e < E; ++e) a[e] = static_cast<std::int32_t>(slot.discrete_actions()[t * E + e]);

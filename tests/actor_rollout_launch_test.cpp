@@ -38,7 +38,8 @@ name = "actor_critic_mlp"
 [actor]
 role = "rollout"
 evaluators = 1
-)", job, (dir / "runs").string());
+)",
+                                       job, (dir / "runs").string());
     return path;
   }
   bool left_nothing() const {
@@ -69,9 +70,11 @@ TEST_CASE("tandem run: an RL job that cannot roll out is one line naming the key
       {{"actor.evaluators=3"}, "actor.evaluators = 3 leaves no rollout actor among run.actors = 3"},
       {{"model.name=mlp"}, "model.name = \"mlp\" has no value head"},
       {{"env.name=plugin"}, "env.name = \"plugin\" but env.plugin is empty"},
-      {{"env.name=plugin", "env.plugin=/nonexistent/libenv.so"}, "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
+      {{"env.name=plugin", "env.plugin=/nonexistent/libenv.so"},
+       "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
       {{"env.plugin=/tmp/libenv.so"}, "env.plugin = \"/tmp/libenv.so\" is set but env.name = \"cartpole\""},
-      {{"run.deterministic=true", "rl.slots_per_update=3"}, "rl.slots_per_update = 3 to be a multiple of the 2 rollout"},
+      {{"run.deterministic=true", "rl.slots_per_update=3"},
+       "rl.slots_per_update = 3 to be a multiple of the 2 rollout"},
       {{"learner.algo=supervised", "data.name=nothing-here"}, "actor.role = \"rollout\" needs a learner that learns"},
   };
   for (const Row& row : rows) {
@@ -89,9 +92,9 @@ TEST_CASE("tandem run: an RL job with its plugin present needs no dataset cache 
   RlJob job;
   const char* plugin = std::getenv("TANDEM_CORRIDOR_PLUGIN");
   REQUIRE(plugin != nullptr);
-  const test::CommandResult r =
-      run_tandem(job.config(), {"env.name=plugin", std::string("env.plugin=") + plugin, "run.max_restarts=0"});
+  const test::CommandResult r = run_tandem(
+      job.config(), {"env.name=plugin", std::string("env.plugin=") + plugin, "run.max_restarts=0"});
   CAPTURE(r.output);
-  CHECK(r.output.find("data.name") == std::string::npos);  // nothing asked for a dataset cache
+  CHECK(r.output.find("data.name") == std::string::npos);       // nothing asked for a dataset cache
   CHECK(r.output.find("job " + job.job) != std::string::npos);  // the launcher got as far as starting it
 }

@@ -32,8 +32,10 @@ int rollout_child() {
   catch_stop_signals();
   try {
     const JobSettings config = test::settings_of(args.at(1));
-    const actor::ActorContext ctx{.job = args.at(0), .index = static_cast<std::uint32_t>(std::stoul(args.at(2))),
-                                  .stop = [] { return stop_signal() != 0; }, .tick = {}};
+    const actor::ActorContext ctx{.job = args.at(0),
+                                  .index = static_cast<std::uint32_t>(std::stoul(args.at(2))),
+                                  .stop = [] { return stop_signal() != 0; },
+                                  .tick = {}};
     return actor::run_rollout_actor(config, ctx);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rollout child: %s\n", e.what());
@@ -72,12 +74,15 @@ std::string write_config(const test::TempDir& dir, const std::string& toml) {
 
 TANDEM_CHILD("rollout-actor") { return rollout_child(); }
 
-TEST_CASE("rollout actor: SIGKILLed at random points and restarted, it never hands the learner a bad slot and "
-          "continues at head" * doctest::timeout(240)) {
+TEST_CASE(
+    "rollout actor: SIGKILLed at random points and restarted, it never hands the learner a bad slot and "
+    "continues at head" *
+    doctest::timeout(240)) {
   test::TempDir dir;
   const std::string job = test::unique_name("rollkill");
-  const std::string config = write_config(dir, "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 5\n[model]\n"
-                                               "name = \"actor_critic_mlp\"\n[actor]\nwait_weights_s = 30\n");
+  const std::string config = write_config(dir,
+                                          "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 5\n[model]\n"
+                                          "name = \"actor_critic_mlp\"\n[actor]\nwait_weights_s = 30\n");
   Learner learner(job, config);
   const std::uint64_t first = learner.update();
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(learner.source.spec(), 1, 4, 32, 4));
@@ -150,9 +155,10 @@ namespace {
 std::vector<std::vector<std::byte>> lockstep_run(int updates) {
   test::TempDir dir;
   const std::string job = test::unique_name("lockstep");
-  const std::string config = write_config(dir, "[env]\nname = \"cartpole\"\nenvs = 3\nseed = 9\n[model]\n"
-                                               "name = \"actor_critic_mlp\"\n[actor]\nwait_weights_s = 30\n"
-                                               "[rl]\nslots_per_update = 4\n");
+  const std::string config = write_config(dir,
+                                          "[env]\nname = \"cartpole\"\nenvs = 3\nseed = 9\n[model]\n"
+                                          "name = \"actor_critic_mlp\"\n[actor]\nwait_weights_s = 30\n"
+                                          "[rl]\nslots_per_update = 4\n");
   Learner learner(job, config);
   const std::uint64_t first = learner.update();
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(learner.source.spec(), 2, 2, 16, 3));
@@ -164,7 +170,8 @@ std::vector<std::vector<std::byte>> lockstep_run(int updates) {
       for (int j = 0; j < 2; ++j) {
         const auto deadline = std::chrono::steady_clock::now() + 60s;
         std::optional<shm::SlotView> slot;
-        while (!(slot = rings.peek(a)) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+        while (!(slot = rings.peek(a)) && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(100us);
         REQUIRE(slot);
         CHECK(rings.verify(a, *slot));
         CHECK(slot->header().policy_version == first + static_cast<std::uint64_t>(u));
@@ -182,8 +189,10 @@ std::vector<std::vector<std::byte>> lockstep_run(int updates) {
 
 }  // namespace
 
-TEST_CASE("rollout actor: in deterministic mode two runs with the same seeds write byte-identical slots, each "
-          "acting with version first + n / k" * doctest::timeout(180)) {
+TEST_CASE(
+    "rollout actor: in deterministic mode two runs with the same seeds write byte-identical slots, each "
+    "acting with version first + n / k" *
+    doctest::timeout(180)) {
   const auto one = lockstep_run(4);
   const auto two = lockstep_run(4);
   REQUIRE(one.size() == 16);

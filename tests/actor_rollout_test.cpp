@@ -51,8 +51,8 @@ std::uint32_t fill_and_replay(const std::string& toml, std::uint32_t steps, std:
 }  // namespace
 
 TEST_CASE("rollout: CartPole slots hold the envs' steps, the acting policy's outputs and the version, and verify") {
-  const std::uint32_t episodes =
-      fill_and_replay("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n", 64, 4, 3);
+  const std::uint32_t episodes = fill_and_replay("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n",
+                                                 64, 4, 3);
   CHECK(episodes > 0);  // a random CartPole policy ends episodes within a few dozen steps
 }
 
@@ -114,7 +114,8 @@ TEST_CASE("rollout: a stop mid-slot leaves the slot incomplete, uncommitted") {
 }
 
 TEST_CASE("rollout: rings shaped for another env are a one-line error naming the segment") {
-  const JobSettings config = test::rl_config("[env]\nname = \"cartpole\"\nenvs = 4\n[model]\nname = \"actor_critic_mlp\"\n");
+  const JobSettings config = test::rl_config(
+      "[env]\nname = \"cartpole\"\nenvs = 4\n[model]\nname = \"actor_critic_mlp\"\n");
   const envs::EnvSource source(config.env);
   Model model = make_rl_model(config.model, source.spec());
   envs::VecEnv env(source.make(4), 1, 0);

@@ -24,10 +24,13 @@ namespace {
 
 const torch::Device kGpu(torch::kCUDA, 0);
 
-ModelSpec resnet18() { return {.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 4}; }
+ModelSpec resnet18() {
+  return {.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 4};
+}
 
 double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() / b.to(torch::kDouble).norm().item<double>();
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() /
+         b.to(torch::kDouble).norm().item<double>();
 }
 
 }  // namespace
@@ -36,10 +39,12 @@ TEST_CASE("an AOTInductor package of the built-in resnet18 follows three publish
           doctest::timeout(280)) {
   REQUIRE(torch::cuda::is_available());
   if (auto why = AotiPackage::unsupported()) FAIL("AOTInductor is unavailable although a GPU is: " << *why);
-  const std::string package = (std::filesystem::temp_directory_path() / (test::unique_name("resnet18") + ".pt2")).string();
+  const std::string package =
+      (std::filesystem::temp_directory_path() / (test::unique_name("resnet18") + ".pt2")).string();
   const std::string source = std::getenv("TANDEM_SOURCE_ROOT") ? std::getenv("TANDEM_SOURCE_ROOT") : ".";
   const std::string python = std::getenv("TANDEM_PYTHON") ? std::getenv("TANDEM_PYTHON") : "python3";
-  const std::string export_cmd = python + " " + source + "/tools/export_aoti.py --builtin resnet18 --max-batch 512 -o " + package;
+  const std::string export_cmd = python + " " + source +
+                                 "/tools/export_aoti.py --builtin resnet18 --max-batch 512 -o " + package;
   REQUIRE(std::system(export_cmd.c_str()) == 0);
 
   // The learner: a plain resnet18 publishing; the actor: resnet18's tensors with the package as forward.

@@ -22,13 +22,16 @@ constexpr const char* kSmallRings = "--envs 64 --steps 16 --slots 2 --seconds 0.
 
 }  // namespace
 
-TEST_CASE("bench rollout: the CartPole jobs report PPO's and V-trace's consumed steps/s with their update shapes, "
-          "and a solved time-to-solve run" * doctest::timeout(120)) {
+TEST_CASE(
+    "bench rollout: the CartPole jobs report PPO's and V-trace's consumed steps/s with their update shapes, "
+    "and a solved time-to-solve run" *
+    doctest::timeout(120)) {
   test::TempDir dir;
   const std::string json = dir.file("rollout.json");
-  auto r = test::run_command(fmt::format("{} bench rollout {} --job-steps 32768 --job-envs 8 --job-rollout-steps 32 "
-                                         "--seeds 1 --json {}",
-                                         test::tandem_binary(), kSmallRings, json));
+  auto r = test::run_command(
+      fmt::format("{} bench rollout {} --job-steps 32768 --job-envs 8 --job-rollout-steps 32 "
+                  "--seeds 1 --json {}",
+                  test::tandem_binary(), kSmallRings, json));
   INFO(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_file(json);

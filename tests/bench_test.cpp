@@ -43,8 +43,10 @@ TEST_CASE("bench publish: readers in separate processes verify every version and
           doctest::timeout(120)) {
   test::TempDir dir;
   const std::string json = dir.file("publish.json");
-  auto r = test::run_command(fmt::format("{} bench publish --cpu --bytes 2M --readers 2 --seconds 1 --verify "
-                                         "--interval-ms 2 --json {}", test::tandem_binary(), json));
+  auto r = test::run_command(
+      fmt::format("{} bench publish --cpu --bytes 2M --readers 2 --seconds 1 --verify "
+                  "--interval-ms 2 --json {}",
+                  test::tandem_binary(), json));
   INFO(r.output);
   CHECK(r.status == 0);
   std::ifstream in(json);
@@ -72,8 +74,8 @@ TEST_CASE("bench block: the fused BatchNorm-ReLU-pool and the ATen ops, timed fo
           doctest::timeout(120)) {
   test::TempDir dir;
   const std::string json = dir.file("block.json");
-  auto r = test::run_command(fmt::format("{} bench block --batch 4 --steps 3 --warmup 1 --json {}",
-                                         test::tandem_binary(), json));
+  auto r = test::run_command(
+      fmt::format("{} bench block --batch 4 --steps 3 --warmup 1 --json {}", test::tandem_binary(), json));
   INFO(r.output);
   if (r.output.find("needs LibTorch") != std::string::npos) return;  // a torch-free build: nothing to time
   REQUIRE(r.status == 0);

@@ -44,7 +44,7 @@ TEST_CASE("config: the file overrides defaults and --set overrides the file") {
   Config c = Config::parse("[learner]\nbatch_size = 64\nlr = 1\n", "f", set, kSchema);
   CHECK(c.integer("learner.batch_size") == 64);
   CHECK(c.real("learner.lr") == doctest::Approx(0.5));  // integers are accepted for reals
-  CHECK(c.string("learner.model") == "mlp");           // a bare word is a string
+  CHECK(c.string("learner.model") == "mlp");            // a bare word is a string
 }
 
 TEST_CASE("config: bad values name the key and what it accepts, on one line") {
@@ -78,8 +78,10 @@ TEST_CASE("config: the resolved document round-trips through TOML") {
 }
 
 TEST_CASE("config: NaN and infinities are refused for real keys, from the file and from --set") {
-  const std::vector<std::pair<std::string, std::vector<std::string>>> inputs = {
-      {"[learner]\nlr = nan\n", {}}, {"[learner]\nlr = -inf\n", {}}, {"", {"learner.lr=nan"}}, {"", {"learner.lr=+inf"}}};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> inputs = {{"[learner]\nlr = nan\n", {}},
+                                                                                {"[learner]\nlr = -inf\n", {}},
+                                                                                {"", {"learner.lr=nan"}},
+                                                                                {"", {"learner.lr=+inf"}}};
   for (const auto& [text, set] : inputs) {
     CAPTURE(text);
     const std::string message = error_of(text, set);
@@ -92,7 +94,8 @@ TEST_CASE("config: NaN and infinities are refused for real keys, from the file a
 TEST_CASE("config: an unknown key of an unknown table lists the known tables") {
   const std::string message = error_of("[run]\nactors = 2\n");
   CHECK(message.find("unknown key 'run.actors' (known: tables [learner], [job])") != std::string::npos);
-  CHECK(error_of("", {"learner.bach=1"}).find("known: learner.batch_size, learner.lr, learner.model") != std::string::npos);
+  CHECK(error_of("", {"learner.bach=1"}).find("known: learner.batch_size, learner.lr, learner.model") !=
+        std::string::npos);
 }
 
 TEST_CASE("config: a foreign table is skipped and reported, with its --set overrides") {
@@ -110,8 +113,9 @@ TEST_CASE("config: a former spelling loads as its key, with one note naming the 
   Config c = Config::parse("[learner]\nrate = 0.5\n", "f", {}, kSchema, {}, renamed);
   CHECK(c.real("learner.lr") == doctest::Approx(0.5));
   REQUIRE(c.notes().size() == 1);
-  CHECK(c.notes()[0] == "note: config f: learner.rate is now learner.lr: rename it (the old name loads until the next "
-                        "release)");
+  CHECK(c.notes()[0] ==
+        "note: config f: learner.rate is now learner.lr: rename it (the old name loads until the next "
+        "release)");
   CHECK(c.to_toml().find("rate") == std::string::npos);  // what children read has the new name
   const std::vector<std::string> set = {"learner.rate=2"};
   CHECK(Config::parse("[learner]\nlr = 1\n", "f", set, kSchema, {}, renamed).real("learner.lr") == doctest::Approx(2));
@@ -125,8 +129,9 @@ TEST_CASE("config: a former spelling loads as its key, with one note naming the 
 }
 
 TEST_CASE("config: a program accepts the example job configs, [run] and all") {
-  for (const char* example : {"examples/fmnist-cnn.toml", "examples/cifar10-resnet18.toml", "examples/cartpole-ppo.toml",
-                              "examples/cartpole-vtrace.toml", "examples/pendulum-ppo.toml"}) {
+  for (const char* example :
+       {"examples/fmnist-cnn.toml", "examples/cifar10-resnet18.toml", "examples/cartpole-ppo.toml",
+        "examples/cartpole-vtrace.toml", "examples/pendulum-ppo.toml"}) {
     CAPTURE(example);
     const std::string path = tandem::test::source_root() + "/" + example;
     Config c = tandem::load_program_config(path, {});

@@ -35,8 +35,8 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST_CASE("errors: a failed system call names the call, strerror, file:line, pid and host") {
   std::string library;
   int code = 0;
-  const std::string message =
-      call_error_of([] { TANDEM_CHECK_SYS(::open("/nonexistent/tandem", O_RDONLY)); }, &library, &code);
+  const std::string message = call_error_of([] { TANDEM_CHECK_SYS(::open("/nonexistent/tandem", O_RDONLY)); }, &library,
+                                            &code);
   CHECK(library == "system");
   CHECK(code == ENOENT);
   CHECK(contains(message, "::open(\"/nonexistent/tandem\", O_RDONLY) failed: No such file or directory"));
@@ -48,18 +48,25 @@ TEST_CASE("errors: a failed system call names the call, strerror, file:line, pid
 
 TEST_CASE("errors: calls that return an errno value and failures found by hand use the same shape") {
   int code = 0;
-  CHECK(contains(call_error_of([] { TANDEM_CHECK_RC(EAGAIN); }, nullptr, &code), "EAGAIN failed: Resource temporarily"));
+  CHECK(
+      contains(call_error_of([] { TANDEM_CHECK_RC(EAGAIN); }, nullptr, &code), "EAGAIN failed: Resource temporarily"));
   CHECK(code == EAGAIN);
-  CHECK(contains(call_error_of([] { TANDEM_FAIL_SYS(EBADF, "mmap(/dev/shm/x)"); }), "mmap(/dev/shm/x) failed: Bad file"));
-  CHECK(call_error_of([] { TANDEM_CHECK_SYS(0); TANDEM_CHECK_RC(0); }).empty());
+  CHECK(
+      contains(call_error_of([] { TANDEM_FAIL_SYS(EBADF, "mmap(/dev/shm/x)"); }), "mmap(/dev/shm/x) failed: Bad file"));
+  CHECK(call_error_of([] {
+          TANDEM_CHECK_SYS(0);
+          TANDEM_CHECK_RC(0);
+        }).empty());
 }
 
 TEST_CASE("errors: a failed CUDA call is a CallError with the runtime's string") {
   std::string library;
-  const std::string message = call_error_of([] {
+  const std::string message = call_error_of(
+      [] {
     const int memory_allocation_status = 2;  // cudaErrorMemoryAllocation
     TANDEM_CUDA_CHECK(memory_allocation_status);
-  }, &library);
+      },
+      &library);
   CHECK(library == "CUDA");
   CHECK(contains(message, "memory_allocation_status failed: "));
   if (cuda::compiled()) CHECK(contains(message, "out of memory"));
@@ -77,7 +84,8 @@ TEST_CASE("errors: a failed NCCL call is a CallError with ncclGetErrorString") {
 }
 #endif
 
-TEST_CASE("errors: run_main exits 1 for a UserError, 70 for a CallError or anything else, and the body's code otherwise") {
+TEST_CASE(
+    "errors: run_main exits 1 for a UserError, 70 for a CallError or anything else, and the body's code otherwise") {
   CHECK(run_main("t", [] { return 3; }) == 3);
   CHECK(run_main("t", []() -> int { fail("bad value: fix it"); }) == 1);
   CHECK(run_main("t", []() -> int { TANDEM_FAIL_SYS(EIO, "read"); }) == 70);
@@ -89,9 +97,9 @@ TEST_CASE("units: sizes parse with one rule (K, M, G, T are powers of 1024) and 
     const char* text;
     std::uint64_t bytes;
   };
-  for (const Row& row : {Row{"4096", 4096}, Row{"64K", 65536}, Row{"64KiB", 65536}, Row{"64 kb", 65536},
-                         Row{"1.5M", 1572864}, Row{"2G", 2147483648ull}, Row{"2gib", 2147483648ull},
-                         Row{"1T", 1ull << 40}, Row{"0", 0}, Row{"7B", 7}}) {
+  for (const Row& row :
+       {Row{"4096", 4096}, Row{"64K", 65536}, Row{"64KiB", 65536}, Row{"64 kb", 65536}, Row{"1.5M", 1572864},
+        Row{"2G", 2147483648ull}, Row{"2gib", 2147483648ull}, Row{"1T", 1ull << 40}, Row{"0", 0}, Row{"7B", 7}}) {
     CAPTURE(row.text);
     CHECK(parse_size(row.text, "TEST_SIZE") == row.bytes);
   }

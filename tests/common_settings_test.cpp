@@ -30,9 +30,10 @@ std::string refusal(const std::string& toml, std::vector<std::string> set, const
   return "";
 }
 
-const char* kPpo = "[learner]\nalgo = \"ppo\"\n[model]\nname = \"actor_critic_mlp\"\n[actor]\nrole = \"rollout\"\n"
-                   "evaluators = 1\n[env]\nenvs = 4\n[rl]\nrollout_steps = 8\nslots_per_update = 2\n"
-                   "slots_per_ring = 2\nminibatches = 2\n";
+const char* kPpo =
+    "[learner]\nalgo = \"ppo\"\n[model]\nname = \"actor_critic_mlp\"\n[actor]\nrole = \"rollout\"\n"
+    "evaluators = 1\n[env]\nenvs = 4\n[rl]\nrollout_steps = 8\nslots_per_update = 2\n"
+    "slots_per_ring = 2\nminibatches = 2\n";
 
 }  // namespace
 
@@ -73,10 +74,12 @@ TEST_CASE("settings: each former spelling loads as its new key, with a note nami
   CHECK(s.publish.bf16);
   CHECK(s.optimizer.lr == doctest::Approx(0.2));
   REQUIRE(c.notes().size() == 6);
-  CHECK(c.notes()[0] == "note: config job.toml: learner.bucket_mb is now ddp.bucket_mb: rename it (the old name loads "
-                        "until the next release)");
-  CHECK(c.notes()[5] == "note: config --set: learner.lr is now optimizer.lr: rename it (the old name loads until the "
-                        "next release)");
+  CHECK(c.notes()[0] ==
+        "note: config job.toml: learner.bucket_mb is now ddp.bucket_mb: rename it (the old name loads "
+        "until the next release)");
+  CHECK(c.notes()[5] ==
+        "note: config --set: learner.lr is now optimizer.lr: rename it (the old name loads until the "
+        "next release)");
 }
 
 TEST_CASE("settings: a device is cpu, cuda or cuda:N, for the learner and the actors alike") {
@@ -90,8 +93,9 @@ TEST_CASE("settings: a device is cpu, cuda or cuda:N, for the learner and the ac
     for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "cuda:1x", "CUDA", "cuda:0:1"}) {
       CAPTURE(bad);
       const std::string message = test::error_of([&] { (void)DeviceSetting::parse(k, bad); });
-      CHECK(message == "config: " + k + " = \"" + bad + "\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\" "
-                       "with N a GPU index, e.g. \"cuda:0\"");
+      CHECK(message == "config: " + k + " = \"" + bad +
+                           "\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\" "
+                           "with N a GPU index, e.g. \"cuda:0\"");
     }
   }
   const JobSettings s = JobSettings::parse(config_of("", {"learner.device=cuda:1", "actor.device=cuda:0"}), {});
@@ -108,11 +112,15 @@ TEST_CASE("settings: the rules between tables, for the shape the launcher or a p
   };
   const std::vector<Row> rows = {
       {"", {}, {}, ""},
-      {"", {"supervised.batch_size=127"}, {.learners = 2, .local_learners = 2},
+      {"",
+       {"supervised.batch_size=127"},
+       {.learners = 2, .local_learners = 2},
        "config: supervised.batch_size = 127 does not divide among the 2 learner ranks"},
       {"", {"supervised.feed=device"}, {}, "config: supervised.feed = \"device\" needs learner.device = \"cuda\""},
       {"", {"supervised.feed=device", "learner.device=cuda:0"}, {}, ""},
-      {"", {"learner.device=cuda:1"}, {.learners = 2, .local_learners = 2},
+      {"",
+       {"learner.device=cuda:1"},
+       {.learners = 2, .local_learners = 2},
        "config: learner.device = \"cuda:1\" names one GPU for this node's 2 learner ranks: use \"cuda\""},
       {"", {"actor.role=rollout"}, {.actors = 2}, "config: actor.role = \"rollout\" needs a learner that learns"},
       {"", {"optimizer.momentum=0"}, {}, "config: optimizer.nesterov = true needs optimizer.momentum above 0"},
@@ -123,19 +131,29 @@ TEST_CASE("settings: the rules between tables, for the shape the launcher or a p
       {"", {"env.name=plugin"}, {}, "config: env.name = \"plugin\" but env.plugin is empty"},
       {kPpo, {}, {.actors = 2}, ""},
       {kPpo, {}, {}, ""},  // a learner started by hand: one ring
-      {kPpo, {}, {.learners = 2, .local_learners = 2, .actors = 2},
+      {kPpo,
+       {},
+       {.learners = 2, .local_learners = 2, .actors = 2},
        "config: learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1"},
       {kPpo, {"actor.role=evaluator"}, {.actors = 2}, "config: learner.algo = \"ppo\" learns from rollout actors"},
       {kPpo, {}, {.actors = 1}, "config: actor.evaluators = 1 leaves no rollout actor among run.actors = 1"},
       {kPpo, {"model.name=mlp"}, {.actors = 2}, "config: model.name = \"mlp\" has no value head"},
-      {kPpo, {"rl.slots_per_update=5"}, {.actors = 3},
+      {kPpo,
+       {"rl.slots_per_update=5"},
+       {.actors = 3},
        "config: rl.slots_per_update = 5 is more than the 2 rings x rl.slots_per_ring = 2 can hold"},
-      {kPpo, {}, {.actors = 4, .deterministic = true},
+      {kPpo,
+       {},
+       {.actors = 4, .deterministic = true},
        "config: run.deterministic needs rl.slots_per_update = 2 to be a multiple of the 3 rollout actors: set it to 3"},
-      {kPpo, {"rl.slots_per_update=6"}, {.actors = 3, .deterministic = true},
+      {kPpo,
+       {"rl.slots_per_update=6"},
+       {.actors = 3, .deterministic = true},
        "config: run.deterministic: each update takes 3 slots from every actor but rl.slots_per_ring = 2"},
       {kPpo, {"rl.minibatches=65"}, {.actors = 2}, "config: rl.minibatches = 65 is more than the 64 samples"},
-      {kPpo, {"learner.algo=vtrace", "rl.minibatches=9"}, {.actors = 2},
+      {kPpo,
+       {"learner.algo=vtrace", "rl.minibatches=9"},
+       {.actors = 2},
        "config: rl.minibatches = 9 is more than the 8 trajectories"},
   };
   for (const Row& row : rows) {
@@ -159,9 +177,9 @@ TEST_CASE("settings: a supervised run's length divides each rank's shard by its 
                          Row{2, 1537, 2, 768}, Row{3, 1000, 30, 33}}) {
     CAPTURE(row.learners);
     const JobShape shape{.learners = row.learners, .local_learners = row.learners};
-    const JobSettings s = JobSettings::parse(
-        config_of("", {"supervised.epochs=1", "schedule.warmup_steps=10", fmt::format("supervised.batch_size={}", row.batch)}),
-        shape);
+    const JobSettings s = JobSettings::parse(config_of("", {"supervised.epochs=1", "schedule.warmup_steps=10",
+                                                            fmt::format("supervised.batch_size={}", row.batch)}),
+                                             shape);
     const SupervisedBudget b = supervised_budget(s, "train", row.samples);
     CHECK(b.rank_batch == row.batch / row.learners);
     CHECK(b.steps_per_epoch == static_cast<std::uint64_t>(row.steps_per_epoch));
@@ -170,7 +188,8 @@ TEST_CASE("settings: a supervised run's length divides each rank's shard by its 
   const JobSettings two = JobSettings::parse(config_of("", {"supervised.epochs=1", "schedule.warmup_steps=300"}),
                                              {.learners = 2, .local_learners = 2});
   CHECK(supervised_budget(two, "train", 60000).total_steps == 468);
-  const JobSettings long_warmup = JobSettings::parse(config_of("", {"supervised.epochs=1", "schedule.warmup_steps=468"}), {});
+  const JobSettings long_warmup = JobSettings::parse(
+      config_of("", {"supervised.epochs=1", "schedule.warmup_steps=468"}), {});
   CHECK(test::error_of([&] { (void)supervised_budget(long_warmup, "train", 60000); }) ==
         "config: schedule.warmup_steps = 468 is not below the run's 468 steps: lower it or train longer");
   const JobSettings none = JobSettings::parse(config_of("", {"supervised.epochs=0.001"}), {});
@@ -189,6 +208,7 @@ TEST_CASE("settings: publish.device_slab defaults to auto and accepts only auto 
 TEST_CASE("settings: number lists refuse NaN and infinities, naming the key") {
   for (const char* text : {"nan", "0.5, inf", "-inf"}) {
     CAPTURE(text);
-    CHECK(test::error_of([&] { (void)parse_number_list("data.std", text); }).find("data.std = \"") != std::string::npos);
+    CHECK(test::error_of([&] { (void)parse_number_list("data.std", text); }).find("data.std = \"") !=
+          std::string::npos);
   }
 }

@@ -82,9 +82,11 @@ TEST_CASE("a TorchScript model falls back to eager with one line") {
   const test::TinyCache cache("graphjit");
   const test::TempDir dir;
   test::save_linear_torchscript(dir.file("linear.pt"), 64, 8);  // 1x8x8 inputs
-  Model model = Model::create({.name = dir.file("linear.pt"), .channels = 1, .height = 8, .width = 8, .num_classes = 8});
+  Model model = Model::create(
+      {.name = dir.file("linear.pt"), .channels = 1, .height = 8, .width = 8, .num_classes = 8});
   // On the GPU machine on the GPU, where a graph could otherwise be captured.
-  const torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
+                                                           : torch::Device(torch::kCPU);
   model.to(device);
 
   Trainer trainer(model, {.optimizer = {}, .schedule = {.kind = "constant"}});

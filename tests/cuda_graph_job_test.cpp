@@ -67,7 +67,10 @@ struct PatternCifar {
   std::string name = test::unique_name("patterncifar");
   PatternCifar() {
     const std::uint64_t n = 9216;
-    shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
+    shm::DatasetSpec spec{.name = name,
+                          .source = "generated",
+                          .format = "test",
+                          .num_samples = n,
                           .fields = {{"x", shm::DType::u8, {3, 32, 32}}, {"y", shm::DType::i64, {}}},
                           .splits = {{"train", 0, 8192}, {"test", 8192, n}}};
     auto w = shm::DatasetWriter::create(spec, false);
@@ -82,8 +85,8 @@ struct PatternCifar {
         for (std::int64_t r = 0; r < 32; ++r)
           for (std::int64_t col = 0; col < 32; ++col) {
             const bool inside = c == channel && r >= top && r < top + 8 && col >= left && col < left + 8;
-            x[i * 3072 + static_cast<std::uint64_t>(c * 1024 + r * 32 + col)] =
-                static_cast<std::uint8_t>(next() % 160 + (inside ? 60 : 0));
+            x[i * 3072 + static_cast<std::uint64_t>(c * 1024 + r * 32 + col)] = static_cast<std::uint8_t>(
+                next() % 160 + (inside ? 60 : 0));
           }
       y[i] = next() % 10 == 0 ? static_cast<std::int64_t>(next() % 10) : label;
     }

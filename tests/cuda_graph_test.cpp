@@ -42,7 +42,10 @@ const torch::Device kGpu(torch::kCUDA, 0);
 struct CifarCache {
   std::string name = test::unique_name("graphcifar");
   explicit CifarCache(std::uint64_t n) {
-    shm::DatasetSpec spec{.name = name, .source = "test", .format = "synthetic", .num_samples = n,
+    shm::DatasetSpec spec{.name = name,
+                          .source = "test",
+                          .format = "synthetic",
+                          .num_samples = n,
                           .fields = {{"x", shm::DType::u8, {3, 32, 32}}, {"y", shm::DType::i64, {}}},
                           .splits = {{"test", 0, n}}};
     shm::DatasetWriter w = shm::DatasetWriter::create(spec, false);
@@ -182,7 +185,8 @@ void compare_evaluation(const std::string& name, const shm::DatasetCache& attach
   CHECK(std::abs(a2.loss - a.loss) > 10 * loss_tolerance * a.loss);
 }
 
-TEST_CASE("evaluation with a captured graph: folded networks within 1e-3 of eager, others bitwise" * doctest::timeout(240)) {
+TEST_CASE("evaluation with a captured graph: folded networks within 1e-3 of eager, others bitwise" *
+          doctest::timeout(240)) {
   REQUIRE(torch::cuda::is_available());
   const CifarCache cache(500);  // batch 128: three full batches replayed, the last 116 eager
   const shm::DatasetCache attached = shm::DatasetCache::attach(cache.name);
@@ -214,7 +218,8 @@ TEST_CASE("the captured step trains exactly as the eager step: the same fused ke
       const Trained copied = train(name, Mode::graph_copies, config, {.precision = precision});
       CHECK(graph.captured);
       CHECK(copied.captured);
-      const double diff = relative_l2(graph.params, eager.params), copied_diff = relative_l2(copied.params, eager.params);
+      const double diff = relative_l2(graph.params, eager.params),
+                   copied_diff = relative_l2(copied.params, eager.params);
       INFO("graph vs eager ", diff, " (batches copied in: ", copied_diff, ")");
       CHECK(diff < 1e-5);
       CHECK(copied_diff < 1e-5);
@@ -272,7 +277,8 @@ TEST_CASE("the captured step follows the learning-rate schedule" * doctest::time
   CHECK(graph.captured);
   REQUIRE(graph.lrs.size() == 30);
   for (int s = 0; s < 30; ++s) CHECK(graph.lrs[static_cast<std::size_t>(s)] == scheduled_lr(schedule, 0.05, s));
-  const Trained constant = train("cnn", Mode::graph_gathers, sgd(0.05, {.kind = "constant"}), {.steps = 30, .batch = 64});
+  const Trained constant = train("cnn", Mode::graph_gathers, sgd(0.05, {.kind = "constant"}),
+                                 {.steps = 30, .batch = 64});
   const double followed = relative_l2(graph.params, eager.params);
   const double ignored = relative_l2(constant.params, eager.params);  // what a frozen lr would look like
   INFO("graph vs eager ", followed, ", constant lr vs eager ", ignored);
@@ -295,7 +301,8 @@ TEST_CASE("DeviceFeed's rows copy and captured gather give next()'s batches, acr
   feed::DeviceFeed eager(cache, o), graphed(cache, o);
   const auto gpu = torch::TensorOptions().device(kGpu);
   const torch::Tensor rows = torch::zeros({64}, gpu.dtype(torch::kInt64));
-  feed::Batch fixed{torch::zeros({64, 3, 8, 8}, gpu.dtype(torch::kFloat)), torch::zeros({64}, gpu.dtype(torch::kInt64))};
+  feed::Batch fixed{torch::zeros({64, 3, 8, 8}, gpu.dtype(torch::kFloat)),
+                    torch::zeros({64}, gpu.dtype(torch::kInt64))};
   at::cuda::CUDAGraph graph;
   {
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);

@@ -75,19 +75,22 @@ struct PageView {
     const std::regex re("data-chart=\"" + chart + "\" data-points=\"([0-9]+)\"");
     return std::regex_search(dom, m, re) ? std::stoi(m[1]) : -1;
   }
-  bool row(const std::string& process) const { return dom.find("data-process=\"" + process + "\"") != std::string::npos; }
+  bool row(const std::string& process) const {
+    return dom.find("data-process=\"" + process + "\"") != std::string::npos;
+  }
 };
 
 std::string browser_flags(const test::TempDir& dir) {
   // Its profile in the test's directory, and no /dev/shm (which the tests must leave clean).
-  return fmt::format("--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars "
-                     "--no-first-run --user-data-dir='{}' --virtual-time-budget=4000",
-                     (dir / "chromium-profile").string());
+  return fmt::format(
+      "--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars "
+      "--no-first-run --user-data-dir='{}' --virtual-time-budget=4000",
+      (dir / "chromium-profile").string());
 }
 
 PageView open_page(const test::TempDir& dir, const std::string& url) {
-  const auto r = test::run_command(fmt::format("timeout 90 '{}' {} --dump-dom '{}' 2>/dev/null", chromium(),
-                                               browser_flags(dir), url));
+  const auto r = test::run_command(
+      fmt::format("timeout 90 '{}' {} --dump-dom '{}' 2>/dev/null", chromium(), browser_flags(dir), url));
   return {r.output};
 }
 

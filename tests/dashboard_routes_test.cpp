@@ -54,7 +54,7 @@ TEST_CASE("dashboard routes: / and /dashboard serve the page with uPlot inlined;
   const std::string page = http_get(s.endpoint.port(), "/");
   CHECK(status_line(page) == "HTTP/1.0 200 OK");
   CHECK(page.find("Content-Type: text/html") != std::string::npos);
-  CHECK(page.find("uPlot") != std::string::npos);      // the library, not a link to the network
+  CHECK(page.find("uPlot") != std::string::npos);       // the library, not a link to the network
   CHECK(page.find("data-chart") != std::string::npos);  // the page's own script
   CHECK(page.find("<script src") == std::string::npos);
   CHECK(body(http_get(s.endpoint.port(), "/dashboard")) == body(page));
@@ -66,7 +66,9 @@ TEST_CASE("dashboard routes: / and /dashboard serve the page with uPlot inlined;
 TEST_CASE("dashboard routes: history comes in whole lines from the offsets asked, and a line being written waits" *
           doctest::timeout(30)) {
   TempDir dir;
-  std::ofstream(dir / "metrics.jsonl") << kLine1 << "\n" << kLine2 << "\n" << R"({"time_s":3,"job":"j","pro)";
+  std::ofstream(dir / "metrics.jsonl") << kLine1 << "\n"
+                                       << kLine2 << "\n"
+                                       << R"({"time_s":3,"job":"j","pro)";
   Served s(dir.path());
   auto h = nlohmann::json::parse(body(http_get(s.endpoint.port(), "/api/history?metrics=0&eval=0")));
   CHECK(h["live"] == false);
@@ -113,7 +115,8 @@ TEST_CASE("tandem dashboard: a directory that is no run dir, or a port in use, i
   REQUIRE(::bind(holder.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
   REQUIRE(::listen(holder.get(), 1) == 0);
   REQUIRE(::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  r = run_command(fmt::format("'{}' dashboard '{}' --port {}", tandem_binary(), empty.path().string(), ntohs(addr.sin_port)));
+  r = run_command(
+      fmt::format("'{}' dashboard '{}' --port {}", tandem_binary(), empty.path().string(), ntohs(addr.sin_port)));
   CAPTURE(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("--port = ") != std::string::npos);

@@ -26,9 +26,19 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
   auto rank0 = ControlClient::attach(job, Role::learner, 0);
   auto rank1 = ControlClient::attach(job, Role::learner, 1);
   auto actor = ControlClient::attach(job, Role::actor, 0);
-  rank0.report({.step = 40, .version = 40, .loss = 0.25, .seconds = 0.1, .env_steps = 81920, .env_steps_per_s = 41000,
-                .episode_return = 187.5, .episode_length = 187, .policy_lag_min = 0, .policy_lag_avg = 1.5,
-                .policy_lag_max = 3, .allreduce_s = 0.02, .exposed_comm_s = 0.004});
+  rank0.report({.step = 40,
+                .version = 40,
+                .loss = 0.25,
+                .seconds = 0.1,
+                .env_steps = 81920,
+                .env_steps_per_s = 41000,
+                .episode_return = 187.5,
+                .episode_length = 187,
+                .policy_lag_min = 0,
+                .policy_lag_avg = 1.5,
+                .policy_lag_max = 3,
+                .allreduce_s = 0.02,
+                .exposed_comm_s = 0.004});
   rank1.report({.step = 40, .seconds = 0.12, .allreduce_s = 0.03, .exposed_comm_s = 0.005});
   actor.report({.env_steps = 9000, .env_steps_per_s = 20500, .episode_return = 150, .ring_full_waits = 3});
 

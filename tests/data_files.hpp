@@ -34,13 +34,10 @@ inline void forge_gzip_trailer(const std::filesystem::path& path, std::uint32_t 
   f.write(le, 4);
 }
 
-inline std::string big_endian32(std::uint32_t v) {
-  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-}
+inline std::string big_endian32(std::uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
 
 // An IDX file: magic 0x0000080N, the dims, then `data` (count x H x W bytes, or count for labels).
-inline std::string idx_bytes(const std::vector<std::uint32_t>& dims, const std::string& data,
-                             std::uint32_t magic = 0) {
+inline std::string idx_bytes(const std::vector<std::uint32_t>& dims, const std::string& data, std::uint32_t magic = 0) {
   std::string out = big_endian32(magic ? magic : 0x800u | static_cast<std::uint32_t>(dims.size()));
   for (auto d : dims) out += big_endian32(d);
   return out + data;
@@ -77,14 +74,14 @@ inline std::string cifar_records(std::uint32_t n, std::uint32_t first) {
 }
 
 // A version-1 .npy file holding `data` with the given descr ('<f4') and shape.
-inline std::string npy_bytes(const std::string& descr, const std::vector<std::uint64_t>& shape,
-                             const std::string& data, bool fortran = false) {
+inline std::string npy_bytes(const std::string& descr, const std::vector<std::uint64_t>& shape, const std::string& data,
+                             bool fortran = false) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ", ";
   if (shape.size() > 1) dims.resize(dims.size() - 2);  // numpy writes "(5,)" but "(5, 3)"
   else if (!shape.empty()) dims.resize(dims.size() - 1);
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                       ", 'shape': (" + dims + "), }";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': (" +
+                       dims + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = "\x93NUMPY";

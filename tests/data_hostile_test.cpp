@@ -36,8 +36,8 @@ constexpr const char* kCapped = "prlimit --as=1073741824";
 // address space and before asking for more than 1 MiB of /dev/shm, leaving no segment.
 void check_refused(const test::TempDir& dir, const std::string& expected) {
   const std::string name = test::unique_name("hostile");
-  test::check_one_line_error("data preload " + name + " --from " + dir.path().string(), expected,
-                             "tandem.data." + name, std::string("TANDEM_SHM_LIMIT=1M ") + kCapped);
+  test::check_one_line_error("data preload " + name + " --from " + dir.path().string(), expected, "tandem.data." + name,
+                             std::string("TANDEM_SHM_LIMIT=1M ") + kCapped);
 }
 
 std::string random_bytes(std::size_t n) {
@@ -77,8 +77,8 @@ TEST_CASE("data cli: an IDX header of 4 x 0x80000000 x 0x80000000 images is refu
   test::TempDir dir;
   test::write_bytes(dir / "train-images-idx3-ubyte", test::idx_bytes({4, 0x80000000u, 0x80000000u}, ""));
   write_labels(dir.path(), 4);
-  check_refused(dir,
-                "train-images-idx3-ubyte has an IDX header (4x2147483648x2147483648) whose size does not fit in 64 bits");
+  check_refused(
+      dir, "train-images-idx3-ubyte has an IDX header (4x2147483648x2147483648) whose size does not fit in 64 bits");
 }
 
 TEST_CASE("data cli: a gzip IDX claiming more than deflate can hold is refused before shm is reserved") {

@@ -91,12 +91,14 @@ TANDEM_CHILD("exec-tandem") {
   return 127;
 }
 
-TEST_CASE("tandem data preload: SIGTERM while the segment is created or filled leaves no segment" * doctest::timeout(120)) {
+TEST_CASE("tandem data preload: SIGTERM while the segment is created or filled leaves no segment" *
+          doctest::timeout(120)) {
   test::TempDir dir;
   write_big_npy(dir.path(), 128);
   const std::string name = test::unique_name("terminated");
   const std::string segment = shm::dataset_segment_name(name);
-  test::Child child = test::spawn_child("exec-tandem", {"data", "preload", name, "--from", dir.path().string(), "--threads", "1"});
+  test::Child child = test::spawn_child("exec-tandem",
+                                        {"data", "preload", name, "--from", dir.path().string(), "--threads", "1"});
   REQUIRE(wait_until([&] { return shm::Segment::exists(segment); }, 60s));
   child.kill(SIGTERM);
   const int status = child.wait();
@@ -126,7 +128,8 @@ TEST_CASE("dataset cache: two processes reading one cache add one copy of it to 
   const std::string name = test::unique_name("pss");
   std::uint64_t segment_bytes = 0;
   {
-    shm::DatasetSpec spec{name, "/synthetic", "synthetic", 16384, {{"x", shm::DType::u8, {4096}}}, {{"train", 0, 16384}}};
+    shm::DatasetSpec spec{
+        name, "/synthetic", "synthetic", 16384, {{"x", shm::DType::u8, {4096}}}, {{"train", 0, 16384}}};
     auto writer = shm::DatasetWriter::create(spec, false);
     std::memset(writer.field_data(0), 7, writer.descriptor().fields[0].bytes);
     writer.commit(0, 2);
@@ -153,8 +156,9 @@ TEST_CASE("dataset cache: two processes reading one cache add one copy of it to 
   CHECK(b.wait() == 0);
 
   const double copies = double(pss0 + pss1) / double(segment_bytes);
-  MESSAGE(fmt::format("segment {} MiB; Pss {} + {} MiB = {:.2f} copies", segment_bytes >> 20, pss0 >> 20, pss1 >> 20, copies));
-  CHECK(copies > 0.9);   // every page was touched, so it is counted once ...
-  CHECK(copies < 1.1);   // ... and shared, not twice
+  MESSAGE(fmt::format("segment {} MiB; Pss {} + {} MiB = {:.2f} copies", segment_bytes >> 20, pss0 >> 20, pss1 >> 20,
+                      copies));
+  CHECK(copies > 0.9);  // every page was touched, so it is counted once ...
+  CHECK(copies < 1.1);  // ... and shared, not twice
   CHECK(double(pss0) / double(segment_bytes) == doctest::Approx(0.5).epsilon(0.1));
 }

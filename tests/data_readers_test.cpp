@@ -43,7 +43,8 @@ void check_images(const shm::DatasetCache& cache, std::uint64_t n, std::uint64_t
   CHECK(x.dtype == shm::DType::u8);
   CHECK(x.stride == per_sample);
   for (std::uint64_t s = 0; s < n; ++s)
-    for (std::uint64_t i = 0; i < per_sample; ++i) REQUIRE(static_cast<char>(x.data[s * per_sample + i]) == test::pixel(s, i));
+    for (std::uint64_t i = 0; i < per_sample; ++i)
+      REQUIRE(static_cast<char>(x.data[s * per_sample + i]) == test::pixel(s, i));
 }
 
 // Flips one byte of a segment file in place.
@@ -56,7 +57,9 @@ void flip_byte(const std::string& segment, std::uint64_t offset) {
   REQUIRE(::pwrite(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
 }
 
-test::CommandResult run_tandem(const std::string& args) { return test::run_command(test::tandem_binary() + " " + args); }
+test::CommandResult run_tandem(const std::string& args) {
+  return test::run_command(test::tandem_binary() + " " + args);
+}
 
 }  // namespace
 
@@ -73,7 +76,8 @@ TEST_CASE("data: IDX files, plain or gzip, become x uint8 [1,H,W] and int64 labe
 
     shm::DatasetCache cache = shm::DatasetCache::attach(c.name);
     auto x = cache.field("x");
-    CHECK(std::vector<std::uint64_t>(x.sample_shape.begin(), x.sample_shape.end()) == std::vector<std::uint64_t>{1, 5, 7});
+    CHECK(std::vector<std::uint64_t>(x.sample_shape.begin(), x.sample_shape.end()) ==
+          std::vector<std::uint64_t>{1, 5, 7});
     check_images(cache, 70, 35);
     check_labels(cache, 70);
     CHECK(cache.split("train").begin == 0);
@@ -98,7 +102,8 @@ TEST_CASE("data: CIFAR-10 batches become x uint8 [3,32,32] and int64 labels, bat
   shm::DatasetCache cache = shm::DatasetCache::attach(c.name);
   CHECK(cache.num_samples() == 12);
   auto x = cache.field("x");
-  CHECK(std::vector<std::uint64_t>(x.sample_shape.begin(), x.sample_shape.end()) == std::vector<std::uint64_t>{3, 32, 32});
+  CHECK(std::vector<std::uint64_t>(x.sample_shape.begin(), x.sample_shape.end()) ==
+        std::vector<std::uint64_t>{3, 32, 32});
   check_images(cache, 12, 3072);
   check_labels(cache, 12);
   CHECK(cache.split("train").end == 8);
@@ -111,7 +116,8 @@ TEST_CASE("data: npy pairs keep x's dtype and shape and store integer labels as 
   for (std::size_t i = 0; i < xtrain.size(); ++i) xtrain[i] = 0.5f * static_cast<float>(i);
   for (std::size_t i = 0; i < xtest.size(); ++i) xtest[i] = -1.0f * static_cast<float>(i);
   test::write_bytes(dir / "x_train.npy", test::npy_bytes("<f4", {6, 2, 3}, test::raw(xtrain)));
-  test::write_bytes(dir / "y_train.npy", test::npy_bytes("|u1", {6}, test::raw(std::vector<std::uint8_t>{0, 1, 2, 3, 4, 5})));
+  test::write_bytes(dir / "y_train.npy",
+                    test::npy_bytes("|u1", {6}, test::raw(std::vector<std::uint8_t>{0, 1, 2, 3, 4, 5})));
   test::write_bytes(dir / "x_test.npy", test::npy_bytes("<f4", {4, 2, 3}, test::raw(xtest)));
   test::write_bytes(dir / "y_test.npy", test::npy_bytes("<i2", {4}, test::raw(std::vector<std::int16_t>{6, 7, 8, 9})));
   CHECK(data::detect_format(dir.path()) == "npy");
@@ -156,7 +162,8 @@ TEST_CASE("data: npy files a cache cannot hold are refused by name before anythi
   CHECK(try_x("not a numpy file at all").find("not a .npy file") != std::string::npos);
   CHECK(try_x(test::npy_bytes("<f4", {3, 3}, std::string(36, '\0'))).find("same first dimension") != std::string::npos);
   fs::remove(dir / "y_train.npy");
-  CHECK(error_of([&] { data::plan_load(dir.path(), "npy"); }).find("needs both x_train.npy and y_train.npy") != std::string::npos);
+  CHECK(error_of([&] { data::plan_load(dir.path(), "npy"); }).find("needs both x_train.npy and y_train.npy") !=
+        std::string::npos);
 }
 
 TEST_CASE("data: a folder that holds no known format is a clear error that lists them") {
@@ -196,7 +203,8 @@ TEST_CASE("data cli: bad IDX input is one line, exit 1, and leaves no segment") 
   SUBCASE("a wrong magic number") {
     test::write_bytes(dir / "train-images-idx3-ubyte", test::idx_bytes({2, 2, 2}, std::string(8, 'a'), 0xdeadbeef));
     test::write_bytes(dir / "train-labels-idx1-ubyte", test::idx_bytes({2}, std::string(2, '\1')));
-    test::check_one_line_error(args, "is not an IDX file with 3 dimensions (magic 0xdeadbeef, expected 0x00000803)", c.segment());
+    test::check_one_line_error(args, "is not an IDX file with 3 dimensions (magic 0xdeadbeef, expected 0x00000803)",
+                               c.segment());
   }
   SUBCASE("an IDX element type other than unsigned bytes") {
     test::write_bytes(dir / "train-images-idx3-ubyte", test::idx_bytes({2, 2, 2}, std::string(8, 'a'), 0x00000903));
@@ -254,14 +262,16 @@ TEST_CASE("data cli: a cache with a corrupt header is refused by info and preloa
 
   test::CommandResult info = run_tandem("data info " + c.name);
   CHECK(info.status == 1);
-  CHECK(info.output.find("has a corrupt header (checksum mismatch): run `tandem data preload " + c.name) != std::string::npos);
+  CHECK(info.output.find("has a corrupt header (checksum mismatch): run `tandem data preload " + c.name) !=
+        std::string::npos);
   CHECK(info.output.find('\n') == info.output.size() - 1);
   CHECK(error_of([&] { shm::DatasetCache::attach(c.name); }).find("corrupt header") != std::string::npos);
   CHECK(run_tandem("data ls").output.find("corrupt header") != std::string::npos);
 
   test::CommandResult again = run_tandem(preload);
   CHECK(again.status == 1);
-  CHECK(again.output.find("already exists: dataset '" + c.name + "' is already preloaded: pass --force") != std::string::npos);
+  CHECK(again.output.find("already exists: dataset '" + c.name + "' is already preloaded: pass --force") !=
+        std::string::npos);
   CHECK(again.output.find('\n') == again.output.size() - 1);
   CHECK(fs::exists("/dev/shm/" + c.segment()));  // the user's segment is not removed without --force
 
@@ -313,5 +323,6 @@ TEST_CASE("data cli: info names what a cache holds; rm and info of a missing cac
   CHECK(run_tandem("data rm " + c.name).status == 0);
   test::check_one_line_error("data rm " + c.name, "there is no dataset cache '" + c.name + "'", c.segment());
   test::check_one_line_error("data info " + c.name, "does not exist: run `tandem data preload " + c.name, c.segment());
-  test::check_one_line_error("data preload ../x --from " + dir.path().string(), "dataset name '../x' is not a valid name", c.segment());
+  test::check_one_line_error("data preload ../x --from " + dir.path().string(),
+                             "dataset name '../x' is not a valid name", c.segment());
 }

@@ -56,14 +56,16 @@ double relative_difference(const std::string& a, const std::string& b, std::size
 
 void check_equivalent(const std::string& model, std::size_t float_bytes, const std::string& collectives) {
   TempDir dir;
-  const auto two = run_ranks({.model = model, .world = 2, .batch = 16, .steps = 50, .collectives = collectives}, dir, "two");
+  const auto two = run_ranks({.model = model, .world = 2, .batch = 16, .steps = 50, .collectives = collectives}, dir,
+                             "two");
   const auto one = run_ranks({.model = model, .world = 1, .batch = 32, .steps = 50}, dir, "one");
   CHECK(two[0].step == 50);
   CHECK(two[1].step == 50);
   CHECK(std::hash<std::string>{}(two[0].flat) == std::hash<std::string>{}(two[1].flat));
   CHECK(two[0].flat == two[1].flat);
   const double rel = relative_difference(two[0].flat, one[0].flat, float_bytes ? float_bytes : one[0].flat.size());
-  MESSAGE(model << " over " << collectives << ": 2 ranks x 16 vs 1 rank x 32 after 50 steps, relative L2 difference " << rel);
+  MESSAGE(model << " over " << collectives << ": 2 ranks x 16 vs 1 rank x 32 after 50 steps, relative L2 difference "
+                << rel);
   CHECK(rel < 1e-4);
 }
 
@@ -86,16 +88,20 @@ def forward(self, x):
 
 }  // namespace
 
-TEST_CASE("data-parallel mlp: 2 ranks x batch 16 for 50 steps end with 1 rank x batch 32's weights, ranks bitwise equal, "
-          "over Gloo and over shared memory" * doctest::timeout(240)) {
+TEST_CASE(
+    "data-parallel mlp: 2 ranks x batch 16 for 50 steps end with 1 rank x batch 32's weights, ranks bitwise equal, "
+    "over Gloo and over shared memory" *
+    doctest::timeout(240)) {
   for (const std::string collectives : {"gloo", "shm-caller", "shm-thread"}) {
     CAPTURE(collectives);
     check_equivalent("mlp", 0, collectives);
   }
 }
 
-TEST_CASE("data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x batch 32's weights, ranks bitwise equal, "
-          "over Gloo and over shared memory" * doctest::timeout(240)) {
+TEST_CASE(
+    "data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x batch 32's weights, ranks bitwise equal, "
+    "over Gloo and over shared memory" *
+    doctest::timeout(240)) {
   TempDir dir;
   const std::string path = dir.file("script_mlp.pt");
   save_script_mlp(path);
@@ -108,8 +114,10 @@ TEST_CASE("data-parallel TorchScript model: 2 ranks x batch 16 end with 1 rank x
 // BatchNorm normalises each rank's batch of 16 by its own statistics, so the cnn is NOT 1 rank x 32:
 // what holds is that rank 0's running statistics are broadcast every step, so parameters AND buffers
 // are bitwise equal on every rank after any run (the weights a checkpoint or publish takes).
-TEST_CASE("data-parallel cnn (BatchNorm): 2 ranks end with bitwise equal parameters and buffers, over Gloo and over "
-          "shared memory" * doctest::timeout(300)) {
+TEST_CASE(
+    "data-parallel cnn (BatchNorm): 2 ranks end with bitwise equal parameters and buffers, over Gloo and over "
+    "shared memory" *
+    doctest::timeout(300)) {
   TempDir dir;
   for (const std::string collectives : {"gloo", "shm-caller", "shm-thread"}) {
     CAPTURE(collectives);

@@ -47,7 +47,8 @@ std::string slurp(const std::string& path) {
 void wait_for_file(const std::string& path, Child& rank) {
   int status = 0;
   while (!std::filesystem::exists(path))
-    if (rank.wait_for(std::chrono::milliseconds(20), status)) FAIL("the rank exited (" << status << ") before its first step");
+    if (rank.wait_for(std::chrono::milliseconds(20), status))
+      FAIL("the rank exited (" << status << ") before its first step");
 }
 
 // Exit status of `rank` and the seconds it took, failing past `limit_s`.
@@ -62,8 +63,15 @@ std::pair<int, double> exit_within(Child& rank, double limit_s) {
 
 RankRun endless(int world, int rank, int port, double collective_s, double rendezvous_s, const TempDir& dir,
                 const std::string& collectives = "shm") {
-  return {.world = world, .rank = rank, .port = port, .batch = 8, .steps = 1000000, .collectives = collectives,
-          .collective_timeout_s = collective_s, .rendezvous_timeout_s = rendezvous_s, .out = "",
+  return {.world = world,
+          .rank = rank,
+          .port = port,
+          .batch = 8,
+          .steps = 1000000,
+          .collectives = collectives,
+          .collective_timeout_s = collective_s,
+          .rendezvous_timeout_s = rendezvous_s,
+          .out = "",
           .marker = dir.file(fmt::format("trained-{}", rank))};
 }
 
@@ -104,8 +112,10 @@ Fault signal_rank_1_mid_run(const std::string& collectives, int sig, double coll
 
 }  // namespace
 
-TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer, "
-          "over shared memory and over Gloo" * doctest::timeout(120)) {
+TEST_CASE(
+    "data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-zero within 10 s naming its peer, "
+    "over shared memory and over Gloo" *
+    doctest::timeout(120)) {
   for (const std::string collectives : {"shm-caller", "shm-thread", "gloo"}) {
     CAPTURE(collectives);
     const Fault f = signal_rank_1_mid_run(collectives, SIGKILL, 5, 10);
@@ -118,8 +128,10 @@ TEST_CASE("data-parallel fault: SIGKILL of rank 1 mid-run makes rank 0 exit non-
   }
 }
 
-TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s, "
-          "over shared memory and over Gloo" * doctest::timeout(120)) {
+TEST_CASE(
+    "data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero within the collective timeout + 10 s, "
+    "over shared memory and over Gloo" *
+    doctest::timeout(120)) {
   for (const std::string collectives : {"shm-caller", "shm-thread", "gloo"}) {
     CAPTURE(collectives);
     const double collective_s = 3;
@@ -133,8 +145,9 @@ TEST_CASE("data-parallel fault: SIGSTOP of rank 1 makes rank 0 exit non-zero wit
   }
 }
 
-TEST_CASE("data-parallel fault: a rank that never starts makes every started rank exit within the rendezvous timeout + 5 s naming it" *
-          doctest::timeout(90)) {
+TEST_CASE(
+    "data-parallel fault: a rank that never starts makes every started rank exit within the rendezvous timeout + 5 s naming it" *
+    doctest::timeout(90)) {
   TempDir dir;
   const int port = free_loopback_port();
   const double rendezvous_s = 3;
@@ -151,8 +164,9 @@ TEST_CASE("data-parallel fault: a rank that never starts makes every started ran
   CHECK(std::filesystem::exists(dir.file("trained-0")) == false);
 }
 
-TEST_CASE("data-parallel fault: when rank 0 (the store) never starts, rank 1 exits within the rendezvous timeout + 5 s naming rank 0" *
-          doctest::timeout(60)) {
+TEST_CASE(
+    "data-parallel fault: when rank 0 (the store) never starts, rank 1 exits within the rendezvous timeout + 5 s naming rank 0" *
+    doctest::timeout(60)) {
   TempDir dir;
   const double rendezvous_s = 3;
   Child r1 = spawn_rank(endless(2, 1, free_loopback_port(), 5, rendezvous_s, dir), dir.file("r1.log"));

@@ -27,10 +27,10 @@ bool two_gpus() {
 #endif
 }
 
-#define REQUIRE_TWO_GPUS()                                                                        \
-  if (!two_gpus()) {                                                                              \
-    MESSAGE("skipped: needs 2 GPUs, a CUDA LibTorch and NCCL");                                  \
-    return;                                                                                       \
+#define REQUIRE_TWO_GPUS()                                      \
+  if (!two_gpus()) {                                            \
+    MESSAGE("skipped: needs 2 GPUs, a CUDA LibTorch and NCCL"); \
+    return;                                                     \
   }
 
 std::vector<Child> spawn_ranks(RankRun base, const TempDir& dir, const std::string& tag) {
@@ -71,7 +71,8 @@ TEST_CASE("NCCL data-parallel mlp: 2 GPU ranks x batch 16 end with 1 GPU x batch
   CHECK(std::sqrt(diff / norm) < 1e-4);
 }
 
-TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" * doctest::timeout(120)) {
+TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" *
+          doctest::timeout(120)) {
   REQUIRE_TWO_GPUS();
   TempDir dir;
   RankRun base{.world = 2, .batch = 16, .steps = 1000000, .collective_timeout_s = 5};
@@ -79,7 +80,8 @@ TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zer
   auto ranks = spawn_ranks(base, dir, "kill");
   int status = 0;
   while (!std::filesystem::exists(dir.file("trained")))
-    if (ranks[1].wait_for(std::chrono::milliseconds(20), status)) FAIL("rank 1 exited (" << status << ") before its first step");
+    if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
+      FAIL("rank 1 exited (" << status << ") before its first step");
   ranks[1].kill(SIGKILL);
   REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
   CHECK(status != 0);

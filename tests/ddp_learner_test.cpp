@@ -39,7 +39,8 @@ Child spawn_learner(const TempDir& dir, int rank, int port, std::int64_t steps, 
   REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
   const std::string cmd = fmt::format(
       "cd {} && exec env -u TANDEM_JOB RANK={} WORLD_SIZE=2 LOCAL_RANK={} LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
-      "MASTER_PORT={} {} job.toml --set supervised.steps={}", dir.path().string(), rank, rank, port, learner, steps);
+      "MASTER_PORT={} {} job.toml --set supervised.steps={}",
+      dir.path().string(), rank, rank, port, learner, steps);
   const FileDescriptor fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600));
   REQUIRE(fd.get() >= 0);
   Child c = spawn_program({"/bin/sh", "-c", cmd}, fd.get());
@@ -72,13 +73,15 @@ warmup_steps = 0
 every_steps = 50
 [checkpoint]
 every_steps = 0
-)", cache.name);
+)",
+                                                     cache.name);
 }
 
 }  // namespace
 
-TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
-          doctest::timeout(180)) {
+TEST_CASE(
+    "data-parallel tandem-learner: SIGTERM to rank 1 alone stops both ranks after one step, and both resume from rank 0's checkpoint" *
+    doctest::timeout(180)) {
   TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);
@@ -87,7 +90,8 @@ TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both rank
   Child r1 = spawn_learner(dir, 1, port, 1000000, dir.file("r1.log"));
   int status = 0;
   while (slurp(dir.file("r1.log")).find("step 20/") == std::string::npos)
-    if (r1.wait_for(std::chrono::milliseconds(50), status)) FAIL("rank 1 exited (" << status << "): " << slurp(dir.file("r1.log")));
+    if (r1.wait_for(std::chrono::milliseconds(50), status))
+      FAIL("rank 1 exited (" << status << "): " << slurp(dir.file("r1.log")));
   r1.kill(SIGTERM);
   CHECK(r0.wait() == 0);
   CHECK(r1.wait() == 0);
@@ -111,8 +115,10 @@ TEST_CASE("data-parallel tandem-learner: SIGTERM to rank 1 alone stops both rank
   CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
 }
 
-TEST_CASE("data-parallel tandem-learner: a rank whose run dir lacks rank 0's checkpoint (another node's disk) resumes "
-          "from rank 0's state received over the wire" * doctest::timeout(180)) {
+TEST_CASE(
+    "data-parallel tandem-learner: a rank whose run dir lacks rank 0's checkpoint (another node's disk) resumes "
+    "from rank 0's state received over the wire" *
+    doctest::timeout(180)) {
   TinyCache cache("ddp-wire");
   TempDir dir, other_node;
   write_job(dir, cache);
@@ -152,12 +158,13 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
   // Python 3.11's enum breaks torchrun's default redirects: --redirects 1 --tee 1 avoid that path.
   const CommandResult r = run_command(fmt::format(
       "cd {} && env -u TANDEM_JOB timeout 120 torchrun --nproc_per_node=2 --master_port={} --redirects 1 --tee 1 "
-      "--no_python {} job.toml --set supervised.steps=30 2>&1", dir.path().string(), free_loopback_port(), learner));
+      "--no_python {} job.toml --set supervised.steps=30 2>&1",
+      dir.path().string(), free_loopback_port(), learner));
   INFO(r.output);
   CHECK(r.status == 0);
   CHECK(r.output.find("rank 1 of 2 (local 1 of 2) (torchrun)") != std::string::npos);
   CHECK(r.output.find("finished at step 30; final weights version") != std::string::npos);  // rank 0 publishes
-  CHECK(r.output.find("finished at step 30\n") != std::string::npos);                        // rank 1 does not
+  CHECK(r.output.find("finished at step 30\n") != std::string::npos);                       // rank 1 does not
   CHECK(std::filesystem::exists(dir.file("ckpt-000000000030.safetensors")));
   CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
 }

@@ -49,7 +49,8 @@ TEST_CASE("model publisher: a slab whose writer is alive is refused; once the wr
   Child writer = spawn_child("slab-writer", {slab, marker});
   int status = 0;
   while (!std::filesystem::exists(marker))
-    if (writer.wait_for(std::chrono::milliseconds(20), status)) FAIL("the writer exited (" << status << ") before publishing");
+    if (writer.wait_for(std::chrono::milliseconds(20), status))
+      FAIL("the writer exited (" << status << ") before publishing");
 
   Published p;
   const std::string refused = error_of([&] { (void)publish(slab, p); });

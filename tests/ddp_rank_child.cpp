@@ -51,11 +51,11 @@ int train_rank() {
     torch::set_num_threads(1);
     const std::string& collectives = kv["collectives"];
     const auto dash = collectives.find('-');
-    std::vector<std::string> overrides = {
-        "ddp.collective_timeout_s=" + kv["collective_timeout_s"],
-        "ddp.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
-        "ddp.bucket_first_mb=0.0625", "ddp.bucket_mb=0.25",  // several buckets even for small models
-        "ddp.cpu_collectives=\"" + collectives.substr(0, dash) + "\""};
+    std::vector<std::string> overrides = {"ddp.collective_timeout_s=" + kv["collective_timeout_s"],
+                                          "ddp.rendezvous_timeout_s=" + kv["rendezvous_timeout_s"],
+                                          "ddp.bucket_first_mb=0.0625",
+                                          "ddp.bucket_mb=0.25",  // several buckets even for small models
+                                          "ddp.cpu_collectives=\"" + collectives.substr(0, dash) + "\""};
     if (dash != std::string::npos) overrides.push_back("ddp.shm_progress=\"" + collectives.substr(dash + 1) + "\"");
     const JobSettings settings = JobSettings::parse(load_program_config("", overrides), {});
     std::unique_ptr<ddp::Session> session;
@@ -66,7 +66,8 @@ int train_rank() {
     const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank))
                                       : torch::Device(torch::kCPU);
     model.to(device);
-    FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+    FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                        : FlatParams::flatten(*model.jit_module());
     TrainerConfig tc;
     tc.schedule.kind = "cosine";
     tc.schedule.total_steps = steps;
@@ -90,7 +91,8 @@ int train_rank() {
       const torch::Tensor x = torch::randn({batch * world, 1, 28, 28});
       const torch::Tensor y = torch::randint(0, 10, {batch * world}, torch::kInt64);
       if (sync) sync->vote_stop(stop_at >= 0 && i >= stop_at && rank.rank == 1);
-      trainer.train_step(x.narrow(0, rank.rank * batch, batch).to(device), y.narrow(0, rank.rank * batch, batch).to(device));
+      trainer.train_step(x.narrow(0, rank.rank * batch, batch).to(device),
+                         y.narrow(0, rank.rank * batch, batch).to(device));
       if (i == 0 && !kv["marker"].empty()) std::ofstream(kv["marker"]) << "trained\n";
       if (sync && sync->stop_agreed()) break;
     }
@@ -110,11 +112,18 @@ int train_rank() {
 TANDEM_CHILD("ddp-rank") { return train_rank(); }
 
 std::vector<std::string> rank_args(const RankRun& r) {
-  return {"model=" + r.model, fmt::format("world={}", r.world), fmt::format("rank={}", r.rank),
-          fmt::format("port={}", r.port), fmt::format("batch={}", r.batch), fmt::format("steps={}", r.steps),
-          fmt::format("stop_vote_at={}", r.stop_vote_at), "device=" + r.device,
+  return {"model=" + r.model,
+          fmt::format("world={}", r.world),
+          fmt::format("rank={}", r.rank),
+          fmt::format("port={}", r.port),
+          fmt::format("batch={}", r.batch),
+          fmt::format("steps={}", r.steps),
+          fmt::format("stop_vote_at={}", r.stop_vote_at),
+          "device=" + r.device,
           fmt::format("collective_timeout_s={}", r.collective_timeout_s),
-          fmt::format("rendezvous_timeout_s={}", r.rendezvous_timeout_s), "out=" + r.out, "marker=" + r.marker,
+          fmt::format("rendezvous_timeout_s={}", r.rendezvous_timeout_s),
+          "out=" + r.out,
+          "marker=" + r.marker,
           "collectives=" + r.collectives};
 }
 

@@ -17,20 +17,20 @@
 namespace tandem::test {
 
 struct RankRun {
-  std::string model = "mlp";      // built-in name or TorchScript path
+  std::string model = "mlp";  // built-in name or TorchScript path
   int world = 1;
   int rank = 0;
   int port = 0;
-  int batch = 16;                 // per rank
+  int batch = 16;  // per rank
   int steps = 50;
-  int stop_vote_at = -1;          // rank 1 votes to stop from this step on (-1: never)
-  std::string device = "cpu";     // cpu | cuda (cuda:rank)
+  int stop_vote_at = -1;            // rank 1 votes to stop from this step on (-1: never)
+  std::string device = "cpu";       // cpu | cuda (cuda:rank)
   std::string collectives = "shm";  // ddp.cpu_collectives: shm | gloo; shm-thread | shm-caller also
                                     // pin ddp.shm_progress (shm alone leaves it at auto)
   double collective_timeout_s = 30;
   double rendezvous_timeout_s = 30;
-  std::string out;                // result file ("" : none)
-  std::string marker;             // created after the first step ("" : none)
+  std::string out;     // result file ("" : none)
+  std::string marker;  // created after the first step ("" : none)
 };
 
 std::vector<std::string> rank_args(const RankRun& run);

@@ -9,8 +9,8 @@
 #include "learner/ddp/session.hpp"
 #include "tests/harness.hpp"
 
-using tandem::ddp::RankInfo;
 using tandem::ddp::rank_from_env;
+using tandem::ddp::RankInfo;
 using Vars = std::map<std::string, std::string>;
 
 namespace {
@@ -22,8 +22,12 @@ RankInfo from(const Vars& vars) {
   });
 }
 
-const Vars kTorchrun = {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-                        {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29555"}};
+const Vars kTorchrun = {{"RANK", "3"},
+                        {"WORLD_SIZE", "4"},
+                        {"LOCAL_RANK", "1"},
+                        {"LOCAL_WORLD_SIZE", "2"},
+                        {"MASTER_ADDR", "node0"},
+                        {"MASTER_PORT", "29555"}};
 
 Vars with(Vars v, const std::string& key, const std::string& value) {
   v[key] = value;
@@ -49,8 +53,11 @@ TEST_CASE("rank env: torchrun's variables give rank, world, local rank and the m
 }
 
 TEST_CASE("rank env: Slurm's variables are read when RANK is absent, the launch node standing in for MASTER_ADDR") {
-  const RankInfo r = from({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                           {"SLURM_NTASKS_PER_NODE", "4(x2)"}, {"SLURM_LAUNCH_NODE_IPADDR", "10.0.0.7"}});
+  const RankInfo r = from({{"SLURM_PROCID", "5"},
+                           {"SLURM_NTASKS", "8"},
+                           {"SLURM_LOCALID", "1"},
+                           {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                           {"SLURM_LAUNCH_NODE_IPADDR", "10.0.0.7"}});
   CHECK(r.source == "slurm");
   CHECK(r.rank == 5);
   CHECK(r.world_size == 8);

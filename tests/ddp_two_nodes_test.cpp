@@ -57,8 +57,10 @@ TANDEM_CHILD("make-cache") {
   return 0;
 }
 
-TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train together over loopback, and each "
-          "node's actor evaluates its node's published weights" * doctest::timeout(240)) {
+TEST_CASE(
+    "tandem run --nnodes 2: two nodes in their own mount namespaces train together over loopback, and each "
+    "node's actor evaluates its node's published weights" *
+    doctest::timeout(240)) {
   if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) {
     MESSAGE("skipped: needs root and /usr/bin/unshare for a mount namespace with a private /dev/shm");
     return;
@@ -81,7 +83,8 @@ TEST_CASE("tandem run --nnodes 2: two nodes in their own mount namespaces train 
         "exec {} run {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 --master-port {} --set run.run_dir={}",
         self_exe().string(), data, test::program_from_env("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
         (dir / fmt::format("node{}", k)).string());
-    const FileDescriptor out(::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    const FileDescriptor out(
+        ::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     REQUIRE(out.get() >= 0);
     nodes.push_back(test::spawn_program({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script}, out.get()));
   }

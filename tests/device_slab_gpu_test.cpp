@@ -53,7 +53,8 @@ struct Slabs {
   Slabs(const std::string& stem, std::size_t bytes, std::uint32_t slots = 4)
       : host_name(test::unique_name(stem)), device_name(shm::device_slab_name(host_name)) {
     cuda::set_device(0);
-    device_buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device, WeightSlabWriter::device_slab_bytes(spec_of(bytes, slots)));
+    device_buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device,
+                                           WeightSlabWriter::device_slab_bytes(spec_of(bytes, slots)));
     shm::DeviceSlabInfo info{};
     const cuda::IpcHandle h = cuda::ipc_export(device_buffer.data());
     std::memcpy(info.ipc_handle, h.data(), h.size());
@@ -173,8 +174,9 @@ TEST_CASE("device slab (CUDA): a publish reaches the device slab before the host
                       timings.back().device_copy_ms, timings.back().device_visible_ms, timings.back().visible_ms));
 }
 
-TEST_CASE("device slab (CUDA): 3 reader processes verifying every read under a writer publishing flat out see 0 torn reads" *
-          doctest::timeout(180)) {
+TEST_CASE(
+    "device slab (CUDA): 3 reader processes verifying every read under a writer publishing flat out see 0 torn reads" *
+    doctest::timeout(180)) {
   constexpr std::size_t kBytes = 16ull << 20;
   Slabs slabs("tandem.test-gpu-devslab-fast", kBytes);
   auto train = cuda::Stream::create(0);
@@ -213,8 +215,9 @@ TEST_CASE("device slab (CUDA): 3 reader processes verifying every read under a w
   CHECK(pub.stats().device_committed > 50);
 }
 
-TEST_CASE("device slab (CUDA): a reader SIGKILLed while mapped and leasing leaves the writer and another reader running" *
-          doctest::timeout(120)) {
+TEST_CASE(
+    "device slab (CUDA): a reader SIGKILLed while mapped and leasing leaves the writer and another reader running" *
+    doctest::timeout(120)) {
   constexpr std::size_t kBytes = 8ull << 20;
   // Two slots: the latest and the dead reader's, so the writer must reclaim the dead lease to go on.
   Slabs slabs("tandem.test-gpu-devslab-kill", kBytes, 2);

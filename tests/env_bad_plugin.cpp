@@ -40,8 +40,7 @@ void tandem_env_spaces_of(const tandem_env*, tandem_env_spaces* spaces) {
 void tandem_env_reset(tandem_env*, uint64_t, float* obs) { std::memset(obs, 0, 3 * sizeof(float)); }
 
 #ifndef ENV_PLUGIN_NO_STEP
-void tandem_env_step(tandem_env* env, const void*, float* obs, float* reward, int32_t* terminated,
-                     int32_t* truncated) {
+void tandem_env_step(tandem_env* env, const void*, float* obs, float* reward, int32_t* terminated, int32_t* truncated) {
 #ifdef ENV_PLUGIN_CRASH
   // What a plugin's wild pointer ends in. Raised rather than dereferenced: under UBSan's
   // halt_on_error a null load would exit 1 before the SIGSEGV the test is about.

@@ -85,11 +85,13 @@ TEST_CASE("env plugins: spaces that make no sense or do not fit the policy get o
             "1..2^16");
 
   auto corridor = PluginLibrary::open(plugin("TANDEM_CORRIDOR_PLUGIN"));
-  CHECK(error_of([&] { PluginEnv::create(corridor, "", EnvSpec{"", 4, 2}); }) ==
-        "env '" + corridor->path() +
-            "' observes 2 floats but the policy expects 4: set the model's input size to 2");
-  CHECK(error_of([&] { PluginEnv::create(corridor, "", EnvSpec{"", 2, 3}); }).find("has 2 discrete actions but the policy expects 3") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          PluginEnv::create(corridor, "", EnvSpec{"", 4, 2});
+        }) ==
+        "env '" + corridor->path() + "' observes 2 floats but the policy expects 4: set the model's input size to 2");
+  CHECK(error_of([&] {
+          PluginEnv::create(corridor, "", EnvSpec{"", 2, 3});
+        }).find("has 2 discrete actions but the policy expects 3") != std::string::npos);
 }
 
 // Steps the crashing plugin with the default SIGSEGV action (a sanitizer's handler would turn the

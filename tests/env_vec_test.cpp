@@ -129,7 +129,7 @@ TEST_CASE("envs: a terminated episode keeps its last observation apart, is not b
   CHECK_FALSE(vec.bootstraps(0));
   CHECK_FALSE(vec.done(1));
   const auto last = row(vec, vec.final_observations(), 0);
-  CHECK((std::abs(last[0]) > 2.4f || std::abs(last[2]) > 0.2094f));  // the state that ended it
+  CHECK((std::abs(last[0]) > 2.4f || std::abs(last[2]) > 0.2094f));             // the state that ended it
   for (float v : row(vec, vec.observations(), 0)) CHECK(std::abs(v) <= 0.05f);  // a fresh episode
   CHECK(vec.episode_lengths()[0] == steps);
   CHECK(vec.episode_returns()[0] == doctest::Approx(steps));  // +1 per step, the falling one included
@@ -177,7 +177,9 @@ TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape g
   mixed.push_back(make_env("CartPole-v1"));
   mixed.push_back(make_env("Acrobot-v1"));
   CHECK(error_of([&] { VecEnv(std::move(mixed), 1, 0); }).find("env 'Acrobot-v1' observes 6 floats") == 0);
-  CHECK(error_of([] { require_spaces(make_env("Pendulum-v1")->spec(), EnvSpec{"", 3, 2}); }) ==
+  CHECK(error_of([] {
+          require_spaces(make_env("Pendulum-v1")->spec(), EnvSpec{"", 3, 2});
+        }) ==
         "env 'Pendulum-v1' has continuous actions but the policy expects 2 discrete actions: set the model's "
         "output size to match");
   CHECK(error_of([] { require_spaces(make_env("Pendulum-v1")->spec(), EnvSpec{"", 3, 0, 1}); }).empty());

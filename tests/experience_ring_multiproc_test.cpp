@@ -58,8 +58,10 @@ TANDEM_CHILD("ring-writer") {
   }
 }
 
-TEST_CASE("experience rings: an actor SIGKILLed mid-write many times never hands the learner a bad slot, and each "
-          "restart continues at head" * doctest::timeout(300)) {
+TEST_CASE(
+    "experience rings: an actor SIGKILLed mid-write many times never hands the learner a bad slot, and each "
+    "restart continues at head" *
+    doctest::timeout(300)) {
   const char* env = std::getenv("TANDEM_RING_KILLS");
   const int kills = env ? std::atoi(env) : 1000;
   const std::string job = test::unique_name("expkill");
@@ -123,5 +125,5 @@ TEST_CASE("experience rings: an actor SIGKILLed mid-write many times never hands
   CHECK(consumed.load() == rings.ring(1).head.load());
   CHECK(rings.ring(1).writer_attaches.load() == static_cast<std::uint32_t>(kills));
   CHECK(last_head > static_cast<std::uint64_t>(kills) / 4);  // the writers did make progress
-  CHECK(rings.ring(0).head.load() == 0);                    // and touched no other ring
+  CHECK(rings.ring(0).head.load() == 0);                     // and touched no other ring
 }

@@ -60,10 +60,10 @@ TEST_CASE("experience rings: slots come out in commit order with matching checks
   const ExperienceDescriptor& d = rings.descriptor();
   CHECK(d.max_episodes == 15);
   CHECK(d.slot_stride % 64 == 0);
-  for (std::uint64_t off : {d.observations_offset, d.actions_offset, d.rewards_offset, d.terminated_offset,
-                            d.truncated_offset, d.log_probs_offset, d.logits_offset, d.values_offset,
-                            d.episode_returns_offset, d.episode_lengths_offset, d.final_observations_offset,
-                            d.slots_offset, d.rings_offset})
+  for (std::uint64_t off :
+       {d.observations_offset, d.actions_offset, d.rewards_offset, d.terminated_offset, d.truncated_offset,
+        d.log_probs_offset, d.logits_offset, d.values_offset, d.episode_returns_offset, d.episode_lengths_offset,
+        d.final_observations_offset, d.slots_offset, d.rings_offset})
     CHECK(off % 64 == 0);
   CHECK_FALSE(rings.peek(0));
   std::uint64_t consumed = 0;
@@ -201,7 +201,10 @@ TEST_CASE("experience rings: attach refuses every crafted descriptor field with 
   };
   const ExperienceDescriptor good = rings.descriptor();
   for (const auto& c : cases) {
-    craft(name, [&](ExperienceDescriptor& d) { d = good; c.edit(d); });
+    craft(name, [&](ExperienceDescriptor& d) {
+      d = good;
+      c.edit(d);
+    });
     const std::string error = test::error_of([&] { (void)ExperienceRings::attach(job); });
     CAPTURE(error);
     CHECK(error.find(c.expect) != std::string::npos);
@@ -267,8 +270,7 @@ TEST_CASE("tandem_shm.py reads an experience ring's slot with numpy exactly as C
   // With the optional xxhash package, Python also recomputes the slot checksum from the document.
   if (test::run_command(fmt::format("{} -c 'import xxhash'", test::python_with_numpy())).status == 0)
     CHECK(out.output.find("\"checksum_ok\": true") != std::string::npos);
-  else
-    MESSAGE("python3-xxhash is not installed: the Python checksum recomputation was not tested");
+  else MESSAGE("python3-xxhash is not installed: the Python checksum recomputation was not tested");
 }
 
 TEST_CASE("experience ring fuzz seeds: the valid one attaches and yields its slot, every crafted one is refused") {

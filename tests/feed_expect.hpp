@@ -32,7 +32,8 @@ inline torch::Tensor expected_x(const feed::FeedLayout& layout, const std::vecto
 }
 
 // Checks a batch (on any device) against the samples `rows` (absolute cache indices).
-inline void check_batch(const feed::FeedLayout& layout, const feed::Batch& batch, const std::vector<std::int64_t>& rows) {
+inline void check_batch(const feed::FeedLayout& layout, const feed::Batch& batch,
+                        const std::vector<std::int64_t>& rows) {
   auto y = batch.y.cpu();
   REQUIRE(y.size(0) == static_cast<std::int64_t>(rows.size()));
   CHECK(y.dtype() == torch::kLong);

@@ -75,7 +75,8 @@ TEST_CASE("HostFeed on the GPU: with a slow copy stream and a slow consumer, no 
     }
 }
 
-TEST_CASE("HostFeed on the GPU: whole epochs hold the sampler's samples, short last step included" * doctest::timeout(120)) {
+TEST_CASE("HostFeed on the GPU: whole epochs hold the sampler's samples, short last step included" *
+          doctest::timeout(120)) {
   Fixture f;
   auto o = gpu_options();
   o.ring_slots = 3;
@@ -98,7 +99,8 @@ TEST_CASE("DeviceFeed: batches hold the dataset's samples in the sampler's order
   test::check_epochs(feed, feed::describe_feed(f.cache, o), o, 2, 3);
 }
 
-TEST_CASE("DeviceFeed: drop_last and the test split; a second feed shares the first one's GPU copy" * doctest::timeout(120)) {
+TEST_CASE("DeviceFeed: drop_last and the test split; a second feed shares the first one's GPU copy" *
+          doctest::timeout(120)) {
   Fixture f;
   auto o = gpu_options();
   o.split = "test";

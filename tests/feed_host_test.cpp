@@ -23,7 +23,8 @@ namespace {
 struct Fixture {
   // 1000 train + 200 test samples of 3x4x5 bytes (60: a multiple of 4) unless told otherwise.
   explicit Fixture(std::vector<std::uint64_t> shape = {3, 4, 5})
-      : data(test::unique_name("feedtest"), 1000, 200, std::move(shape)), cache(shm::DatasetCache::attach(data.name())) {}
+      : data(test::unique_name("feedtest"), 1000, 200, std::move(shape)),
+        cache(shm::DatasetCache::attach(data.name())) {}
   feed::SyntheticDataset data;
   shm::DatasetCache cache;
 };
@@ -44,7 +45,8 @@ FeedOptions cpu_options() {
 
 }  // namespace
 
-TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, for the sampler's indices in order" * doctest::timeout(60)) {
+TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, for the sampler's indices in order" *
+          doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   HostFeed feed(f.cache, o, /*first_epoch=*/5);
@@ -53,7 +55,8 @@ TEST_CASE("HostFeed on the CPU: batches hold the dataset's bytes, normalised, fo
   test::check_epochs(feed, feed.layout(), o, 5, 3);
 }
 
-TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample sizes, the test split" * doctest::timeout(60)) {
+TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample sizes, the test split" *
+          doctest::timeout(60)) {
   Fixture f({1, 3, 3});
   auto o = cpu_options();
   o.split = "test";
@@ -66,7 +69,8 @@ TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample siz
   test::check_epochs(feed, feed.layout(), o, 0, 2);
 }
 
-TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler" * doctest::timeout(60)) {
+TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler" *
+          doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.world_size = 3;
@@ -89,7 +93,8 @@ TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths
   CHECK(feed.next().index == 0);
 }
 
-TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor(N / world) samples" * doctest::timeout(60)) {
+TEST_CASE("HostFeed on the CPU: ranks read disjoint shards that each cover floor(N / world) samples" *
+          doctest::timeout(60)) {
   Fixture f;
   auto o = cpu_options();
   o.world_size = 3;
@@ -195,5 +200,6 @@ TEST_CASE("DeviceFeed without a GPU fails with one line saying it needs one") {
     return;
   }
   Fixture f;
-  CHECK_THROWS_WITH_AS(feed::DeviceFeed(f.cache, cpu_options()), doctest::Contains("DeviceFeed needs a CUDA GPU"), UserError);
+  CHECK_THROWS_WITH_AS(feed::DeviceFeed(f.cache, cpu_options()), doctest::Contains("DeviceFeed needs a CUDA GPU"),
+                       UserError);
 }

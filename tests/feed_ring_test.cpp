@@ -53,27 +53,28 @@ RingWorkers::Jobs write_values(Slots& slots) {
   return {.prepare = {},
           .fill =
               [&slots](const SlotRing::Chunk& c) {
-                if (slots.holders[c.slot] > 0) ++slots.refilled_while_held;
-                for (auto j = c.begin; j < c.end; ++j) slots.items[c.slot][j] = item_value(c.step, j);
-              },
+    if (slots.holders[c.slot] > 0) ++slots.refilled_while_held;
+    for (auto j = c.begin; j < c.end; ++j) slots.items[c.slot][j] = item_value(c.step, j);
+          },
           .seal = [](const SlotRing::Chunk&) {}};
 }
 
 // Releases slots on its own thread, in the order they are handed to it.
 class Releaser {
  public:
-  Releaser(SlotRing& ring, Slots& slots) : thread_([this, &ring, &slots] {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return done_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      const std::size_t slot = queue_.front();
-      queue_.pop_front();
-      lock.unlock();
-      slots.release(ring, slot);
-      lock.lock();
-    }
-  }) {}
+  Releaser(SlotRing& ring, Slots& slots)
+      : thread_([this, &ring, &slots] {
+          std::unique_lock lock(mu_);
+          for (;;) {
+            cv_.wait(lock, [&] { return done_ || !queue_.empty(); });
+            if (queue_.empty()) return;
+            const std::size_t slot = queue_.front();
+            queue_.pop_front();
+            lock.unlock();
+            slots.release(ring, slot);
+            lock.lock();
+          }
+        }) {}
   ~Releaser() {
     {
       std::lock_guard lock(mu_);

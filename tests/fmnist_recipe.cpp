@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
     const std::int64_t steps_per_epoch = static_cast<std::int64_t>(n_train) / batch;  // drop_last
     config.schedule.total_steps = steps_per_epoch * epochs;
     if (eval_every <= 0) eval_every = steps_per_epoch / 2;
-    Model model = Model::create({.name = model_name, .channels = 1, .height = 28, .width = 28, .num_classes = 10, .seed = seed});
+    Model model = Model::create(
+        {.name = model_name, .channels = 1, .height = 28, .width = 28, .num_classes = 10, .seed = seed});
     Trainer trainer(model, config);
     fmt::print("{}; {} {} lr {} {} warmup {}; batch {}; {} epochs = {} steps; {} threads\n", model.describe(),
                config.optimizer.kind, config.optimizer.nesterov ? "nesterov" : "", config.optimizer.lr,
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
                "samples/s", "loss", "train_acc", "test_acc", "eval_s");
 
     auto gen = at::detail::createCPUGenerator(seed);
-    double train_seconds = 0.0, train_cpu = 0.0, eval_seconds = 0.0, hit_seconds = -1.0, hit_cpu = -1.0, hit_epoch = -1.0;
+    double train_seconds = 0.0, train_cpu = 0.0, eval_seconds = 0.0, hit_seconds = -1.0, hit_cpu = -1.0,
+           hit_epoch = -1.0;
     double window_train_s = 0.0;
     EvalResult last;
     const auto t_start = std::chrono::steady_clock::now();
@@ -123,28 +125,29 @@ int main(int argc, char** argv) {
             hit_cpu = train_cpu;
             hit_epoch = ep;
           }
-          fmt::print("{:>6} {:>6.2f} {:>9.1f} {:>9.1f} {:>9.0f} {:>9.4f} {:>9.4f} {:>9.4f} {:>8.1f}\n", trainer.step(), ep,
-                     train_seconds, train_cpu, static_cast<double>(batch * w.steps) / std::max(1e-9, train_seconds - window_train_s), w.loss, w.accuracy,
-                     last.accuracy, last.seconds);
+          fmt::print("{:>6} {:>6.2f} {:>9.1f} {:>9.1f} {:>9.0f} {:>9.4f} {:>9.4f} {:>9.4f} {:>8.1f}\n", trainer.step(),
+                     ep, train_seconds, train_cpu,
+                     static_cast<double>(batch * w.steps) / std::max(1e-9, train_seconds - window_train_s), w.loss,
+                     w.accuracy, last.accuracy, last.seconds);
           std::fflush(stdout);
           window_train_s = train_seconds;
         }
       }
     }
     const double wall = seconds_since(t_start);
-    fmt::print("target {:.2f}: {} ; final test accuracy {:.4f} (loss {:.4f}) after {} epochs, {:.0f}s training "
-               "({:.0f} CPU-s), {:.0f}s evaluating, {:.0f}s wall\n",
-               target,
-               hit_seconds < 0 ? std::string("not reached")
-                               : fmt::format("reached at epoch {:.2f} after {:.0f}s of training ({:.0f} CPU-s)", hit_epoch,
-                                             hit_seconds, hit_cpu),
-               last.accuracy, last.loss, epochs, train_seconds, train_cpu, eval_seconds, wall);
+    fmt::print(
+        "target {:.2f}: {} ; final test accuracy {:.4f} (loss {:.4f}) after {} epochs, {:.0f}s training "
+        "({:.0f} CPU-s), {:.0f}s evaluating, {:.0f}s wall\n",
+        target,
+        hit_seconds < 0 ? std::string("not reached")
+                        : fmt::format("reached at epoch {:.2f} after {:.0f}s of training ({:.0f} CPU-s)", hit_epoch,
+                                      hit_seconds, hit_cpu),
+        last.accuracy, last.loss, epochs, train_seconds, train_cpu, eval_seconds, wall);
     const std::string json = fmt::format(
         R"({{"bench":"fmnist_recipe","model":"{}","optimizer":"{}","lr":{},"schedule":"{}","warmup_steps":{},"batch":{},"epochs":{},"threads":{},"target":{},"target_epoch":{},"target_train_s":{:.1f},"target_train_cpu_s":{:.1f},"final_accuracy":{:.4f},"final_loss":{:.4f},"train_s":{:.1f},"train_cpu_s":{:.1f},"eval_s":{:.1f},"samples_per_s":{:.0f}}})",
         model_name, config.optimizer.kind, config.optimizer.lr, config.schedule.kind, config.schedule.warmup_steps,
-        batch, epochs, threads, target, hit_epoch, hit_seconds, hit_cpu, last.accuracy, last.loss, train_seconds, train_cpu,
-        eval_seconds,
-        static_cast<double>(config.schedule.total_steps * batch) / train_seconds);
+        batch, epochs, threads, target, hit_epoch, hit_seconds, hit_cpu, last.accuracy, last.loss, train_seconds,
+        train_cpu, eval_seconds, static_cast<double>(config.schedule.total_steps * batch) / train_seconds);
     fmt::print("{}\n", json);
     if (!json_path.empty()) {
       std::FILE* f = std::fopen(json_path.c_str(), "w");

@@ -55,8 +55,9 @@ TANDEM_CHILD("cuda-actor") {
   return 0;
 }
 
-TEST_CASE("follower (CUDA): an actor on the learner's GPU follows through the device slab, a CPU actor through the host slab" *
-          doctest::timeout(120)) {
+TEST_CASE(
+    "follower (CUDA): an actor on the learner's GPU follows through the device slab, a CPU actor through the host slab" *
+    doctest::timeout(120)) {
   const std::string name = test::unique_name("tandem.test-gpu-devfollow");
   auto learner_net = make_net();
   learner_net->to(torch::kCUDA);

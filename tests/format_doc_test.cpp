@@ -1,6 +1,7 @@
 // docs/FORMAT.md is the contract other languages read: its tables must match the C++ structs
 // (offsetof/sizeof), its code tables the enums, and tools/tandem_shm.py (numpy only, written from
 // the document) must read exactly the bytes C++ wrote.
+// The member tables below are laid out by hand, row by row like the document's tables (clang-format off).
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -72,10 +73,13 @@ std::vector<Table> parse_tables(const std::string& doc) {
   return tables;
 }
 
-const Table& table_under(const std::vector<Table>& tables, const std::string& heading_part, const std::string& first_column) {
+const Table& table_under(const std::vector<Table>& tables, const std::string& heading_part,
+                         const std::string& first_column) {
   for (const auto& t : tables)
-    if (t.heading.find(heading_part) != std::string::npos && !t.columns.empty() && t.columns[0] == first_column) return t;
-  FAIL("docs/FORMAT.md has no table starting with '" << first_column << "' under a heading containing " << heading_part);
+    if (t.heading.find(heading_part) != std::string::npos && !t.columns.empty() && t.columns[0] == first_column)
+      return t;
+  FAIL("docs/FORMAT.md has no table starting with '" << first_column << "' under a heading containing "
+                                                     << heading_part);
   throw std::logic_error("unreachable");
 }
 
@@ -83,14 +87,18 @@ struct Member {
   std::string name;
   std::size_t offset, size;
 };
+// clang-format off
 #define MEMBER(S, m) Member{#m, offsetof(S, m), sizeof(S::m)}
+// clang-format on
 
 // Bytes of a type as the document spells it: u32, i64, char[16], u64[4], FieldDesc[8], ...
 std::size_t doc_type_size(const std::string& type) {
+  // clang-format off
   static const std::map<std::string, std::size_t> base = {
       {"u8", 1}, {"u16", 2}, {"u32", 4}, {"u64", 8}, {"i8", 1}, {"i16", 2}, {"i32", 4}, {"i64", 8}, {"char", 1},
       {"FieldDesc", sizeof(FieldDesc)}, {"SplitDesc", sizeof(SplitDesc)},
       {"f64", 8}, {"f32", 4}};
+  // clang-format on
   std::size_t bracket = type.find('[');
   std::size_t count = bracket == std::string::npos ? 1 : std::stoul(type.substr(bracket + 1));
   auto it = base.find(type.substr(0, bracket));
@@ -137,7 +145,8 @@ TEST_CASE("FORMAT.md: the segment header and dataset cache tables match the stru
                {MEMBER(DatasetDescriptor, name), MEMBER(DatasetDescriptor, source), MEMBER(DatasetDescriptor, format),
                 MEMBER(DatasetDescriptor, num_samples), MEMBER(DatasetDescriptor, num_fields),
                 MEMBER(DatasetDescriptor, num_splits), MEMBER(DatasetDescriptor, payload_checksum),
-                MEMBER(DatasetDescriptor, load_ns), MEMBER(DatasetDescriptor, fields), MEMBER(DatasetDescriptor, splits)});
+                MEMBER(DatasetDescriptor, load_ns), MEMBER(DatasetDescriptor, fields),
+                MEMBER(DatasetDescriptor, splits)});
   check_struct(tables, "FieldDesc", sizeof(FieldDesc),
                {MEMBER(FieldDesc, name), MEMBER(FieldDesc, dtype), MEMBER(FieldDesc, ndim), MEMBER(FieldDesc, shape),
                 MEMBER(FieldDesc, offset), MEMBER(FieldDesc, stride), MEMBER(FieldDesc, bytes)});
@@ -163,8 +172,9 @@ TEST_CASE("FORMAT.md: the kind and dtype code tables and the constants match the
   CHECK(doc.find(fmt::format("multiple of 2 MiB ({} bytes", shm::kPayloadAlignment)) != std::string::npos);
   CHECK(doc.find(fmt::format("chunks of 4 MiB ({} bytes", shm::kChecksumChunk)) != std::string::npos);
   CHECK(doc.find(fmt::format("`layout_version` = {}", shm::kDatasetLayoutVersion)) != std::string::npos);
-  CHECK(doc.find(fmt::format("bytes [0, {}) followed by header bytes [{}, {})", offsetof(SegmentHeader, header_checksum),
-                             shm::kDescriptorOffset, shm::kHeaderBytes)) != std::string::npos);
+  CHECK(doc.find(fmt::format("bytes [0, {}) followed by header bytes [{}, {})",
+                             offsetof(SegmentHeader, header_checksum), shm::kDescriptorOffset, shm::kHeaderBytes)) !=
+        std::string::npos);
 }
 
 TEST_CASE("tandem_shm.py reads with numpy exactly the bytes C++ wrote, and refuses an unready cache") {
@@ -173,13 +183,17 @@ TEST_CASE("tandem_shm.py reads with numpy exactly the bytes C++ wrote, and refus
   const std::string name = test::unique_name("pyread");
   const std::string script = fmt::format("{} {}/tools/tandem_shm.py {}", python, test::source_root(), name);
 
-  shm::DatasetSpec spec{name, "/synthetic", "synthetic", 10,
+  shm::DatasetSpec spec{name,
+                        "/synthetic",
+                        "synthetic",
+                        10,
                         {{"x", shm::DType::u8, {1, 4, 5}}, {"y", shm::DType::i64, {}}, {"z", shm::DType::f32, {3}}},
                         {{"train", 0, 7}, {"test", 7, 10}}};
   auto writer = shm::DatasetWriter::create(spec, false);
   const auto& d = writer.descriptor();
   for (std::uint32_t f = 0; f < d.num_fields; ++f)
-    for (std::uint64_t b = 0; b < d.fields[f].bytes; ++b) writer.field_data(f)[b] = static_cast<std::byte>((b * 37 + f) & 0xff);
+    for (std::uint64_t b = 0; b < d.fields[f].bytes; ++b)
+      writer.field_data(f)[b] = static_cast<std::byte>((b * 37 + f) & 0xff);
 
   test::CommandResult unready = test::run_command(script + " --json");
   CHECK(unready.status == 1);
@@ -244,6 +258,7 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                 MEMBER(ProcessRow, restarts), MEMBER(ProcessRow, exit_status), MEMBER(ProcessRow, spawned_ns),
                 MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, reserved),
                 MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
+  // clang-format off
   check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics),
                {MEMBER(ProcessMetrics, updated_ns), MEMBER(ProcessMetrics, step), MEMBER(ProcessMetrics, version),
                 MEMBER(ProcessMetrics, samples), MEMBER(ProcessMetrics, epoch), MEMBER(ProcessMetrics, samples_per_s),
@@ -254,6 +269,7 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                 MEMBER(ProcessMetrics, policy_lag_max), MEMBER(ProcessMetrics, ring_full_waits),
                 MEMBER(ProcessMetrics, allreduce_s), MEMBER(ProcessMetrics, exposed_comm_s),
                 MEMBER(ProcessMetrics, reserved)});
+  // clang-format on
 
   const Table& states = table_under(tables, "### `ProcessRow`", "code");
   CHECK(states.rows.size() == 7);
@@ -295,11 +311,12 @@ TEST_CASE("FORMAT.md: the weight slab tables match the structs' offsets and size
                {MEMBER(TensorEntry, name), MEMBER(TensorEntry, dtype), MEMBER(TensorEntry, ndim),
                 MEMBER(TensorEntry, shape), MEMBER(TensorEntry, offset), MEMBER(TensorEntry, bytes)});
   check_struct(tables, "DeviceSlabInfo", sizeof(DeviceSlabInfo),
-               {MEMBER(DeviceSlabInfo, ipc_handle), MEMBER(DeviceSlabInfo, gpu_uuid), MEMBER(DeviceSlabInfo, pci_bus_id),
-                MEMBER(DeviceSlabInfo, buffer_bytes), MEMBER(DeviceSlabInfo, exporter_pid)});
+               {MEMBER(DeviceSlabInfo, ipc_handle), MEMBER(DeviceSlabInfo, gpu_uuid),
+                MEMBER(DeviceSlabInfo, pci_bus_id), MEMBER(DeviceSlabInfo, buffer_bytes),
+                MEMBER(DeviceSlabInfo, exporter_pid)});
   const std::string doc = read_doc();
-  CHECK(doc.find(fmt::format("(128 bytes, at byte 64 + {} = {})", kDeviceInfoOffset, kDescriptorOffset + kDeviceInfoOffset)) !=
-        std::string::npos);
+  CHECK(doc.find(fmt::format("(128 bytes, at byte 64 + {} = {})", kDeviceInfoOffset,
+                             kDescriptorOffset + kDeviceInfoOffset)) != std::string::npos);
   CHECK(doc.find(fmt::format("| {} | weights.cuda |", static_cast<int>(Kind::weights_cuda))) != std::string::npos);
 }
 
@@ -307,8 +324,9 @@ TEST_CASE("FORMAT.md: the node reduce group tables match the structs") {
   using namespace tandem::shm;
   const auto tables = parse_tables(read_doc());
   check_struct(tables, "ReduceDescriptor", sizeof(ReduceDescriptor),
-               {MEMBER(ReduceDescriptor, world), MEMBER(ReduceDescriptor, reserved), MEMBER(ReduceDescriptor, chunk_bytes),
-                MEMBER(ReduceDescriptor, data_offset), MEMBER(ReduceDescriptor, slot_bytes)});
+               {MEMBER(ReduceDescriptor, world), MEMBER(ReduceDescriptor, reserved),
+                MEMBER(ReduceDescriptor, chunk_bytes), MEMBER(ReduceDescriptor, data_offset),
+                MEMBER(ReduceDescriptor, slot_bytes)});
   check_struct(tables, "ReduceControl", sizeof(ReduceControl),
                {MEMBER(ReduceControl, bell), MEMBER(ReduceControl, aborted_by), MEMBER(ReduceControl, pieces_claimed),
                 MEMBER(ReduceControl, pieces_summed), MEMBER(ReduceControl, reserved)});
@@ -322,6 +340,7 @@ TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot
   using namespace tandem::shm;
   const std::string doc = read_doc();
   const auto tables = parse_tables(doc);
+  // clang-format off
   check_struct(tables, "ExperienceDescriptor", sizeof(ExperienceDescriptor),
                {MEMBER(ExperienceDescriptor, num_actors), MEMBER(ExperienceDescriptor, slots_per_ring),
                 MEMBER(ExperienceDescriptor, steps), MEMBER(ExperienceDescriptor, envs),
@@ -337,24 +356,28 @@ TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot
                 MEMBER(ExperienceDescriptor, episode_returns_offset),
                 MEMBER(ExperienceDescriptor, episode_lengths_offset),
                 MEMBER(ExperienceDescriptor, final_observations_offset), MEMBER(ExperienceDescriptor, reserved)});
+  // clang-format on
   check_struct(tables, "RingControl", sizeof(RingControl),
                {MEMBER(RingControl, head), MEMBER(RingControl, full_waits), MEMBER(RingControl, writer_pid),
                 MEMBER(RingControl, writer_attaches), MEMBER(RingControl, reserved0), MEMBER(RingControl, tail),
                 MEMBER(RingControl, refused), MEMBER(RingControl, reserved1), MEMBER(RingControl, reserved2)});
   check_struct(tables, "TrajectoryHeader", sizeof(TrajectoryHeader),
-               {MEMBER(TrajectoryHeader, checksum), MEMBER(TrajectoryHeader, seq), MEMBER(TrajectoryHeader, policy_version),
-                MEMBER(TrajectoryHeader, episodes), MEMBER(TrajectoryHeader, reserved0), MEMBER(TrajectoryHeader, reserved)});
+               {MEMBER(TrajectoryHeader, checksum), MEMBER(TrajectoryHeader, seq),
+                MEMBER(TrajectoryHeader, policy_version), MEMBER(TrajectoryHeader, episodes),
+                MEMBER(TrajectoryHeader, reserved0), MEMBER(TrajectoryHeader, reserved)});
 
   // The documented example, laid out by the code: every field in the documented order and place.
   ExperienceDescriptor d{};
   d.num_actors = 1, d.slots_per_ring = 1, d.steps = 5, d.envs = 3, d.obs_dim = 4;
   d.action_kind = static_cast<std::uint32_t>(ActionKind::discrete), d.action_dim = 1, d.logits_dim = 2;
   REQUIRE(layout_experience(d, kPayloadAlignment) == "");
+  // clang-format off
   const std::map<std::string, std::uint64_t> offsets = {
       {"observations", d.observations_offset}, {"actions", d.actions_offset}, {"rewards", d.rewards_offset},
       {"terminated", d.terminated_offset}, {"truncated", d.truncated_offset}, {"log_probs", d.log_probs_offset},
       {"logits", d.logits_offset}, {"values", d.values_offset}, {"episode_returns", d.episode_returns_offset},
       {"episode_lengths", d.episode_lengths_offset}, {"final_observations", d.final_observations_offset}};
+  // clang-format on
   const Table& fields = table_under(tables, "### Slot fields", "field");
   REQUIRE(fields.rows.size() == offsets.size());
   std::uint64_t previous = 0;

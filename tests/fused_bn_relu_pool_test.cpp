@@ -69,7 +69,9 @@ Step run(const Tensor& input, const Tensor& upstream, nn::BatchNorm2d& bn, Block
           bn->bias.grad().to(torch::kFloat64)};
 }
 
-Tensor reference_block(nn::BatchNorm2d& bn, const Tensor& x) { return torch::max_pool2d(torch::relu(bn->forward(x)), 2); }
+Tensor reference_block(nn::BatchNorm2d& bn, const Tensor& x) {
+  return torch::max_pool2d(torch::relu(bn->forward(x)), 2);
+}
 
 }  // namespace
 
@@ -80,14 +82,15 @@ struct EveryKernelBuild {
   ~EveryKernelBuild() { tandem::bn_relu_pool_force_isa(""); }
 };
 
-TEST_CASE("bn_relu_pool: training matches BatchNorm2d, ReLU and max_pool2d in values, gradients and running statistics") {
+TEST_CASE(
+    "bn_relu_pool: training matches BatchNorm2d, ReLU and max_pool2d in values, gradients and running statistics") {
   struct Row {
     std::int64_t n, c, h, w;
     double mean;  // an offset on the input: statistics far from zero
     int threads;
   };
   const Row rows[] = {{128, 16, 28, 28, 0.0, 1}, {32, 32, 14, 14, 3.0, 1}, {5, 3, 6, 10, -2.0, 1},
-                      {16, 16, 8, 8, 0.5, 2},    {2, 1, 4, 4, 0.0, 1},      {4, 19, 6, 6, 1.0, 1}};
+                      {16, 16, 8, 8, 0.5, 2},    {2, 1, 4, 4, 0.0, 1},     {4, 19, 6, 6, 1.0, 1}};
   EveryKernelBuild builds;
   for (const std::string& isa : builds.isas) {
     MESSAGE("kernels: " << isa);
@@ -149,7 +152,8 @@ TEST_CASE("bn_relu_pool: eval mode uses the running statistics and matches the A
   torch::NoGradGuard no_grad;
   const Tensor input = gridded_normal({16, 16, 8, 8}, 3, 1);
   REQUIRE(tandem::bn_relu_pool_is_fused(bn.fused, input));
-  CHECK(relative_gap(tandem::bn_relu_pool(bn.fused, input), reference_block(bn.reference, input.to(torch::kFloat64))) < 1e-5);
+  CHECK(relative_gap(tandem::bn_relu_pool(bn.fused, input), reference_block(bn.reference, input.to(torch::kFloat64))) <
+        1e-5);
   CHECK(bn.fused->num_batches_tracked.item<std::int64_t>() == 4);  // eval leaves the statistics alone
 }
 

@@ -24,7 +24,8 @@ namespace {
 const torch::Device kGpu(torch::kCUDA, 0);
 
 double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() / b.to(torch::kDouble).norm().item<double>();
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() /
+         b.to(torch::kDouble).norm().item<double>();
 }
 
 torch::Tensor channels_last(torch::Tensor t) { return t.contiguous(at::MemoryFormat::ChannelsLast); }
@@ -45,7 +46,9 @@ torch::nn::BatchNorm2d copy_of(const torch::nn::BatchNorm2d& bn) {
   torch::nn::BatchNorm2d c(bn->options);
   c->to(kGpu);
   torch::NoGradGuard no_grad;
-  for (auto [to, from] : {std::pair{c->weight, bn->weight}, {c->bias, bn->bias}, {c->running_mean, bn->running_mean},
+  for (auto [to, from] : {std::pair{c->weight, bn->weight},
+                          {c->bias, bn->bias},
+                          {c->running_mean, bn->running_mean},
                           {c->running_var, bn->running_var}})
     to.copy_(from);
   return c;
@@ -206,7 +209,8 @@ TEST_CASE("the fused optimizers update as the eager ones do" * doctest::timeout(
     const torch::Tensor flat = torch::randn({1000}, kGpu);
     auto params = [](const torch::Tensor& buffer) {
       return std::vector<std::pair<std::string, torch::Tensor>>{
-          {"a", buffer.narrow(0, 0, 600).view({20, 30}).requires_grad_()}, {"b", buffer.narrow(0, 600, 400).requires_grad_()}};
+          {"a", buffer.narrow(0, 0, 600).view({20, 30}).requires_grad_()},
+          {"b", buffer.narrow(0, 600, 400).requires_grad_()}};
     };
     torch::Tensor eager_flat = flat.clone(), fused_flat = flat.clone();
     const OptimizerConfig config{.kind = kind, .lr = 0.01, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01};

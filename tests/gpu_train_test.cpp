@@ -55,7 +55,8 @@ TEST_CASE("gpu: resnet18 trains on the GPU, checkpoints from it, and resumes to 
   Model m = Model::create({.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 2, .seed = 1});
   m.to(kGpu);
   Trainer t(m, config);
-  for (int i = 0; i < 20; ++i) t.train_step(x.slice(0, (i % 4) * 64, (i % 4 + 1) * 64), y.slice(0, (i % 4) * 64, (i % 4 + 1) * 64));
+  for (int i = 0; i < 20; ++i)
+    t.train_step(x.slice(0, (i % 4) * 64, (i % 4 + 1) * 64), y.slice(0, (i % 4) * 64, (i % 4 + 1) * 64));
   WindowMetrics w = t.take_window();
   CHECK(w.loss < 0.5);
   CHECK(w.samples == 20 * 64);
@@ -82,7 +83,10 @@ TEST_CASE("gpu: the evaluator on the GPU agrees with the evaluator on the CPU") 
     ~Unlink() { shm::Segment::unlink(shm::dataset_segment_name(n)); }
   } unlink{name};
   {
-    shm::DatasetSpec spec{.name = name, .source = "test", .format = "synthetic", .num_samples = 500,
+    shm::DatasetSpec spec{.name = name,
+                          .source = "test",
+                          .format = "synthetic",
+                          .num_samples = 500,
                           .fields = {{"x", shm::DType::u8, {3, 32, 32}}, {"y", shm::DType::i64, {}}},
                           .splits = {{"test", 0, 500}}};
     shm::DatasetWriter w = shm::DatasetWriter::create(spec, false);
@@ -94,10 +98,13 @@ TEST_CASE("gpu: the evaluator on the GPU agrees with the evaluator on the CPU") 
   }
   shm::DatasetCache cache = shm::DatasetCache::attach(name);
   Model m = Model::create({.name = "cnn", .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 3});
-  const EvalResult cpu = Evaluator(cache, {.batch_size = 128, .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}}).evaluate(m);
+  const EvalResult cpu =
+      Evaluator(cache, {.batch_size = 128, .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}}).evaluate(m);
   m.to(kGpu);
-  const EvalResult gpu =
-      Evaluator(cache, {.batch_size = 128, .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}, .device = kGpu}).evaluate(m);
+  const EvalResult gpu = Evaluator(
+                             cache,
+                             {.batch_size = 128, .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}, .device = kGpu})
+                             .evaluate(m);
   CHECK(gpu.samples == 500);
   CHECK(std::abs(gpu.accuracy - cpu.accuracy) <= 0.01);  // TF32/cuDNN may flip a borderline argmax
   CHECK(gpu.loss == doctest::Approx(cpu.loss).epsilon(1e-3));

@@ -37,7 +37,7 @@ class Child {
   Child& operator=(Child&& o) noexcept;
   ~Child();
   pid_t pid() const { return pid_; }
-  int wait();                                    // blocks; exit code, or 128+signal
+  int wait();                                                     // blocks; exit code, or 128+signal
   bool wait_for(std::chrono::milliseconds timeout, int& status);  // false on timeout
   void kill(int sig);
 
@@ -110,8 +110,8 @@ inline std::size_t count_of(const std::string& text, const std::string& what) {
 
 #define TANDEM_CHILD_CAT2(a, b) a##b
 #define TANDEM_CHILD_CAT(a, b) TANDEM_CHILD_CAT2(a, b)
-#define TANDEM_CHILD(name)                                                                  \
-  static int TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__)();                                \
-  static const bool TANDEM_CHILD_CAT(tandem_child_reg_, __LINE__) =                         \
-      ::tandem::test::register_child(name, TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__));   \
+#define TANDEM_CHILD(name)                                                                          \
+  static int TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__)();                                        \
+  static const bool TANDEM_CHILD_CAT(tandem_child_reg_, __LINE__) = ::tandem::test::register_child( \
+      name, TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__));                                          \
   static int TANDEM_CHILD_CAT(tandem_child_fn_, __LINE__)()

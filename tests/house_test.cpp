@@ -11,9 +11,7 @@ using namespace tandem::test;
 
 namespace {
 
-std::string check_house(const std::string& root) {
-  return source_root() + "/tools/check-house " + root;
-}
+std::string check_house(const std::string& root) { return source_root() + "/tools/check-house " + root; }
 
 void write(const TempDir& dir, const std::string& relative, const std::string& text) {
   std::filesystem::create_directories((dir.path() / relative).parent_path());

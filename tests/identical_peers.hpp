@@ -30,7 +30,8 @@ struct IdenticalPeers final : ddp::Communicator {
     std::size_t carried_bytes = 0;
   };
   std::vector<Launch> launches;
-  std::unique_ptr<ddp::Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
+  std::unique_ptr<ddp::Pending> all_reduce_sum(const at::Tensor& t, double scale,
+                                               const at::Tensor& rank0_bytes) override {
     Launch l{t.data_ptr(), t.numel(), in_backward};
     if (rank0_bytes.defined()) {
       l.carried = static_cast<const std::byte*>(rank0_bytes.data_ptr());

@@ -81,12 +81,14 @@ void compare_with_torch(OptimizerConfig ours, Options theirs) {
 }  // namespace
 
 TEST_CASE("optim: SGD, Adam and AdamW take PyTorch's steps") {
-  compare_with_torch<torch::optim::SGD>({.kind = "sgd", .lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 1e-2},
-                                        torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-2));
-  compare_with_torch<torch::optim::SGD>({.kind = "sgd", .lr = 0.1, .momentum = 0.5, .nesterov = false, .weight_decay = 0},
-                                        torch::optim::SGDOptions(0.1).momentum(0.5));
-  compare_with_torch<torch::optim::SGD>({.kind = "sgd", .lr = 0.1, .momentum = 0.0, .nesterov = false, .weight_decay = 0},
-                                        torch::optim::SGDOptions(0.1));
+  compare_with_torch<torch::optim::SGD>(
+      {.kind = "sgd", .lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 1e-2},
+      torch::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-2));
+  compare_with_torch<torch::optim::SGD>(
+      {.kind = "sgd", .lr = 0.1, .momentum = 0.5, .nesterov = false, .weight_decay = 0},
+      torch::optim::SGDOptions(0.1).momentum(0.5));
+  compare_with_torch<torch::optim::SGD>(
+      {.kind = "sgd", .lr = 0.1, .momentum = 0.0, .nesterov = false, .weight_decay = 0}, torch::optim::SGDOptions(0.1));
   compare_with_torch<torch::optim::Adam>({.kind = "adam", .lr = 1e-2, .weight_decay = 1e-2},
                                          torch::optim::AdamOptions(1e-2).weight_decay(1e-2));
   compare_with_torch<torch::optim::AdamW>({.kind = "adamw", .lr = 1e-2, .weight_decay = 1e-1},
@@ -107,10 +109,13 @@ TEST_CASE("optim: schedules warm up linearly, then hold, step down or follow a c
   CHECK(scheduled_lr(st, 0.2, 95) == doctest::Approx(0.025));
   CHECK(scheduled_lr(ScheduleConfig{.kind = "constant"}, 0.3, 1000) == doctest::Approx(0.3));
 
-  CHECK(error_of([] { validate(ScheduleConfig{.kind = "cosine", .total_steps = 0}); }).find("needs total_steps") != std::string::npos);
-  CHECK(error_of([] { validate(ScheduleConfig{.kind = "linear"}); }).find("'linear' is not one of") != std::string::npos);
-  CHECK(error_of([] { validate(OptimizerConfig{.kind = "rmsprop"}); }).find("'rmsprop' is not one of sgd, adam, adamw") !=
+  CHECK(error_of([] { validate(ScheduleConfig{.kind = "cosine", .total_steps = 0}); }).find("needs total_steps") !=
         std::string::npos);
+  CHECK(error_of([] { validate(ScheduleConfig{.kind = "linear"}); }).find("'linear' is not one of") !=
+        std::string::npos);
+  CHECK(error_of([] {
+          validate(OptimizerConfig{.kind = "rmsprop"});
+        }).find("'rmsprop' is not one of sgd, adam, adamw") != std::string::npos);
   CHECK(error_of([] { validate(OptimizerConfig{.lr = -1}); }).find("must be positive") != std::string::npos);
 }
 
@@ -198,8 +203,8 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
         std::string::npos);
 
   const std::string empty = dir.path().string() + "/empty.safetensors";
-  safetensors::save_file(empty, {}, {{"format", "tandem-checkpoint-1"}, {"optimizer", "sgd"}, {"step", "1"},
-                                     {"optimizer_steps", "1"}});
+  safetensors::save_file(
+      empty, {}, {{"format", "tandem-checkpoint-1"}, {"optimizer", "sgd"}, {"step", "1"}, {"optimizer_steps", "1"}});
   CHECK(error_of([&] { tm.load_checkpoint(empty); }).find(empty + " has no tensor 'model.fc1.weight'") !=
         std::string::npos);
 
@@ -215,7 +220,8 @@ TEST_CASE("trainer: a checkpoint of another model, optimizer or a corrupt file i
   adam.optimizer.kind = "adam";
   Model c2 = Model::create({.name = "cnn", .num_classes = 4});
   Trainer ta(c2, adam);
-  CHECK(error_of([&] { ta.load_checkpoint(path); }).find("holds sgd optimizer state, this run uses adam") != std::string::npos);
+  CHECK(error_of([&] { ta.load_checkpoint(path); }).find("holds sgd optimizer state, this run uses adam") !=
+        std::string::npos);
 
   // Truncated: cut the file in half.
   const std::string cut = dir.path().string() + "/cut.safetensors";
@@ -270,7 +276,7 @@ TEST_CASE("trainer: parameters re-homed into one flat buffer stay there through 
     trainer.train_step(data.batch(i, 32).first, data.batch(i, 32).second);
     reference.train_step(data.batch(i, 32).first, data.batch(i, 32).second);
   }
-  CHECK_FALSE(torch::equal(flat, flat_before));  // the updates landed in the flat buffer
+  CHECK_FALSE(torch::equal(flat, flat_before));                             // the updates landed in the flat buffer
   CHECK(same_tensors(model.named_parameters(), plain.named_parameters()));  // fused == tensor by tensor, bitwise
   for (auto& [name, p] : model.named_parameters()) {
     CHECK(p.data_ptr<float>() >= flat.data_ptr<float>());

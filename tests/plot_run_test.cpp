@@ -26,7 +26,8 @@ struct RunDir {
   std::vector<Point> losses = {{10, 2.3}, {20, 1.7}, {45, 1.1}, {50, 0.9}, {80, 0.6}, {130, 0.42}, {200, 0.35}};
   RunDir() {
     std::ofstream m(dir / "metrics.jsonl");
-    m << R"({"time_s":0.001,"job":"j-1","event":"spawn","process":"learner.0","pid":7,"restarts":0})" << "\n";
+    m << R"({"time_s":0.001,"job":"j-1","event":"spawn","process":"learner.0","pid":7,"restarts":0})"
+      << "\n";
     for (std::size_t i = 0; i < losses.size(); ++i)
       m << fmt::format(R"({{"time_s":{},"job":"j-1","process":"learner.0","role":"learner","step":{},"version":{},)"
                        R"("samples":0,"epoch":0,"samples_per_s":{},"loss":{},"accuracy":{},"restarts":0}})",
@@ -70,7 +71,8 @@ std::vector<std::vector<Point>> curves(const std::string& svg) {
 // Where p lies between the extremes of `all`, per axis, in [0, 1].
 Point normalized(const std::vector<Point>& all, Point p, bool flip_y) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const auto& q : all) x0 = std::min(x0, q.x), x1 = std::max(x1, q.x), y0 = std::min(y0, q.y), y1 = std::max(y1, q.y);
+  for (const auto& q : all)
+    x0 = std::min(x0, q.x), x1 = std::max(x1, q.x), y0 = std::min(y0, q.y), y1 = std::max(y1, q.y);
   const double y = (p.y - y0) / (y1 - y0);
   return {(p.x - x0) / (x1 - x0), flip_y ? 1 - y : y};
 }
@@ -79,7 +81,8 @@ Point normalized(const std::vector<Point>& all, Point p, bool flip_y) {
 
 TEST_CASE("tandem plot: the SVG's loss curve passes through every loss of metrics.jsonl, in step order") {
   RunDir run;
-  const auto r = run_command(fmt::format("'{}' plot '{}' -o '{}'", tandem_binary(), run.dir.path().string(), run.dir.file("c.svg")));
+  const auto r = run_command(
+      fmt::format("'{}' plot '{}' -o '{}'", tandem_binary(), run.dir.path().string(), run.dir.file("c.svg")));
   INFO(r.output);
   REQUIRE(r.status == 0);
   const auto drawn = curves(slurp(run.dir / "c.svg"));
@@ -130,7 +133,8 @@ TEST_CASE("tandem plot: a directory without metrics.jsonl or an unknown image ty
   CHECK(!std::filesystem::exists(empty / "curves.png"));
 
   RunDir run;
-  r = run_command(fmt::format("'{}' plot '{}' -o '{}'", tandem_binary(), run.dir.path().string(), run.dir.file("c.jpg")));
+  r = run_command(
+      fmt::format("'{}' plot '{}' -o '{}'", tandem_binary(), run.dir.path().string(), run.dir.file("c.jpg")));
   CHECK(r.status == 1);
   CHECK(r.output.find("use .png or .svg") != std::string::npos);
   CHECK(!std::filesystem::exists(run.dir / "c.jpg"));

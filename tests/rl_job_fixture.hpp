@@ -52,7 +52,9 @@ learner_program = "{}"
 actor_program = "{}"
 status = "plain"
 restart_backoff_s = 0.1
-{})", id_, actors, run_dir().string(), env_or_fail("TANDEM_LEARNER"), env_or_fail("TANDEM_ACTOR"), extra_toml);
+{})",
+                                         id_, actors, run_dir().string(), env_or_fail("TANDEM_LEARNER"),
+                                         env_or_fail("TANDEM_ACTOR"), extra_toml);
     std::ofstream(config()) << text;
   }
   // A job still running when a check failed is stopped the way a user stops it (SIGINT), so it removes

@@ -42,7 +42,8 @@ stop_on_return = false
 [actor]
 role = "rollout"
 evaluators = 0
-)", budget);
+)",
+                     budget);
 }
 
 std::uint64_t env_steps_of(const shm::ProcessSnapshot& s) { return s.metrics ? s.metrics->env_steps : 0; }
@@ -56,12 +57,14 @@ TEST_CASE("a rollout actor killed in a real job is restarted, learning continues
   // Rows: 0 learner.0, 1 actor.0, 2 actor.1. Kill actor.0 once the learner has consumed a quarter.
   std::int32_t victim = 0;
   std::uint64_t learner_at_kill = 0;
-  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+  REQUIRE(job.wait_until(
+      [&](const shm::ControlBlock& b) {
     const auto actor = b.snapshot(1);
     victim = actor.pid;
     learner_at_kill = env_steps_of(b.snapshot(0));
     return actor.state == shm::ProcessState::running && env_steps_of(actor) > 0 && learner_at_kill >= kBudget / 4;
-  }, 120s));
+      },
+      120s));
   REQUIRE(victim > 0);
   REQUIRE(learner_at_kill < kBudget);  // mid-run: the learner has work left
   ::kill(victim, SIGKILL);

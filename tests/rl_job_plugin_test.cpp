@@ -37,7 +37,8 @@ stop_return = 0.9
 [actor]
 role = "rollout"
 evaluators = 0
-)", plugin, budget);
+)",
+                     plugin, budget);
 }
 
 }  // namespace
@@ -65,8 +66,10 @@ TEST_CASE("the plugin example trains through dlopen" * doctest::timeout(180)) {
   CHECK(job.segments_left().empty());
 }
 
-TEST_CASE("a job whose env plugin crashes in step fails in one line naming the actor, the signal and the plugin, "
-          "leaving nothing in /dev/shm" * doctest::timeout(120)) {
+TEST_CASE(
+    "a job whose env plugin crashes in step fails in one line naming the actor, the signal and the plugin, "
+    "leaving nothing in /dev/shm" *
+    doctest::timeout(120)) {
   test::RlJob job("rlcrash", 2, plugin_job(test::env_or_fail("TANDEM_CRASH_PLUGIN"), 100'000));
   job.start();
   const int rc = job.wait(90s);

@@ -135,8 +135,8 @@ struct LearnerRun {
 LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint32_t actors, bool corrupt_first,
                        bool deterministic = false) {
   const std::string job = unique_name("rl");
-  shm::ControlBlock block = shm::ControlBlock::create({.job = job, .learners = 1, .actors = actors,
-                                                       .run_dir = dir.path().string()});
+  shm::ControlBlock block = shm::ControlBlock::create(
+      {.job = job, .learners = 1, .actors = actors, .run_dir = dir.path().string()});
   ::setenv("TANDEM_JOB", job.c_str(), 1);
   ::setenv("TANDEM_ROLE", "learner", 1);
   ::setenv("TANDEM_INDEX", "0", 1);
@@ -260,10 +260,15 @@ TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) action
     Model model = make_rl_model(settings.model, env);
     const torch::Tensor before = model.parameters().front().flatten().clone();
     Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
-    rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, settings.rl, at::detail::createCPUGenerator(0));
+    rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, settings.rl,
+                          at::detail::createCPUGenerator(0));
     const std::int64_t T = 8, N = 4;
-    rl::Batch b{torch::randn({T + 1, N, 3}), torch::randn({T, N, 3}), torch::randn({T, N, 1}), torch::randn({T, N}),
-                (torch::rand({T, N}) < 0.1).to(torch::kUInt8), (torch::rand({T, N}) < 0.2).to(torch::kUInt8),
+    rl::Batch b{torch::randn({T + 1, N, 3}),
+                torch::randn({T, N, 3}),
+                torch::randn({T, N, 1}),
+                torch::randn({T, N}),
+                (torch::rand({T, N}) < 0.1).to(torch::kUInt8),
+                (torch::rand({T, N}) < 0.2).to(torch::kUInt8),
                 torch::full({T, N}, -1.0f)};
     const rl::UpdateStats st = updater.update(b, 1e-3);
     CHECK(std::isfinite(st.loss));

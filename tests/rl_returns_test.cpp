@@ -84,7 +84,8 @@ TEST_CASE("rl returns: GAE and V-trace match the papers' formulas in numpy to 1e
   }
 }
 
-TEST_CASE("rl returns: a terminated step bootstraps from 0, a truncated one from its final value, others from the next") {
+TEST_CASE(
+    "rl returns: a terminated step bootstraps from 0, a truncated one from its final value, others from the next") {
   rl::EpisodeSteps s;
   s.rewards = torch::tensor({1.0f, 1.0f, 1.0f}).view({3, 1});
   s.values = torch::tensor({0.0f, 0.0f, 0.0f, 10.0f}).view({4, 1});

@@ -44,7 +44,10 @@ struct SmallCache {
   std::string name = test::unique_name("ddpbench");
   SmallCache() {
     const std::uint64_t n = 4096;
-    auto w = shm::DatasetWriter::create({.name = name, .source = "generated", .format = "test", .num_samples = n,
+    auto w = shm::DatasetWriter::create({.name = name,
+                                         .source = "generated",
+                                         .format = "test",
+                                         .num_samples = n,
                                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
                                          .splits = {{"train", 0, n - 1024}, {"test", n - 1024, n}}},
                                         false);
@@ -59,12 +62,13 @@ struct SmallCache {
 
 }  // namespace
 
-TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the ranks' all-reduce times, and --ceiling "
-          "the same of two independent one-rank jobs" *
-          doctest::timeout(240)) {
+TEST_CASE(
+    "tandem bench ddp: 1 and 2 ranks give step times, scaling and the ranks' all-reduce times, and --ceiling "
+    "the same of two independent one-rank jobs" *
+    doctest::timeout(240)) {
   SmallCache cache;
-  const auto r = test::run_command(
-      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20 --ceiling", tandem_binary_path(), cache.name));
+  const auto r = test::run_command(fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20 --ceiling",
+                                               tandem_binary_path(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);
@@ -88,11 +92,14 @@ TEST_CASE("tandem bench ddp: 1 and 2 ranks give step times, scaling and the rank
   CHECK(r.output.find("independent 1-rank jobs") != std::string::npos);
 }
 
-TEST_CASE("tandem bench ddp --rounds 2 --collectives gloo: every round trains from step 0 and the medians are reported" *
-          doctest::timeout(240)) {
+TEST_CASE(
+    "tandem bench ddp --rounds 2 --collectives gloo: every round trains from step 0 and the medians are reported" *
+    doctest::timeout(240)) {
   SmallCache cache;
-  const auto r = test::run_command(fmt::format("{} bench ddp --dataset {} --batch 32 --steps 200 --warmup 20 --rounds 2 "
-                                               "--collectives gloo", tandem_binary_path(), cache.name));
+  const auto r = test::run_command(
+      fmt::format("{} bench ddp --dataset {} --batch 32 --steps 200 --warmup 20 --rounds 2 "
+                  "--collectives gloo",
+                  tandem_binary_path(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);
@@ -113,7 +120,8 @@ TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line 
     std::string args, says;
   };
   const Case cases[] = {
-      {"--dataset no-such-cache-for-ddp", "dataset cache 'no-such-cache-for-ddp' is not in /dev/shm: run `tandem data preload"},
+      {"--dataset no-such-cache-for-ddp",
+       "dataset cache 'no-such-cache-for-ddp' is not in /dev/shm: run `tandem data preload"},
       {"--ranks 1", "--ranks 1 is out of range: use 2..64"},
       {"--batch 0", "--batch 0 must be positive"},
       {"--steps 5", "--steps 5 / --warmup 60 are too few"},

@@ -123,7 +123,8 @@ TANDEM_CHILD("fake-rank") {
   std::vector<bool> done(peers.size(), false);
   const int steps = std::stoi(opt["steps"]), step_ms = std::stoi(opt["step_ms"]);
   for (int step = 1; step <= steps && !client->should_stop(); ++step) {
-    if (rank == 0 ? lost_a_peer(peers, done, step_ms) : (std::this_thread::sleep_for(std::chrono::milliseconds(step_ms)), false)) {
+    if (rank == 0 ? lost_a_peer(peers, done, step_ms)
+                  : (std::this_thread::sleep_for(std::chrono::milliseconds(step_ms)), false)) {
       std::printf("lost a peer rank: failing\n");
       return 1;
     }
@@ -182,13 +183,17 @@ TEST_CASE("tandem run --nnodes 2 --node-rank 1: node 1's ranks are 2 and 3 of 4,
   CAPTURE(out);
   CHECK(status == 0);
   CHECK(out.find(fmt::format("node 1 of 2: ranks 2..3 of 4, rendezvous at localhost:{}", port)) != std::string::npos);
-  CHECK(out.find(fmt::format("[learner.0] rank 2/4 local 0/2 node 1/2 master localhost:{}", port)) != std::string::npos);
-  CHECK(out.find(fmt::format("[learner.1] rank 3/4 local 1/2 node 1/2 master localhost:{}", port)) != std::string::npos);
+  CHECK(out.find(fmt::format("[learner.0] rank 2/4 local 0/2 node 1/2 master localhost:{}", port)) !=
+        std::string::npos);
+  CHECK(out.find(fmt::format("[learner.1] rank 3/4 local 1/2 node 1/2 master localhost:{}", port)) !=
+        std::string::npos);
   CHECK(segments_of(f.job).empty());
 }
 
-TEST_CASE("tandem run: a learner rank SIGKILLed mid-run fails the job within 10 s naming it with its last lines, "
-          "though its peer exits with an error first" * doctest::timeout(60)) {
+TEST_CASE(
+    "tandem run: a learner rank SIGKILLed mid-run fails the job within 10 s naming it with its last lines, "
+    "though its peer exits with an error first" *
+    doctest::timeout(60)) {
   JobFixture f;
   use_fake_ranks(f, "steps=2000 step_ms=20");
   f.keys.erase("kill_timeout_s");  // the defaults: the 10 s hold with them
@@ -212,8 +217,10 @@ TEST_CASE("tandem run: a learner rank SIGKILLed mid-run fails the job within 10 
   CHECK(segments_of(f.job).empty());
 }
 
-TEST_CASE("tandem run: a learner rank stopped by SIGSTOP is killed as hung before its peers' collectives time out, "
-          "and the job fails naming it" * doctest::timeout(60)) {
+TEST_CASE(
+    "tandem run: a learner rank stopped by SIGSTOP is killed as hung before its peers' collectives time out, "
+    "and the job fails naming it" *
+    doctest::timeout(60)) {
   JobFixture f;
   use_fake_ranks(f, "steps=2000 step_ms=20");
   f.keys["heartbeat_timeout_s"] = "30";

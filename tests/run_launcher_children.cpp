@@ -29,10 +29,11 @@ TANDEM_CHILD("fake-learner") {
   auto client = ControlClient::from_env();
   if (!client) return 3;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher reads lines as they come, as from the real programs
-  if (std::getenv("RANK") == nullptr || std::getenv("MASTER_PORT") == nullptr || std::getenv("TANDEM_CONFIG") == nullptr)
+  if (std::getenv("RANK") == nullptr || std::getenv("MASTER_PORT") == nullptr ||
+      std::getenv("TANDEM_CONFIG") == nullptr)
     return 4;
-  shm::Segment slab = shm::Segment::create(shm::job_segment_name(client->job(), "weights"), shm::Kind::weights, 1,
-                                           4096, "fix");
+  shm::Segment slab = shm::Segment::create(shm::job_segment_name(client->job(), "weights"), shm::Kind::weights, 1, 4096,
+                                           "fix");
   slab.mark_ready();
   slab.persist();
   shm::HeartbeatThread beat(*client, 50ms);
@@ -67,7 +68,7 @@ TANDEM_CHILD("fake-actor") {
   auto opt = child_options();
   auto client = ControlClient::from_env();
   if (!client) return 3;
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher reads lines as they come, as from the real programs
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);      // the launcher reads lines as they come, as from the real programs
   if (std::getenv("RANK") != nullptr) return 4;  // torchrun's variables are for learners only
   client->set_state(ProcessState::running);
   std::printf("actor %u running (restart %u)\n", client->index(), client->restarts());

@@ -90,7 +90,10 @@ JobFixture::JobFixture() : job(unique_name("runtest")), dir(fs::temp_directory_p
   };
   fs::create_directories(dir);
   const std::uint64_t n = 2048;
-  auto w = shm::DatasetWriter::create({.name = data, .source = "generated", .format = "test", .num_samples = n,
+  auto w = shm::DatasetWriter::create({.name = data,
+                                       .source = "generated",
+                                       .format = "test",
+                                       .num_samples = n,
                                        .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
                                        .splits = {{"train", 0, 1024}, {"test", 1024, n}}},
                                       false);
@@ -151,7 +154,9 @@ std::string http_exchange(int port, const std::string& request) {
   return response;
 }
 
-std::string http_get(int port, const std::string& path) { return http_exchange(port, fmt::format("GET {} HTTP/1.0\r\n\r\n", path)); }
+std::string http_get(int port, const std::string& path) {
+  return http_exchange(port, fmt::format("GET {} HTTP/1.0\r\n\r\n", path));
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);

@@ -21,10 +21,12 @@ TEST_CASE("tandem run: a running job shows in `tandem status` and on the Prometh
 
   CommandResult table;
   // An actor's first evaluation reaches the control block a moment after it says it runs.
-  CHECK(eventually([&] {
+  CHECK(eventually(
+      [&] {
     table = run_command(tandem_binary() + " status " + f.job);
     return table.output.find("eval acc") != std::string::npos;
-  }, 20s));
+      },
+      20s));
   CAPTURE(table.output);
   CHECK(table.status == 0);
   CHECK(table.output.find("job " + f.job) != std::string::npos);

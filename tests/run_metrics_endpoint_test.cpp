@@ -27,11 +27,10 @@ namespace {
 struct Served {
   boost::asio::io_context io;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work = boost::asio::make_work_guard(io);
-  run::MetricsEndpoint endpoint{io, 0,
-                                {{"/metrics", [](std::string_view q) {
-                                    return run::HttpAnswer{"text/plain; version=0.0.4; charset=utf-8",
-                                                           fmt::format("tandem_step{{job=\"j\"}} 7 {}\n", q)};
-                                  }}}};
+  run::MetricsEndpoint endpoint{io, 0, {{"/metrics", [](std::string_view q) {
+                                           return run::HttpAnswer{"text/plain; version=0.0.4; charset=utf-8",
+                                                                  fmt::format("tandem_step{{job=\"j\"}} 7 {}\n", q)};
+                                         }}}};
   std::thread thread{[this] { io.run(); }};
   ~Served() {
     boost::asio::post(io, [this] { endpoint.close(); });

@@ -16,20 +16,33 @@ using shm::Role;
 
 namespace {
 
-const RestartLimits kLimits{.max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10,
-                            .start_timeout_s = 30};
+const RestartLimits kLimits{
+    .max_restarts = 3, .backoff_s = 0.5, .backoff_max_s = 4, .heartbeat_timeout_s = 10, .start_timeout_s = 30};
 
-Exited exit_code(int code) { return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
-Exited killed_by(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false, .last_line = {}}; }
+Exited exit_code(int code) {
+  return Exited{.status = {.code = code}, .hung = {}, .signalled_for_stop = false, .last_line = {}};
+}
+Exited killed_by(int sig) {
+  return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = false, .last_line = {}};
+}
 Exited hung_and_killed(std::string why) {
   return Exited{.status = {.signal = SIGKILL}, .hung = std::move(why), .signalled_for_stop = false, .last_line = {}};
 }
-Exited signalled_for_stop(int sig) { return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true, .last_line = {}}; }
+Exited signalled_for_stop(int sig) {
+  return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true, .last_line = {}};
+}
 
 ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
-  return {.role = Role::actor, .restarts = restarts, .crashes_in_row = crashes_in_row, .up = up, .last_failure = {}, .same_failures = 0};
+  return {.role = Role::actor,
+          .restarts = restarts,
+          .crashes_in_row = crashes_in_row,
+          .up = up,
+          .last_failure = {},
+          .same_failures = 0};
 }
-ProcessHistory learner(std::chrono::nanoseconds up = 1s) { return {.role = Role::learner, .restarts = 0, .crashes_in_row = 0, .up = up, .last_failure = {}, .same_failures = 0}; }
+ProcessHistory learner(std::chrono::nanoseconds up = 1s) {
+  return {.role = Role::learner, .restarts = 0, .crashes_in_row = 0, .up = up, .last_failure = {}, .same_failures = 0};
+}
 
 Watched beating(std::chrono::nanoseconds since_heartbeat) {
   return {.reported_running = true, .since_heartbeat = since_heartbeat};
@@ -42,9 +55,9 @@ struct Row {
   ProcessHistory process;
   JobPhase phase;
   Action action;
-  std::string reason = {};                   // exactly, when given
-  std::chrono::nanoseconds delay = 0ns;      // restart
-  std::uint32_t crashes_in_row = 0;          // restart
+  std::string reason = {};               // exactly, when given
+  std::chrono::nanoseconds delay = 0ns;  // restart
+  std::uint32_t crashes_in_row = 0;      // restart
   std::string note = {};
 };
 
@@ -79,7 +92,8 @@ TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's
        Action::done},
       {"after a failure, a crash is not restarted", killed_by(SIGKILL), actor(), JobPhase::failed, Action::done},
       // Actors while the job finishes (the learners are done): they still owe the final version.
-      {"an actor that exits 0 while the job finishes is done", exit_code(0), actor(), JobPhase::finishing, Action::done},
+      {"an actor that exits 0 while the job finishes is done", exit_code(0), actor(), JobPhase::finishing,
+       Action::done},
       {"an actor killed while the job finishes is restarted to report the final version", killed_by(SIGKILL), actor(),
        JobPhase::finishing, Action::restart, "was killed by SIGKILL before it reported the final version", 500ms, 1},
       {"an actor crashing while the job finishes, past max_restarts, fails the job", exit_code(3), actor(3),
@@ -101,8 +115,8 @@ TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's
        "was killed by SIGSEGV"},
       {"a hung learner, once killed, fails the job", hung_and_killed("hung: no heartbeat for 12.0 s"), learner(),
        JobPhase::running, Action::fail_job, "hung: no heartbeat for 12.0 s"},
-      {"a learner crashing while the job stops fails it", exit_code(1), learner(), JobPhase::stopping,
-       Action::fail_job, "exited with status 1"},
+      {"a learner crashing while the job stops fails it", exit_code(1), learner(), JobPhase::stopping, Action::fail_job,
+       "exited with status 1"},
       {"a learner crashing after another failure still counts as a failure", killed_by(SIGKILL), learner(),
        JobPhase::failed, Action::fail_job, "was killed by SIGKILL"},
       // Hang checks.
@@ -113,11 +127,12 @@ TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's
       {"a hang is detected while the job stops, too", beating(11s), learner(), JobPhase::stopping, Action::kill_hung,
        "hung: no heartbeat for 11.0 s (run.heartbeat_timeout_s = 10)"},
       {"a recent heartbeat is fine", beating(9s), actor(), JobPhase::running, Action::ignore},
-      {"a process already killed is left to exit", Watched{.reported_running = true, .since_heartbeat = 60s,
-                                                           .already_killed = true},
-       actor(), JobPhase::running, Action::ignore},
+      {"a process already killed is left to exit",
+       Watched{.reported_running = true, .since_heartbeat = 60s, .already_killed = true}, actor(), JobPhase::running,
+       Action::ignore},
       {"a process that never reports running is killed at the start timeout", starting(), learner(31s),
-       JobPhase::running, Action::kill_hung, "did not report itself running within 30 s of its start (run.start_timeout_s)"},
+       JobPhase::running, Action::kill_hung,
+       "did not report itself running within 30 s of its start (run.start_timeout_s)"},
       {"a process still starting within the start timeout is fine", starting(), actor(0, 0, 29s), JobPhase::running,
        Action::ignore},
   };
@@ -175,14 +190,16 @@ TEST_CASE("restart policy: an actor failing the same way 3 times in a row fails 
   CHECK(second.same_failures == 2);
   const Decision third = decide(label_crash, failed_before(label_crash, 2), JobPhase::running, many);
   CHECK(third.action == Action::fail_job);
-  CHECK(third.reason == "exited with status 1 3 times in a row, the same way each time: restarting it again would not help");
+  CHECK(third.reason ==
+        "exited with status 1 3 times in a row, the same way each time: restarting it again would not help");
   // The same while the job finishes: a crash loop cannot hold the job's end hostage either.
   CHECK(decide(label_crash, failed_before(label_crash, 2), JobPhase::finishing, many).action == Action::fail_job);
 }
 
 TEST_CASE("restart policy: a failure that differs (status or last line) starts a new count") {
   const Exited a = crash_saying(1, "out of memory");
-  CHECK(decide(crash_saying(1, "segfault in batch 3"), failed_before(a, 2), JobPhase::running, kLimits).same_failures == 1);
+  CHECK(decide(crash_saying(1, "segfault in batch 3"), failed_before(a, 2), JobPhase::running, kLimits).same_failures ==
+        1);
   CHECK(decide(crash_saying(2, "out of memory"), failed_before(a, 2), JobPhase::running, kLimits).same_failures == 1);
   CHECK(decide(killed_by(SIGKILL), failed_before(a, 2), JobPhase::running, kLimits).action == Action::restart);
 }

@@ -157,7 +157,7 @@ TEST_CASE("SIGINT makes the learner checkpoint and exit cleanly, and a resumed r
   const std::string out = job.output();
   INFO(out);
   CHECK(rc2 == 0);
-  CHECK(out.find(fmt::format("at step {}", step)) != std::string::npos);      // "resumed from ... at step N"
+  CHECK(out.find(fmt::format("at step {}", step)) != std::string::npos);  // "resumed from ... at step N"
   CHECK(out.find(fmt::format("finished at step {}", step + 40)) != std::string::npos);
 
   // Versions continue across the resume: the evaluations never go backwards, and every row of
@@ -176,11 +176,13 @@ TEST_CASE("an actor SIGKILLed mid-run is restarted and the job still succeeds" *
   Job job(cache, 1500, 2);
   job.start();
   std::int32_t victim = 0;
-  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+  REQUIRE(job.wait_until(
+      [&](const shm::ControlBlock& b) {
     auto s = b.snapshot(1);  // actor.0
     victim = s.pid;
     return s.state == shm::ProcessState::running && s.metrics.has_value() && job.learner_step(b) > 0;
-  }, 40s));
+      },
+      40s));
   REQUIRE(victim > 0);
   ::kill(victim, SIGKILL);
   bool restarted = job.wait_until([&](const shm::ControlBlock& b) { return b.snapshot(1).restarts >= 1; }, 20s);
@@ -198,11 +200,13 @@ TEST_CASE("an actor SIGKILLed as the learner finishes is restarted, evaluates th
   Job job(cache, 1500, 1);
   job.start();
   std::int32_t victim = 0;
-  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+  REQUIRE(job.wait_until(
+      [&](const shm::ControlBlock& b) {
     auto s = b.snapshot(1);  // actor.0
     victim = s.pid;
     return s.state == shm::ProcessState::running && s.metrics.has_value() && job.learner_step(b) >= 1400;
-  }, 60s));
+      },
+      60s));
   ::kill(victim, SIGKILL);
   const int rc = job.wait(60s);
   const std::string out = job.output();
@@ -222,10 +226,12 @@ TEST_CASE("a learner SIGKILLed fails the job within 10 s, naming it, with the jo
   Job job(cache, 1000000, 1);
   job.start();
   std::int32_t learner = 0;
-  REQUIRE(job.wait_until([&](const shm::ControlBlock& b) {
+  REQUIRE(job.wait_until(
+      [&](const shm::ControlBlock& b) {
     learner = b.snapshot(0).pid;
     return job.learner_step(b) > 0;
-  }, 40s));
+      },
+      40s));
   ::kill(learner, SIGKILL);
   const auto t0 = std::chrono::steady_clock::now();
   const int rc = job.wait(10s);
@@ -244,8 +250,8 @@ TEST_CASE("bad learner and actor config values give a one-line error naming the 
   Job job(cache, 100, 1);
   for (const std::string bad : {"supervised.batch_size=0", "optimizer.name='\"sgdd\"'", "actor.min_interval_s=-1",
                                 "supervised.feed='\"gpu\"'"}) {
-    const auto r = test::run_command(fmt::format("'{}' run '{}' --set {} 2>&1", test::tandem_binary(),
-                                                 job.config.string(), bad));
+    const auto r = test::run_command(
+        fmt::format("'{}' run '{}' --set {} 2>&1", test::tandem_binary(), job.config.string(), bad));
     INFO(bad << " -> " << r.output);
     CHECK(r.status == 1);
     CHECK(r.output.find(bad.substr(0, bad.find('='))) != std::string::npos);
@@ -268,7 +274,8 @@ TEST_CASE("the launcher and the programs refuse a job with the same line, from t
   Job job(cache, 100, 2);
   const std::string rl = "learner.algo=ppo model.name=actor_critic_mlp actor.role=rollout actor.evaluators=1";
   // env: the variables `tandem run` would give the program, for a job of that shape.
-  const std::string two_ranks = "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
+  const std::string two_ranks =
+      "WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1";
   struct Row {
     std::string sets;  // space-separated --set values
     std::string program;
@@ -304,8 +311,8 @@ TEST_CASE("the launcher and the programs refuse a job with the same line, from t
       launcher_sets += " --set " + set;
       if (!set.starts_with("run.")) program_sets += " --set " + set;
     }
-    const auto launcher = test::run_command(fmt::format("'{}' run '{}'{} 2>&1", test::tandem_binary(),
-                                                        job.config.string(), launcher_sets));
+    const auto launcher = test::run_command(
+        fmt::format("'{}' run '{}'{} 2>&1", test::tandem_binary(), job.config.string(), launcher_sets));
     const auto program = test::run_command(
         fmt::format("cd '{}' && env -u TANDEM_JOB -u TANDEM_ACTORS {} '{}' '{}'{} 2>&1", job.dir.string(), row.env,
                     test::program_from_env(row.program.c_str()), job.program_config.string(), program_sets));

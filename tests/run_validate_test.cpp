@@ -30,7 +30,10 @@ struct SmallCache {
   std::string name = test::unique_name("validate");
   explicit SmallCache(std::int64_t bad_label = 0) {
     const std::uint64_t n = 2048;
-    auto w = shm::DatasetWriter::create({.name = name, .source = "generated", .format = "test", .num_samples = n,
+    auto w = shm::DatasetWriter::create({.name = name,
+                                         .source = "generated",
+                                         .format = "test",
+                                         .num_samples = n,
                                          .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
                                          .splits = {{"train", 0, 1536}, {"test", 1536, n}}},
                                         false);
@@ -82,7 +85,8 @@ steps = 100
 warmup_steps = 10
 [actor]
 batch_size = 256
-)", extra, job, (dir / "runs").string(), data);
+)",
+                                       extra, job, (dir / "runs").string(), data);
     return path;
   }
   bool left_nothing() const {
@@ -124,12 +128,15 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
       {{"model.name=vgg"}, "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp)"},
       {{"model.name=" + not_zip}, "is not a TorchScript file (not a zip archive)"},
       {{"data.name=" + cache.name + "-missing"}, "data.name = \"" + cache.name + "-missing\": "},
-      {{"data.train_split=training"}, "data.train_split = \"training\": dataset cache '" + cache.name + "' has no split"},
+      {{"data.train_split=training"},
+       "data.train_split = \"training\": dataset cache '" + cache.name + "' has no split"},
       {{"data.test_split=val"}, "data.test_split = \"val\": "},
       {{"data.std=0"}, "data.std = \"0\" holds 0: every entry must be positive"},
       {{"data.mean=0.5,0.5"}, "data.mean has 2 values"},
-      {{"supervised.batch_size=100000"}, "supervised.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
-      {{"run.learners=2", "supervised.batch_size=127"}, "supervised.batch_size = 127 does not divide among the 2 learner ranks"},
+      {{"supervised.batch_size=100000"},
+       "supervised.batch_size = 100000 is larger than split 'train' (1536 samples): lower it"},
+      {{"run.learners=2", "supervised.batch_size=127"},
+       "supervised.batch_size = 127 does not divide among the 2 learner ranks"},
       {{"actor.batch_size=1000"}, "actor.batch_size = 1000 is larger than split 'test' (512 samples): lower it"},
       {{"optimizer.lr=nan"}, "optimizer.lr = nan is not a finite number"},
       {{"actor.wait_weights_s=nan"}, "actor.wait_weights_s = nan is not a finite number"},
@@ -139,7 +146,8 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
       {{"schedule.name=step", "schedule.decay_factor=0"}, "schedule.decay_factor = 0 stops training"},
       {{"optimizer.momentum=0"}, "optimizer.nesterov = true needs optimizer.momentum above 0"},
       {{"learner.device=cuda:x"}, "learner.device = \"cuda:x\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\""},
-      {{"run.learners=2", "learner.device=cuda:1"}, "learner.device = \"cuda:1\" names one GPU for this node's 2 learner ranks"},
+      {{"run.learners=2", "learner.device=cuda:1"},
+       "learner.device = \"cuda:1\" names one GPU for this node's 2 learner ranks"},
       {{"actor.role=rollout", "run.actors=1"}, "actor.role = \"rollout\" needs a learner that learns from experience"},
       {{"env.plugin=libenv.so"}, "env.plugin = \"libenv.so\" is set but env.name = \"cartpole\""},
   };
@@ -160,7 +168,8 @@ TEST_CASE("tandem run: a label outside model.num_classes in the test split is re
   check_refused(run_tandem(job.config(cache.name), {}),
                 "data.test_split = \"test\" of data.name = \"" + cache.name + "\" holds label -7 at sample 1536", job);
   SmallCache wide(12);
-  check_refused(run_tandem(job.config(wide.name), {}), "model.num_classes = 10 but data.test_split = \"test\" holds label 12", job);
+  check_refused(run_tandem(job.config(wide.name), {}),
+                "model.num_classes = 10 but data.test_split = \"test\" holds label 12", job);
 }
 
 TEST_CASE("tandem run: config text that crashes toml++ 3.3.0 is one line naming file:line" * doctest::timeout(60)) {
@@ -177,7 +186,8 @@ TEST_CASE("tandem run: config text that crashes toml++ 3.3.0 is one line naming 
   }
 }
 
-TEST_CASE("tandem run: a split outside the cache or reversed is refused before anything starts" * doctest::timeout(60)) {
+TEST_CASE("tandem run: a split outside the cache or reversed is refused before anything starts" *
+          doctest::timeout(60)) {
   struct Row {
     std::size_t split;
     std::uint64_t begin, end;
@@ -203,8 +213,9 @@ TEST_CASE("tandem run: a split outside the cache or reversed is refused before a
 // by the whole batch and refused runs as too short for their warmup: 2 ranks of 64 samples from 768-sample
 // shards take 12 steps an epoch, not 768 / 128 = 6. The former key spellings keep the config loadable by
 // a launcher from before the settings moved to their own tables.
-TEST_CASE("tandem run: data-parallel ranks' run length is the learner's: each shard over the rank's share of the batch" *
-          doctest::timeout(60)) {
+TEST_CASE(
+    "tandem run: data-parallel ranks' run length is the learner's: each shard over the rank's share of the batch" *
+    doctest::timeout(60)) {
   SmallCache cache;  // 1536 train samples
   ValidateJob job;
   const std::string config = job.dir.file("old-spelling.toml");
@@ -223,7 +234,8 @@ steps = 0
 epochs = 1
 [actor]
 batch_size = 256
-)", job.job, (job.dir / "runs").string(), cache.name);
+)",
+                                       job.job, (job.dir / "runs").string(), cache.name);
   const auto ok = run_tandem(config, {"run.learners=2", "learner.warmup_steps=11"});
   CAPTURE(ok.output);
   CHECK(ok.output.find(fmt::format("job {}: 2 learners", job.job)) != std::string::npos);
@@ -251,12 +263,15 @@ name = "actor_critic_mlp"
 [actor]
 role = "rollout"
 evaluators = 1
-)", job.job, (job.dir / "runs").string());
+)",
+                                     job.job, (job.dir / "runs").string());
   return path;
 }
 
-TEST_CASE("tandem run: an RL job its learner or actors would refuse at start is one line naming the key, before "
-          "anything exists" * doctest::timeout(60)) {
+TEST_CASE(
+    "tandem run: an RL job its learner or actors would refuse at start is one line naming the key, before "
+    "anything exists" *
+    doctest::timeout(60)) {
   ValidateJob job;
   const std::string config = rl_config(job);
   struct Row {
@@ -269,8 +284,10 @@ TEST_CASE("tandem run: an RL job its learner or actors would refuse at start is 
       {{"actor.evaluators=2"}, "actor.evaluators = 2 leaves no rollout actor among run.actors = 2"},
       {{"model.name=cnn"}, "model.name = \"cnn\" has no value head: learner.algo = \"ppo\" needs"},
       {{"env.name=plugin"}, "env.name = \"plugin\" but env.plugin is empty: set it to the path of your env's shared"},
-      {{"env.name=plugin", "env.plugin=/nonexistent/libenv.so"}, "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
-      {{"env.name=cartpol"}, "env.name = \"cartpol\" is not one of: cartpole, acrobot, mountaincar, pendulum, null, plugin"},
+      {{"env.name=plugin", "env.plugin=/nonexistent/libenv.so"},
+       "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
+      {{"env.name=cartpol"},
+       "env.name = \"cartpol\" is not one of: cartpole, acrobot, mountaincar, pendulum, null, plugin"},
       {{"run.deterministic=true", "run.actors=3", "rl.slots_per_update=3"},
        "run.deterministic needs rl.slots_per_update = 3 to be a multiple of the 2 rollout actors: set it to 2"},
       {{"rl.slots_per_update=9"}, "rl.slots_per_update = 9 is more than the 1 rings x rl.slots_per_ring = 4 can hold"},
@@ -290,7 +307,8 @@ TEST_CASE("tandem run: examples/cartpole-ppo.toml with run.learners = 2 is refus
           doctest::timeout(60)) {
   ValidateJob job;
   const std::string example = test::source_root() + "/examples/cartpole-ppo.toml";
-  check_refused(run_tandem(example, {"run.learners=2", "run.job=" + job.job, "run.runs_dir=" + (job.dir / "runs").string(),
-                                     "run.learner_program=/bin/true", "run.actor_program=/bin/true"}),
-                "config: learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1", job);
+  check_refused(
+      run_tandem(example, {"run.learners=2", "run.job=" + job.job, "run.runs_dir=" + (job.dir / "runs").string(),
+                           "run.learner_program=/bin/true", "run.actor_program=/bin/true"}),
+      "config: learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1", job);
 }

@@ -57,8 +57,8 @@ bool consistent(const ProcessMetrics& m) {
   const std::uint64_t k = m.step;
   const ProcessMetrics e = record(k);
   return m.updated_ns == e.updated_ns && m.version == e.version && m.samples == e.samples && m.epoch == e.epoch &&
-         m.samples_per_s == e.samples_per_s && m.loss == e.loss && m.accuracy == e.accuracy &&
-         m.seconds == e.seconds && m.lr == e.lr;
+         m.samples_per_s == e.samples_per_s && m.loss == e.loss && m.accuracy == e.accuracy && m.seconds == e.seconds &&
+         m.lr == e.lr;
 }
 
 template <class Pred>
@@ -113,8 +113,8 @@ TEST_CASE("control block: the bytes sit where docs/FORMAT.md says") {
   CHECK(raw<std::uint32_t>(block, row3 + 12) == static_cast<std::uint32_t>(ProcessState::starting));
   CHECK(raw<std::uint32_t>(block, row3 + 16) == 2);
   CHECK(raw<std::int32_t>(block, row3 + 20) == -1);
-  CHECK(raw<std::uint64_t>(block, row3 + 64) % 2 == 0);          // seqlock even: complete
-  CHECK(raw<std::uint64_t>(block, row3 + 72 + 8) == 9);          // metrics.step
+  CHECK(raw<std::uint64_t>(block, row3 + 64) % 2 == 0);               // seqlock even: complete
+  CHECK(raw<std::uint64_t>(block, row3 + 72 + 8) == 9);               // metrics.step
   CHECK(raw<double>(block, row3 + 72 + 48) == doctest::Approx(0.1));  // metrics.loss = 1/(9+1)
 
   block.request_stop(shm::StopReason::interrupted);

@@ -75,7 +75,8 @@ TEST_CASE("device slab: the segment holds control, leases and table but no slots
   CHECK(std::string(r.device_info().pci_bus_id) == "0000:19:00.0");
   CHECK(r.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid()));
   CHECK(shm::Segment::attach(name, shm::Kind::weights_cuda, shm::kWeightSlabLayoutVersion,
-                             shm::Segment::Access::read_only, "").size() < (2u << 20) + (1u << 20));
+                             shm::Segment::Access::read_only, "")
+            .size() < (2u << 20) + (1u << 20));
 }
 
 TEST_CASE("device slab: versions are committed and leased through the same seqlock at the bound address") {
@@ -121,7 +122,8 @@ TEST_CASE("device slab: a host reader and a device reader each refuse the other'
                        UserError);
 }
 
-TEST_CASE("device slab: a corrupt export record is refused, and a writer cannot declare a buffer too small for its slots") {
+TEST_CASE(
+    "device slab: a corrupt export record is refused, and a writer cannot declare a buffer too small for its slots") {
   const std::string name = shm::device_slab_name(test::unique_name("tandem.test-devslab-bad"));
   std::vector<std::byte> device(WeightSlabWriter::device_slab_bytes(spec_of()));
   auto w = WeightSlabWriter::create_on_device(name, spec_of(), fake_info(device.size()), device.data());
@@ -147,7 +149,8 @@ TEST_CASE("device slab: a segment whose exporting process has exited is refused 
   info.exporter_pid = static_cast<std::uint64_t>(child);  // gone and reaped
   auto w = WeightSlabWriter::create_on_device(name, spec_of(), info, device.data());
   CHECK_THROWS_WITH_AS(WeightSlabReader::attach_device(name), doctest::Contains("which has exited"), UserError);
-  CHECK_THROWS_WITH_AS(WeightSlabReader::attach_device(name), doctest::Contains(("tandem shm rm " + name).c_str()), UserError);
+  CHECK_THROWS_WITH_AS(WeightSlabReader::attach_device(name), doctest::Contains(("tandem shm rm " + name).c_str()),
+                       UserError);
 }
 
 TEST_CASE("tandem_shm.py describes a device slab's export record from FORMAT.md and never reads its slots") {
@@ -161,7 +164,8 @@ TEST_CASE("tandem_shm.py describes a device slab's export record from FORMAT.md 
                                                     "/tools/tandem_shm.py --weights " + name);
   INFO(out.output);
   REQUIRE(out.status == 0);
-  CHECK(out.output.find("device slab on GPU 0000:19:00.0 (uuid a0a1a2a3a4a5a6a7a8a9aaabacadaeaf)") != std::string::npos);
+  CHECK(out.output.find("device slab on GPU 0000:19:00.0 (uuid a0a1a2a3a4a5a6a7a8a9aaabacadaeaf)") !=
+        std::string::npos);
   CHECK(out.output.find("exported by pid " + std::to_string(::getpid()) + ", 12582912 bytes; latest version 7") !=
         std::string::npos);
 }

@@ -50,10 +50,10 @@ TEST_CASE("segment fuzz seeds: the valid dataset cache attaches, every crafted o
   const std::string name = fuzz::own_name();
   check_corpus("dataset_cache_attach", shm::dataset_segment_name(name), shm::Kind::dataset, shm::kDatasetLayoutVersion,
                [&] {
-                 auto cache = shm::DatasetCache::attach(name);
-                 CHECK(cache.split("test").end == 10);
-                 static_cast<void>(cache.compute_checksum(1));
-               });
+    auto cache = shm::DatasetCache::attach(name);
+    CHECK(cache.split("test").end == 10);
+    static_cast<void>(cache.compute_checksum(1));
+  });
 }
 
 TEST_CASE("segment fuzz seeds: the valid weight slab attaches and leases version 1, every crafted one is refused") {
@@ -77,7 +77,7 @@ TEST_CASE("segment fuzz seeds: the valid node reduce group attaches as rank 1, e
       float values[3000];
       std::fill(std::begin(values), std::end(values), 1.0f);
       REQUIRE(group.all_reduce_sum(values, 3000, 1.0f, std::chrono::milliseconds(0)));
-      CHECK(values[2999] == 1.0f);  // rank 0's part of the buffers is zero: the sum is ours
+      CHECK(values[2999] == 1.0f);    // rank 0's part of the buffers is zero: the sum is ours
       if (group.slot_floats() > 0) {  // rank 0 never started a slots op: ours waits for it, in vain
         const auto op = group.start_slots(0, group.slot_floats(), 1.0f);
         CHECK(group.finish_slots(op, std::chrono::milliseconds(0)).status ==

@@ -34,7 +34,10 @@ void patch_segment(const std::string& name, shm::Kind kind, std::uint32_t layout
 struct Cache {
   std::string name = test::unique_name("hostile");
   Cache() {
-    shm::DatasetSpec spec{name, "test", "synthetic", 10,
+    shm::DatasetSpec spec{name,
+                          "test",
+                          "synthetic",
+                          10,
                           {{"x", shm::DType::u8, {4}}, {"y", shm::DType::u8, {}}},
                           {{"train", 0, 8}, {"test", 8, 10}}};
     auto w = shm::DatasetWriter::create(spec, false);
@@ -73,28 +76,29 @@ struct BadCache {
   std::function<void(DatasetDescriptor&)> edit;
 };
 
-const BadCache kBadCaches[] = {
-    {"stride x num_samples wraps to the byte count",
-     [](DatasetDescriptor& d) {
-       d.num_samples = 1ull << 61;
-       d.fields[0].shape[0] = 8;
-       d.fields[0].stride = 8;
-       d.fields[0].bytes = 0;  // 8 * 2^61 mod 2^64
-       d.fields[1].bytes = 1ull << 61;
-     }},
-    {"field offset + bytes wraps", [](DatasetDescriptor& d) { d.fields[0].offset = ~0ull - (2u << 20) + 1; }},
-    {"ndim past the shape table", [](DatasetDescriptor& d) { d.fields[0].ndim = 1000; }},
-    {"unknown dtype", [](DatasetDescriptor& d) { d.fields[1].dtype = static_cast<shm::DType>(99); }},
-    {"consistent sizes far past the mapping",
-     [](DatasetDescriptor& d) {
-       d.num_samples = 1ull << 40;
-       d.fields[0].bytes = 4ull << 40;
-       d.fields[1].bytes = 1ull << 40;
-     }},
-    {"num_fields past the field table", [](DatasetDescriptor& d) { d.num_fields = 9; }},
-    {"train split past the end", [](DatasetDescriptor& d) { d.splits[0].end = 75000; }},
-    {"reversed split", [](DatasetDescriptor& d) { d.splits[0].begin = 5, d.splits[0].end = 3; }},
-};
+const BadCache kBadCaches[] =
+    {
+        {"stride x num_samples wraps to the byte count",
+         [](DatasetDescriptor& d) {
+  d.num_samples = 1ull << 61;
+  d.fields[0].shape[0] = 8;
+  d.fields[0].stride = 8;
+  d.fields[0].bytes = 0;  // 8 * 2^61 mod 2^64
+  d.fields[1].bytes = 1ull << 61;
+         }},
+        {"field offset + bytes wraps", [](DatasetDescriptor& d) { d.fields[0].offset = ~0ull - (2u << 20) + 1; }},
+        {"ndim past the shape table", [](DatasetDescriptor& d) { d.fields[0].ndim = 1000; }},
+        {"unknown dtype", [](DatasetDescriptor& d) { d.fields[1].dtype = static_cast<shm::DType>(99); }},
+        {"consistent sizes far past the mapping",
+         [](DatasetDescriptor& d) {
+  d.num_samples = 1ull << 40;
+  d.fields[0].bytes = 4ull << 40;
+  d.fields[1].bytes = 1ull << 40;
+         }},
+               {"num_fields past the field table", [](DatasetDescriptor& d) { d.num_fields = 9; }},
+               {"train split past the end", [](DatasetDescriptor& d) { d.splits[0].end = 75000; }},
+               {"reversed split", [](DatasetDescriptor& d) { d.splits[0].begin = 5, d.splits[0].end = 3; }},
+               };
 
 }  // namespace
 
@@ -173,9 +177,9 @@ const BadSlab kBadSlabs[] = {
     {"num_leases past the lease pages", [](Segment&, shm::SlabDescriptor& d) { d.num_leases = 4096; }},
     {"slot stride that wraps", [](Segment&, shm::SlabDescriptor& d) { d.slot_stride = 1ull << 63; }},
     {"num_tensors past the segment", [](Segment&, shm::SlabDescriptor& d) { d.num_tensors = 1u << 31; }},
-    {"tensor table edited", [](Segment& s, shm::SlabDescriptor& d) {
-       reinterpret_cast<shm::TensorEntry*>(s.base() + d.table_offset)->bytes = ~0ull;
-     }},
+    {"tensor table edited",
+     [](Segment& s,
+        shm::SlabDescriptor& d) { reinterpret_cast<shm::TensorEntry*>(s.base() + d.table_offset)->bytes = ~0ull; }},
 };
 
 }  // namespace
@@ -192,7 +196,8 @@ TEST_CASE("weight slab: a descriptor whose offsets, sizes or counts lie is refus
   }
 }
 
-TEST_CASE("weight slab: a `latest` naming a slot past num_slots, or a slot claiming too many bytes, is a refused read") {
+TEST_CASE(
+    "weight slab: a `latest` naming a slot past num_slots, or a slot claiming too many bytes, is a refused read") {
   const std::string name = test::unique_name("tandem.hostile") + ".weights";
   auto writer = shm::WeightSlabWriter::create(name, slab_spec());
   auto slot = writer.begin_write();
@@ -201,19 +206,22 @@ TEST_CASE("weight slab: a `latest` naming a slot past num_slots, or a slot claim
   auto reader = shm::WeightSlabReader::attach(name);
   REQUIRE(reader.lease_latest());
 
-  Segment raw = Segment::attach(name, shm::Kind::weights, shm::kWeightSlabLayoutVersion, Segment::Access::read_write, "");
+  Segment raw = Segment::attach(name, shm::Kind::weights, shm::kWeightSlabLayoutVersion, Segment::Access::read_write,
+                                "");
   const auto& d = raw.descriptor_as<shm::SlabDescriptor>();
   auto& control = *reinterpret_cast<shm::SlabControl*>(raw.base() + d.control_offset);
   auto* headers = reinterpret_cast<shm::SlotHeader*>(raw.base() + d.control_offset + sizeof(shm::SlabControl));
 
   control.latest.store(shm::pack_latest(2, 200), std::memory_order_release);
   std::vector<std::byte> dst(4096);
-  CHECK(error_of([&] { static_cast<void>(reader.lease_latest()); }).find("`latest` names slot 200 of 4") != std::string::npos);
+  CHECK(error_of([&] { static_cast<void>(reader.lease_latest()); }).find("`latest` names slot 200 of 4") !=
+        std::string::npos);
   CHECK(error_of([&] { static_cast<void>(reader.copy_latest(dst.data())); }).find("slot 200") != std::string::npos);
 
   control.latest.store(shm::pack_latest(1, slot->index), std::memory_order_release);
   headers[slot->index].bytes.store(1ull << 40, std::memory_order_relaxed);
-  CHECK(error_of([&] { static_cast<void>(reader.lease_latest()); }).find("claims 1099511627776 bytes of 4096") != std::string::npos);
+  CHECK(error_of([&] { static_cast<void>(reader.lease_latest()); }).find("claims 1099511627776 bytes of 4096") !=
+        std::string::npos);
   CHECK_FALSE(reader.copy_latest(dst.data()));
   // The refused lease was given back: a repaired slot leases again from the same entries.
   headers[slot->index].bytes.store(4096, std::memory_order_relaxed);
@@ -228,7 +236,7 @@ TEST_CASE("control block: counts that wrap, rows out of place or unterminated na
       [](shm::ControlDescriptor& d, Segment&) { d.row_count = 100000; },
       [](shm::ControlDescriptor& d, Segment&) { std::memset(d.job, 'x', sizeof d.job); },
       [](shm::ControlDescriptor& d, Segment& s) {
-        reinterpret_cast<shm::ProcessRow*>(s.payload() + d.rows_offset)[1].role = shm::Role::learner;
+    reinterpret_cast<shm::ProcessRow*>(s.payload() + d.rows_offset)[1].role = shm::Role::learner;
       },
   };
   for (const auto& edit : edits) {
@@ -250,7 +258,8 @@ TEST_CASE("segment: a payload offset inside the header page is refused, even whe
   for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{4} << 20}) {
     created.header().payload_offset = offset;
     created.header().header_checksum = shm::header_checksum(created.base());
-    const std::string error = error_of([&] { Segment::attach(name, shm::Kind::dataset, 9, Segment::Access::read_only, "fix"); });
+    const std::string error = error_of(
+        [&] { Segment::attach(name, shm::Kind::dataset, 9, Segment::Access::read_only, "fix"); });
     CHECK(error.find("payload offset " + std::to_string(offset)) != std::string::npos);
   }
 }

@@ -42,7 +42,9 @@ std::vector<float> expected_sum(int world, std::size_t n, float scale) {
 // rounds of its own); a broadcast alone. 0 if every result is exact.
 int exchange(NodeGroup& group) {
   const int root = group.world() - 1;
-  const auto filled = [&](std::size_t bytes) { return std::vector<std::uint8_t>(bytes, static_cast<std::uint8_t>(group.rank())); };
+  const auto filled = [&](std::size_t bytes) {
+    return std::vector<std::uint8_t>(bytes, static_cast<std::uint8_t>(group.rank()));
+  };
   const auto all_root = [&](const std::vector<std::uint8_t>& bytes) {
     return std::all_of(bytes.begin(), bytes.end(), [&](std::uint8_t b) { return b == root; });
   };
@@ -290,11 +292,13 @@ TEST_CASE("node group: a rank that never attaches fails the join at its deadline
   CHECK_FALSE(shm::Segment::exists(name));
 }
 
-TEST_CASE("node group: attach refuses another world size, a rank out of range, and a rank that already joined; "
-          "a broadcast refuses a root that is not a rank") {
+TEST_CASE(
+    "node group: attach refuses another world size, a rank out of range, and a rank that already joined; "
+    "a broadcast refuses a root that is not a rank") {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 3, kSmallChunk);
-  CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 1, 2); }).find("is for 3 ranks, but this is rank 1 of 2") !=
-        std::string::npos);
+  CHECK(test::error_of([&] {
+          NodeGroup::attach(group.name(), 1, 2);
+        }).find("is for 3 ranks, but this is rank 1 of 2") != std::string::npos);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 3, 3); }).find("rank 3 of 3") != std::string::npos);
   CHECK(test::error_of([&] { NodeGroup::attach(group.name(), 0, 3); }).find("rank 0 of 3") != std::string::npos);
   NodeGroup one = NodeGroup::attach(group.name(), 1, 3);

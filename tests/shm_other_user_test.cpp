@@ -24,8 +24,8 @@ namespace {
 constexpr unsigned kNobody = 65534;
 
 std::string as_nobody(const std::string& command) {
-  return "setpriv --reuid=" + std::to_string(kNobody) + " --regid=" + std::to_string(kNobody) +
-         " --clear-groups " + command;
+  return "setpriv --reuid=" + std::to_string(kNobody) + " --regid=" + std::to_string(kNobody) + " --clear-groups " +
+         command;
 }
 
 bool have_root() {

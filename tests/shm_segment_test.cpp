@@ -61,28 +61,34 @@ TEST_CASE("segment: attach refuses bad segments with one line naming the segment
   std::string name = test::unique_name("tandem.test");
   Segment s = make(name);
 
-  CHECK(error_of([&] { Segment::attach(name + "x", Kind::dataset, 7, Segment::Access::read_only, "preload it"); })
-            .find("does not exist: preload it") != std::string::npos);
-  CHECK(error_of([&] { Segment::attach(name, Kind::weights, 7, Segment::Access::read_only, "fix"); })
-            .find("holds a dataset segment, not a weights one") != std::string::npos);
-  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 8, Segment::Access::read_only, "fix"); })
-            .find("was written by layout 7, this build reads 8") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name + "x", Kind::dataset, 7, Segment::Access::read_only, "preload it");
+        }).find("does not exist: preload it") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name, Kind::weights, 7, Segment::Access::read_only, "fix");
+        }).find("holds a dataset segment, not a weights one") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name, Kind::dataset, 8, Segment::Access::read_only, "fix");
+        }).find("was written by layout 7, this build reads 8") != std::string::npos);
 
   s.descriptor()[100] = std::byte{1};  // corrupt the header after it was checksummed
-  std::string corrupt = error_of([&] { Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "remove it"); });
+  std::string corrupt = error_of(
+      [&] { Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "remove it"); });
   CHECK(corrupt.find("corrupt header") != std::string::npos);
   CHECK(corrupt.find("remove it") != std::string::npos);
 
   s.header().magic = 0;
-  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "fix"); })
-            .find("not a Tandem segment") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name, Kind::dataset, 7, Segment::Access::read_only, "fix");
+        }).find("not a Tandem segment") != std::string::npos);
 }
 
 TEST_CASE("segment: a segment whose creator has not marked it ready is refused") {
   std::string name = test::unique_name("tandem.test");
   Segment s = Segment::create(name, Kind::dataset, 1, 4096, "fix");
-  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix"); })
-            .find("still writing it") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix");
+        }).find("still writing it") != std::string::npos);
 }
 
 TEST_CASE("segment: a truncated object is refused, not mapped past its end") {
@@ -90,8 +96,9 @@ TEST_CASE("segment: a truncated object is refused, not mapped past its end") {
   const FileDescriptor fd(::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600));
   REQUIRE(fd.get() >= 0);
   REQUIRE(::ftruncate(fd.get(), 100) == 0);
-  CHECK(error_of([&] { Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix"); })
-            .find("truncated") != std::string::npos);
+  CHECK(error_of([&] {
+          Segment::attach(name, Kind::dataset, 1, Segment::Access::read_only, "fix");
+        }).find("truncated") != std::string::npos);
   Segment::unlink(name);
 }
 

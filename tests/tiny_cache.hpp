@@ -23,7 +23,10 @@ namespace tandem::test {
 // Writes the cache as /tandem.data.<name>; it stays after this process exits.
 inline void write_tiny_cache(const std::string& name) {
   const std::uint64_t n = 2304;
-  shm::DatasetSpec spec{.name = name, .source = "generated", .format = "test", .num_samples = n,
+  shm::DatasetSpec spec{.name = name,
+                        .source = "generated",
+                        .format = "test",
+                        .num_samples = n,
                         .fields = {{"x", shm::DType::u8, {1, 8, 8}}, {"y", shm::DType::i64, {}}},
                         .splits = {{"train", 0, 2048}, {"test", 2048, n}}};
   auto w = shm::DatasetWriter::create(spec, false);
@@ -81,7 +84,8 @@ inline std::string tiny_job_config(const TinyJob& j) {
     if (line.empty()) continue;
     if (dot == std::string::npos || eq == std::string::npos || dot > eq)
       throw std::invalid_argument("TinyJob::keys: '" + line + "' is not `table.key = value`");
-    const std::string table = line.substr(0, dot), key = line.substr(dot + 1, eq - dot - 1), value = line.substr(eq + 3);
+    const std::string table = line.substr(0, dot), key = line.substr(dot + 1, eq - dot - 1),
+                      value = line.substr(eq + 3);
     auto t = std::find_if(tables.begin(), tables.end(), [&](const auto& e) { return e.first == table; });
     if (t == tables.end()) t = tables.insert(tables.end(), {table, {}});
     auto k = std::find_if(t->second.begin(), t->second.end(), [&](const auto& e) { return e.first == key; });
@@ -95,7 +99,9 @@ learner_program = "{}"
 actor_program = "{}"
 status = "plain"
 {}
-)", j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"), j.run_keys);
+)",
+                                 j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"),
+                                 j.run_keys);
   for (const auto& [table, entries] : tables) {
     text += fmt::format("[{}]\n", table);
     for (const auto& [key, value] : entries) text += fmt::format("{} = {}\n", key, value);

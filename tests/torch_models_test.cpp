@@ -37,7 +37,7 @@ TEST_CASE("models: every built-in model maps a batch to logits of [B, num_classe
     std::int64_t c, h, w, classes;
   };
   const Row rows[] = {
-      {"mlp", 1, 28, 28, 10}, {"cnn", 1, 28, 28, 10}, {"cnn", 3, 32, 32, 10},
+      {"mlp", 1, 28, 28, 10},      {"cnn", 1, 28, 28, 10},           {"cnn", 3, 32, 32, 10},
       {"resnet18", 3, 32, 32, 10}, {"actor_critic_mlp", 4, 1, 1, 2},
   };
   for (const Row& r : rows) {
@@ -66,7 +66,9 @@ TEST_CASE("models: the actor-critic mlp's outputs and gradients equal LibTorch's
   std::map<std::string, torch::Tensor> p;
   for (const auto& [name, t] : m.named_parameters()) p[name] = t;
   const torch::Tensor x = torch::randn({37, 4, 1, 1});
-  auto lin = [&](const std::string& l, const torch::Tensor& in) { return torch::linear(in, p[l + ".weight"], p[l + ".bias"]); };
+  auto lin = [&](const std::string& l, const torch::Tensor& in) {
+    return torch::linear(in, p[l + ".weight"], p[l + ".bias"]);
+  };
   const torch::Tensor f = x.flatten(1);
   const torch::Tensor logits = lin("policy", torch::tanh(lin("fc2", torch::tanh(lin("fc1", f)))));
   const torch::Tensor value = lin("value", torch::tanh(lin("vfc2", torch::tanh(lin("vfc1", f))))).squeeze(-1);
@@ -106,7 +108,8 @@ TEST_CASE("models: named parameters are the module's own tensors, not copies") {
   auto named = m.named_parameters();
   auto own = m.nn_module()->parameters();
   REQUIRE(named.size() == own.size());
-  for (std::size_t i = 0; i < own.size(); ++i) CHECK(named[i].second.unsafeGetTensorImpl() == own[i].unsafeGetTensorImpl());
+  for (std::size_t i = 0; i < own.size(); ++i)
+    CHECK(named[i].second.unsafeGetTensorImpl() == own[i].unsafeGetTensorImpl());
   // Re-homing through the list (what flat parameters do) changes what forward computes.
   m.eval();
   torch::NoGradGuard no_grad;
@@ -145,7 +148,8 @@ TEST_CASE("models: a TorchScript file loads behind the same interface and trains
 }
 
 TEST_CASE("models: unknown names, bad files and misfitting shapes are one-line errors naming the model") {
-  CHECK(error_of([] { Model::create({.name = "vgg"}); }).find("'vgg' is neither a built-in (mlp, cnn") != std::string::npos);
+  CHECK(error_of([] { Model::create({.name = "vgg"}); }).find("'vgg' is neither a built-in (mlp, cnn") !=
+        std::string::npos);
   CHECK(error_of([] { Model::create({.name = "cnn", .height = 30}); }).find("divisible by 4") != std::string::npos);
   CHECK(error_of([] { Model::create({.name = "mlp", .num_classes = 0}); }).find("at least 1") != std::string::npos);
 

@@ -169,12 +169,16 @@ TEST_CASE("safetensors: writes are atomic renames that leave no temporary behind
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
   CHECK(files == 1);
 
-  std::string e = error_of([&] { st::save_file(dir.file("no/such/dir/x.safetensors"), {{"a", torch::ones({1})}}, {}); });
+  std::string e = error_of([&] {
+    st::save_file(dir.file("no/such/dir/x.safetensors"), {{"a", torch::ones({1})}}, {});
+  });
   CHECK(e.find("cannot write '" + dir.file("no/such/dir/x.safetensors") + "' (open failed") != std::string::npos);
-  CHECK(error_of([] { st::serialize({{"a", torch::ones({1})}, {"a", torch::ones({1})}}, {}); })
-            .find("two tensors are named 'a'") != std::string::npos);
-  CHECK(error_of([] { st::serialize({{"c", torch::ones({1}, torch::kComplexFloat)}}, {}); }).find("tensor 'c' has dtype") !=
-        std::string::npos);
+  CHECK(error_of([] {
+          st::serialize({{"a", torch::ones({1})}, {"a", torch::ones({1})}}, {});
+        }).find("two tensors are named 'a'") != std::string::npos);
+  CHECK(error_of([] {
+          st::serialize({{"c", torch::ones({1}, torch::kComplexFloat)}}, {});
+        }).find("tensor 'c' has dtype") != std::string::npos);
   // The bytes on disk are exactly what serialize() produces.
   CHECK(read_bytes(path) == st::serialize({{"a", torch::zeros({5})}}, {{"step", "2"}}));
 }

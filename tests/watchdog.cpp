@@ -48,12 +48,13 @@ struct WatchdogListener : doctest::IReporter {
     ::sigaction(SIGALRM, &sa, nullptr);
   }
   void test_case_start(const doctest::TestCaseData& tc) override {
-    const unsigned budget =
-        tc.m_timeout > 0 ? static_cast<unsigned>(std::ceil(tc.m_timeout)) + kMarginS : default_budget_s();
+    const unsigned budget = tc.m_timeout > 0 ? static_cast<unsigned>(std::ceil(tc.m_timeout)) + kMarginS
+                                             : default_budget_s();
     const int n = std::snprintf(g_message, sizeof g_message,
                                 "\nwatchdog: test case \"%s\" still running after %u s (%s): killing it and "
                                 "its children\n",
-                                tc.m_name, budget, tc.m_timeout > 0 ? "its doctest::timeout + 5 s" : "the default budget");
+                                tc.m_name, budget,
+                                tc.m_timeout > 0 ? "its doctest::timeout + 5 s" : "the default budget");
     g_message_bytes = n > 0 ? std::min(static_cast<std::size_t>(n), sizeof g_message - 1) : 0;
     ::alarm(budget);
   }

@@ -90,8 +90,8 @@ TANDEM_CHILD("verifying-reader") {
     last = version;
     done = step == kFinalStep;
   }
-  std::ofstream(args.at(2)) << rep.reads << ' ' << rep.torn << ' ' << rep.not_increasing << ' ' << rep.retries
-                            << ' ' << rep.lease_invalidated << '\n';
+  std::ofstream(args.at(2)) << rep.reads << ' ' << rep.torn << ' ' << rep.not_increasing << ' ' << rep.retries << ' '
+                            << rep.lease_invalidated << '\n';
   return 0;
 }
 
@@ -119,7 +119,8 @@ TEST_CASE("weight slab: 4 reader processes verifying every read for 10 s see no 
     shm::fill_verify_pattern(params.data(), params.size(), pub.next_version());
     auto t0 = std::chrono::steady_clock::now();
     (void)pub.publish(++step);  // skips are what this test counts through stats()
-    max_call_ms = std::max(max_call_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    max_call_ms = std::max(max_call_ms,
+                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   for (;;) {  // the final version must land so that every reader stops
     shm::fill_verify_pattern(params.data(), params.size(), pub.next_version());
@@ -133,8 +134,8 @@ TEST_CASE("weight slab: 4 reader processes verifying every read for 10 s see no 
     ReaderReport rep;
     std::ifstream(results[i]) >> rep.reads >> rep.torn >> rep.not_increasing >> rep.retries >> rep.lease_invalidated;
     std::remove(results[i].c_str());
-    MESSAGE(fmt::format("reader {} ({}): {} reads, {} torn, {} not increasing, {} retries", i,
-                        i % 2 ? "copy" : "lease", rep.reads, rep.torn, rep.not_increasing, rep.retries));
+    MESSAGE(fmt::format("reader {} ({}): {} reads, {} torn, {} not increasing, {} retries", i, i % 2 ? "copy" : "lease",
+                        rep.reads, rep.torn, rep.not_increasing, rep.retries));
     CHECK(rep.reads > 20);
     CHECK(rep.torn == 0);
     CHECK(rep.not_increasing == 0);

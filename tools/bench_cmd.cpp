@@ -20,9 +20,10 @@ std::filesystem::path find_tandem_bench() {
   const std::filesystem::path here = self_exe().parent_path();
   for (const auto& candidate : {here / "tandem-bench", here / "bench" / "tandem-bench"})
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  fail("tandem bench runs tandem-bench, which is not at {} nor {}: build it with `ninja -C <build dir> "
-       "tools/bench/tandem-bench` (or install it next to tandem)",
-       (here / "tandem-bench").string(), (here / "bench" / "tandem-bench").string());
+  fail(
+      "tandem bench runs tandem-bench, which is not at {} nor {}: build it with `ninja -C <build dir> "
+      "tools/bench/tandem-bench` (or install it next to tandem)",
+      (here / "tandem-bench").string(), (here / "bench" / "tandem-bench").string());
 }
 
 [[noreturn]] void exec_tandem_bench(const std::vector<std::string>& args) {
@@ -37,7 +38,8 @@ std::filesystem::path find_tandem_bench() {
 }  // namespace
 
 void add_bench_commands(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "measure Tandem's hot paths against their PyTorch peers (runs tandem-bench)");
+  auto* bench = app.add_subcommand("bench",
+                                   "measure Tandem's hot paths against their PyTorch peers (runs tandem-bench)");
   // Everything after `bench`, --help included, is tandem-bench's to parse.
   bench->prefix_command();
   bench->set_help_flag();

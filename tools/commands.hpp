@@ -15,7 +15,7 @@ int run_selected(CLI::App& app);
 
 void add_shm_commands(CLI::App& app);
 void add_data_commands(CLI::App& app);
-void add_run_commands(CLI::App& app);     // tools/run/run_cmd.cpp
+void add_run_commands(CLI::App& app);  // tools/run/run_cmd.cpp
 void add_status_commands(CLI::App& app);
 void add_dashboard_commands(CLI::App& app);  // tools/dashboard/dashboard_cmd.cpp
 void add_plot_commands(CLI::App& app);       // tools/plot/plot_cmd.cpp

@@ -113,15 +113,18 @@ int list() {
   for (const auto& s : shm::list_segments()) {
     if (!s.name.starts_with("tandem.data.")) continue;
     const std::string name = s.name.substr(12);
-    if (shown++ == 0) fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", "NAME", "SAMPLES", "SIZE", "FORMAT", "STATE", "SOURCE");
+    if (shown++ == 0)
+      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", "NAME", "SAMPLES", "SIZE", "FORMAT", "STATE", "SOURCE");
     try {
       shm::DatasetCache cache = shm::DatasetCache::attach(name);
       const auto& d = cache.descriptor();
-      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", name, d.num_samples, format_bytes(s.bytes),
-                 text(d.format), "ready", text(d.source));
+      fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10} {}\n", name, d.num_samples, format_bytes(s.bytes), text(d.format),
+                 "ready", text(d.source));
     } catch (const UserError&) {
       fmt::print("{:<24} {:>10} {:>10}  {:<8} {:<10}\n", name, "-", format_bytes(s.bytes), "-",
-                 !s.ours ? fmt::format("uid {}", s.owner_uid) : s.valid ? std::string("invalid") : s.problem);
+                 !s.ours   ? fmt::format("uid {}", s.owner_uid)
+                 : s.valid ? std::string("invalid")
+                           : s.problem);
     }
   }
   if (shown == 0) fmt::print("no dataset caches: `tandem data preload NAME --from PATH` makes one\n");
@@ -134,21 +137,28 @@ int verify(const std::string& name, unsigned threads) {
   const auto& d = cache.descriptor();
   std::uint64_t bytes = 0;
   for (std::uint32_t i = 0; i < d.num_fields; ++i) bytes += d.fields[i].bytes;
-  const std::uint64_t sum = cache.compute_checksum(threads ? threads : std::max(1u, std::thread::hardware_concurrency()));
+  const std::uint64_t sum = cache.compute_checksum(threads ? threads
+                                                           : std::max(1u, std::thread::hardware_concurrency()));
   if (sum != d.payload_checksum)
-    fail("dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
-         "`tandem data preload {} --from {} --force`", name, sum, d.payload_checksum, name, text(d.source));
+    fail(
+        "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
+        "`tandem data preload {} --from {} --force`",
+        name, sum, d.payload_checksum, name, text(d.source));
   const double secs = seconds_since(start);
-  fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, format_bytes(bytes), sum, secs);
+  fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, format_bytes(bytes), sum,
+             secs);
   return 0;
 }
 
 int remove(const std::string& name) {
   const auto r = shm::Segment::remove(shm::dataset_segment_name(name));
-  if (r.result == shm::Segment::Removal::absent) fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
+  if (r.result == shm::Segment::Removal::absent)
+    fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
   if (r.result == shm::Segment::Removal::denied)
-    fail("cannot remove dataset cache '{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem data rm "
-         "{}` as that user", name, r.owner_uid, ::getuid(), std::strerror(r.error), name);
+    fail(
+        "cannot remove dataset cache '{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem data rm "
+        "{}` as that user",
+        name, r.owner_uid, ::getuid(), std::strerror(r.error), name);
   // Root may remove another user's cache; say whose it was.
   fmt::print("removed dataset cache '{}'{}\n", name,
              r.owner_uid != ::getuid() ? fmt::format(" (owned by uid {})", r.owner_uid) : "");
@@ -163,8 +173,9 @@ void add_data_commands(CLI::App& app) {
 
   static data::PreloadOptions pre;
   auto* p = data->add_subcommand("preload", "load a dataset into /dev/shm/tandem.data.NAME once per node");
-  p->footer("The cache is refused before anything is written when /dev/shm lacks the space. TANDEM_SHM_LIMIT=SIZE "
-            "(bytes, or K/M/G, powers of 1024) caps the space Tandem believes /dev/shm has free (docs/FORMAT.md).");
+  p->footer(
+      "The cache is refused before anything is written when /dev/shm lacks the space. TANDEM_SHM_LIMIT=SIZE "
+      "(bytes, or K/M/G, powers of 1024) caps the space Tandem believes /dev/shm has free (docs/FORMAT.md).");
   p->add_option("name", pre.name, "cache name, e.g. fmnist")->required();
   p->add_option("--from", pre.from, "folder with IDX files, CIFAR-10 batches or x_/y_{train,test}.npy")->required();
   p->add_option("--format", pre.format, "idx, cifar10 or npy (default: detected from the files)")

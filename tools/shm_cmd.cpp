@@ -31,7 +31,8 @@ int list() {
   fmt::print("{:<40} {:>8} {:<8} {:>8}  {}\n", "SEGMENT", "SIZE", "KIND", "CREATOR", "STATE");
   for (const auto& s : segments) {
     std::string state = s.valid ? "ready" : s.problem;
-    if (!s.ours && s.problem.find("owned by") == std::string::npos) state += fmt::format(" (owned by uid {})", s.owner_uid);
+    if (!s.ours && s.problem.find("owned by") == std::string::npos)
+      state += fmt::format(" (owned by uid {})", s.owner_uid);
     std::string creator = s.creator_pid ? fmt::format("{}{}", s.creator_pid, s.creator_alive ? "" : "(gone)") : "-";
     fmt::print("{:<40} {:>8} {:<8} {:>8}  {}\n", "/" + s.name, human(s.bytes),
                s.valid || s.creator_pid ? std::string(shm::kind_name(s.kind)) : "?", creator, state);
@@ -61,8 +62,8 @@ int gc(bool dry_run, bool all_invalid) {
   int candidates = 0, failed = 0;
   for (const auto& s : shm::list_segments()) {
     if (!s.ours) {
-      fmt::print("skipped /{}: owned by uid {}, not by this user (uid {}): run `tandem shm gc` as that user\n",
-                 s.name, s.owner_uid, ::getuid());
+      fmt::print("skipped /{}: owned by uid {}, not by this user (uid {}): run `tandem shm gc` as that user\n", s.name,
+                 s.owner_uid, ::getuid());
       continue;
     }
     const bool tandem = s.valid || s.problem == "abandoned while being written" || s.problem == "being written";
@@ -106,12 +107,14 @@ int remove(const std::string& name) {
 
 void add_shm_commands(CLI::App& app) {
   auto* shm = app.add_subcommand("shm", "inspect and clean Tandem's shared-memory segments");
-  shm->footer("Segments live in /dev/shm. TANDEM_SHM_LIMIT=SIZE (bytes, or K/M/G, powers of 1024) caps the space "
-              "Tandem believes /dev/shm has free, e.g. to test a small /dev/shm (docs/FORMAT.md).");
+  shm->footer(
+      "Segments live in /dev/shm. TANDEM_SHM_LIMIT=SIZE (bytes, or K/M/G, powers of 1024) caps the space "
+      "Tandem believes /dev/shm has free, e.g. to test a small /dev/shm (docs/FORMAT.md).");
   shm->require_subcommand(1);
   on_run(shm->add_subcommand("ls", "list Tandem segments in /dev/shm"), [] { return list(); });
 
-  auto* gc_cmd = shm->add_subcommand("gc", "remove this user's job segments whose creator is gone and abandoned preloads");
+  auto* gc_cmd = shm->add_subcommand("gc",
+                                     "remove this user's job segments whose creator is gone and abandoned preloads");
   static bool dry_run = false, all_invalid = false;
   gc_cmd->add_flag("-n,--dry-run", dry_run, "only say what would be removed");
   gc_cmd->add_flag("--all-invalid", all_invalid,

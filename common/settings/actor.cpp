@@ -10,6 +10,7 @@ namespace {
 
 using T = ConfigType;
 
+// clang-format off
 const std::vector<ConfigKey> kActor = {
     {"actor.role", T::string, "\"evaluator\"", "what the actors do: evaluator = evaluate each new weight version (on data.test_split; with learner.algo ppo/vtrace: greedy episodes of env.name); rollout = step env.envs environments with the latest policy and write experience to the learner", {}, {}, {"evaluator", "rollout"}},
     {"actor.evaluators", T::integer, "0", "with actor.role = \"rollout\": how many of run.actors are RL evaluators instead (the last ones)", 0, 4096},
@@ -23,14 +24,18 @@ const std::vector<ConfigKey> kActor = {
     {"actor.min_interval_s", T::real, "20", "evaluate at most this often (the newest version wins); the final version is always evaluated", 0.0, 86400.0},
     {"actor.wait_weights_s", T::real, "300", "how long to wait for the learner's weight slab to appear", 0.0, 86400.0},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kEnv = {
     {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin)"},
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
     {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kRl = {
     {"rl.rollout_steps", T::integer, "64", "steps per env in one trajectory slot (T): a slot holds T x env.envs steps", 1, 65536},
     {"rl.slots_per_ring", T::integer, "4", "trajectory slots in each actor's ring; a full ring makes the actor wait", 1, 65536},
@@ -52,6 +57,7 @@ const std::vector<ConfigKey> kRl = {
     {"rl.c_bar", T::real, "1.0", "V-trace: truncation of the trace-cutting coefficients", 0.0, 1.0e6},
     {"rl.anneal_lr", T::boolean, "true", "decay optimizer.lr linearly to 0 over rl.total_env_steps"},
 };
+// clang-format on
 
 }  // namespace
 
@@ -68,8 +74,9 @@ ActorSettings ActorSettings::parse(const Config& c) {
                   .min_interval_s = c.real("actor.min_interval_s"),
                   .wait_weights_s = c.real("actor.wait_weights_s")};
   if (s.precision == Precision::bf16 && !s.device.cuda)
-    fail("config: actor.precision = \"bf16\" needs actor.device = \"cuda\" (a CPU forward runs float32): set the "
-         "device or actor.precision = \"fp32\"");
+    fail(
+        "config: actor.precision = \"bf16\" needs actor.device = \"cuda\" (a CPU forward runs float32): set the "
+        "device or actor.precision = \"fp32\"");
   return s;
 }
 
@@ -84,11 +91,15 @@ EnvSettings EnvSettings::parse(const Config& c) {
   if (s.name == "plugin" && s.plugin.empty())
     fail("config: env.name = \"plugin\" but env.plugin is empty: set it to the path of your env's shared library");
   if (s.name == "plugin" && !std::filesystem::is_regular_file(s.plugin, ec))
-    fail("config: env.plugin = \"{}\" is not a file: give the path of a shared library implementing "
-         "envs/tandem_env.h", s.plugin);
+    fail(
+        "config: env.plugin = \"{}\" is not a file: give the path of a shared library implementing "
+        "envs/tandem_env.h",
+        s.plugin);
   if (s.name != "plugin" && !s.plugin.empty())
-    fail("config: env.plugin = \"{}\" is set but env.name = \"{}\": set env.name = \"plugin\" to load it, or "
-         "remove env.plugin", s.plugin, s.name);
+    fail(
+        "config: env.plugin = \"{}\" is set but env.name = \"{}\": set env.name = \"plugin\" to load it, or "
+        "remove env.plugin",
+        s.plugin, s.name);
   return s;
 }
 

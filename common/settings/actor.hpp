@@ -17,14 +17,14 @@ namespace tandem {
 struct ActorSettings {
   enum class Role { evaluator, rollout };
   Role role = Role::evaluator;
-  std::uint32_t evaluators = 0;      // rollout jobs: the last ones of run.actors evaluate
-  std::int64_t eval_episodes = 10;   // RL evaluator
+  std::uint32_t evaluators = 0;     // rollout jobs: the last ones of run.actors evaluate
+  std::int64_t eval_episodes = 10;  // RL evaluator
   DeviceSetting device;
   bool cuda_graph = false;
   Precision precision = Precision::fp32;  // the evaluator's forward on the GPU
   int threads = 1;
-  std::int64_t batch_size = 1000;    // supervised evaluator
-  std::int64_t max_samples = 0;      // 0: the whole test split
+  std::int64_t batch_size = 1000;  // supervised evaluator
+  std::int64_t max_samples = 0;    // 0: the whole test split
   double min_interval_s = 20;
   double wait_weights_s = 300;
 

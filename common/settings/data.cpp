@@ -18,6 +18,7 @@ namespace {
 
 using T = ConfigType;
 
+// clang-format off
 const std::vector<ConfigKey> kData = {
     {"data.name", T::string, "\"fmnist\"", "dataset cache /tandem.data.<name> to train and evaluate on; preload it first (`tandem data preload <name> --from <dir>`; tools/demo does it)"},
     {"data.from", T::string, "\"/usr/share/datasets/fashion-mnist\"", "where tools/demo preloads data.name from when the cache is missing (IDX, CIFAR-10 batches or .npy); the programs only read the cache"},
@@ -26,20 +27,25 @@ const std::vector<ConfigKey> kData = {
     {"data.train_split", T::string, "\"train\"", "split the learner trains on"},
     {"data.test_split", T::string, "\"test\"", "split the evaluators evaluate on"},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kModel = {
     {"model.name", T::string, "\"cnn\"", "mlp, cnn, resnet18 (32x32), actor_critic_mlp, or a TorchScript file path; input shape comes from the cache"},
     {"model.num_classes", T::integer, "10", "output classes (labels must be 0..num_classes-1)", 1, 1000000},
     {"model.seed", T::integer, "0", "seed of the initial weights (learner and actors build the same model)", 0, 9.0e15},
     {"model.package", T::string, "\"\"", "supervised evaluators on cuda: an AOTInductor package (.pt2, tools/export_aoti.py) that runs the evaluation forward; model.name still names the architecture the learner trains, whose weights the package takes in at every version (docs/CUDA_GRAPHS.md)"},
 };
+// clang-format on
 
 // The launcher does not link LibTorch: a TorchScript file is recognised as the zip archive it is.
 void check_model_file(const std::string& name) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name, ec))
-    fail("config: model.name = \"{}\" is neither a built-in ({}) nor an existing TorchScript file: check the name "
-         "or the path", name, fmt::join(kBuiltinModels, ", "));
+    fail(
+        "config: model.name = \"{}\" is neither a built-in ({}) nor an existing TorchScript file: check the name "
+        "or the path",
+        name, fmt::join(kBuiltinModels, ", "));
   std::array<char, 4> magic{};
   std::ifstream in(name, std::ios::binary);
   in.read(magic.data(), magic.size());
@@ -78,8 +84,9 @@ ModelSettings ModelSettings::parse(const Config& c) {
   if (!s.builtin()) check_model_file(s.name);
   std::error_code ec;
   if (!s.package.empty() && !std::filesystem::is_regular_file(s.package, ec))
-    fail("config: model.package = \"{}\" does not exist: make it with tools/export_aoti.py, or leave model.package empty",
-         s.package);
+    fail(
+        "config: model.package = \"{}\" does not exist: make it with tools/export_aoti.py, or leave model.package empty",
+        s.package);
   return s;
 }
 

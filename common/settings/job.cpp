@@ -42,14 +42,17 @@ const RenamedKey kRenamed[] = {
 void check_supervised(const JobSettings& s) {
   // Unknown to a program started by hand: there may be actors.
   if (s.actor.role == ActorSettings::Role::rollout && s.shape.actors.value_or(1) > 0)
-    fail("config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = \"ppo\" "
-         "or \"vtrace\"");
+    fail(
+        "config: actor.role = \"rollout\" needs a learner that learns from experience: set learner.algo = \"ppo\" "
+        "or \"vtrace\"");
   if (s.supervised.feed == SupervisedSettings::Feed::device && !s.learner.device.cuda)
     fail("config: supervised.feed = \"device\" needs learner.device = \"cuda\": use supervised.feed = \"host\"");
   const std::uint64_t batch = s.supervised.batch_size, ranks = s.shape.learners;
   if (batch % ranks != 0)
-    fail("config: supervised.batch_size = {} does not divide among the {} learner ranks (it counts one step's "
-         "samples across all ranks): use a multiple of {}", batch, ranks, ranks);
+    fail(
+        "config: supervised.batch_size = {} does not divide among the {} learner ranks (it counts one step's "
+        "samples across all ranks): use a multiple of {}",
+        batch, ranks, ranks);
 }
 
 // Rings, slots and minibatches that fit together; the learner holds every slot of an update until
@@ -60,14 +63,20 @@ void check_rl_batches(const JobSettings& s) {
   const std::uint64_t R = s.rollout_actors;
   if (s.shape.deterministic) {
     if (rl.slots_per_update % R != 0)
-      fail("config: run.deterministic needs rl.slots_per_update = {} to be a multiple of the {} rollout actors: set "
-           "it to {}", rl.slots_per_update, R, std::max<std::uint64_t>(R, rl.slots_per_update / R * R));
+      fail(
+          "config: run.deterministic needs rl.slots_per_update = {} to be a multiple of the {} rollout actors: set "
+          "it to {}",
+          rl.slots_per_update, R, std::max<std::uint64_t>(R, rl.slots_per_update / R * R));
     if (s.slots_per_actor() > rl.slots_per_ring)
-      fail("config: run.deterministic: each update takes {} slots from every actor but rl.slots_per_ring = {}: set "
-           "rl.slots_per_ring to at least {}", s.slots_per_actor(), rl.slots_per_ring, s.slots_per_actor());
+      fail(
+          "config: run.deterministic: each update takes {} slots from every actor but rl.slots_per_ring = {}: set "
+          "rl.slots_per_ring to at least {}",
+          s.slots_per_actor(), rl.slots_per_ring, s.slots_per_actor());
   } else if (rl.slots_per_update > R * rl.slots_per_ring) {
-    fail("config: rl.slots_per_update = {} is more than the {} rings x rl.slots_per_ring = {} can hold: raise "
-         "rl.slots_per_ring or lower rl.slots_per_update", rl.slots_per_update, R, rl.slots_per_ring);
+    fail(
+        "config: rl.slots_per_update = {} is more than the {} rings x rl.slots_per_ring = {} can hold: raise "
+        "rl.slots_per_ring or lower rl.slots_per_update",
+        rl.slots_per_update, R, rl.slots_per_ring);
   }
   const bool ppo = s.learner.algo == Algo::ppo;
   const std::uint64_t columns = std::uint64_t{rl.slots_per_update} * static_cast<std::uint64_t>(s.env.envs);
@@ -86,18 +95,24 @@ void check_rl(JobSettings& s) {
   if (s.shape.actors) {
     const std::uint32_t actors = *s.shape.actors;
     if (s.actor.role != ActorSettings::Role::rollout)
-      fail("config: learner.algo = \"{}\" learns from rollout actors: set actor.role = \"rollout\" "
-           "(actor.evaluators of them evaluate)", algo);
+      fail(
+          "config: learner.algo = \"{}\" learns from rollout actors: set actor.role = \"rollout\" "
+          "(actor.evaluators of them evaluate)",
+          algo);
     if (s.actor.evaluators >= actors)
-      fail("config: actor.evaluators = {} leaves no rollout actor among run.actors = {}: raise run.actors or lower "
-           "actor.evaluators", s.actor.evaluators, actors);
+      fail(
+          "config: actor.evaluators = {} leaves no rollout actor among run.actors = {}: raise run.actors or lower "
+          "actor.evaluators",
+          s.actor.evaluators, actors);
     s.rollout_actors = actors - s.actor.evaluators;
   } else {
     s.rollout_actors = 1;  // started by hand: one ring
   }
   if (s.model.builtin() && s.model.name != "actor_critic_mlp")
-    fail("config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "
-         "TorchScript actor-critic returning (params, value)", s.model.name, algo);
+    fail(
+        "config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "
+        "TorchScript actor-critic returning (params, value)",
+        s.model.name, algo);
   check_rl_batches(s);
 }
 
@@ -118,8 +133,10 @@ JobSettings JobSettings::parse(const Config& c, const JobShape& shape) {
                 .rl = RlSettings::parse(c),
                 .shape = shape};
   if (s.learner.device.index >= 0 && shape.local_learners > 1)
-    fail("config: learner.device = \"{}\" names one GPU for this node's {} learner ranks: use \"cuda\" (local rank "
-         "r trains on GPU r)", s.learner.device.str(), shape.local_learners);
+    fail(
+        "config: learner.device = \"{}\" names one GPU for this node's {} learner ranks: use \"cuda\" (local rank "
+        "r trains on GPU r)",
+        s.learner.device.str(), shape.local_learners);
   if (!s.model.package.empty() && !s.actor.device.cuda)
     fail("config: model.package runs on a GPU: set actor.device = \"cuda\", or leave model.package empty");
   if (s.learner.rl()) check_rl(s);
@@ -132,8 +149,8 @@ SupervisedBudget supervised_budget(const JobSettings& s, const std::string& spli
   SupervisedBudget b{.rank_batch = s.supervised.batch_size / ranks};
   const std::uint64_t shard = samples / ranks;
   if (b.rank_batch > shard)
-    fail("config: supervised.batch_size = {} is larger than split '{}' ({} samples): lower it",
-         s.supervised.batch_size, split, samples);
+    fail("config: supervised.batch_size = {} is larger than split '{}' ({} samples): lower it", s.supervised.batch_size,
+         split, samples);
   b.steps_per_epoch = shard / b.rank_batch;
   b.total_steps = s.supervised.steps;
   if (b.total_steps == 0) {
@@ -150,10 +167,10 @@ SupervisedBudget supervised_budget(const JobSettings& s, const std::string& spli
 
 std::vector<ConfigKey> program_schema() {
   std::vector<ConfigKey> keys;
-  for (auto table : {DataSettings::keys(), ModelSettings::keys(), LearnerSettings::keys(), SupervisedSettings::keys(),
-                     OptimizerSettings::keys(), ScheduleSettings::keys(), PublishSettings::keys(),
-                     CheckpointSettings::keys(), DdpSettings::keys(), ActorSettings::keys(), EnvSettings::keys(),
-                     RlSettings::keys()})
+  for (auto table :
+       {DataSettings::keys(), ModelSettings::keys(), LearnerSettings::keys(), SupervisedSettings::keys(),
+        OptimizerSettings::keys(), ScheduleSettings::keys(), PublishSettings::keys(), CheckpointSettings::keys(),
+        DdpSettings::keys(), ActorSettings::keys(), EnvSettings::keys(), RlSettings::keys()})
     keys.insert(keys.end(), table.begin(), table.end());
   return keys;
 }

@@ -27,10 +27,10 @@ namespace tandem {
 // Where the job's processes sit: what [run] and `tandem run`'s flags decide. The launcher knows it
 // from its config; a program from the variables the launcher (or torchrun) sets.
 struct JobShape {
-  std::uint32_t learners = 1;           // learner ranks, every node's (WORLD_SIZE)
-  std::uint32_t local_learners = 1;     // this node's
+  std::uint32_t learners = 1;             // learner ranks, every node's (WORLD_SIZE)
+  std::uint32_t local_learners = 1;       // this node's
   std::optional<std::uint32_t> actors{};  // this node's run.actors; unknown to a learner started by hand
-  bool deterministic = false;           // run.deterministic
+  bool deterministic = false;             // run.deterministic
 };
 
 struct JobSettings {
@@ -64,7 +64,7 @@ struct JobSettings {
 // shape's W ranks takes supervised.batch_size / W samples a step from its floor(N / W)-sample shard
 // (learner/feed/epoch_sampler.hpp: the last short batch of an epoch is dropped).
 struct SupervisedBudget {
-  std::uint64_t rank_batch = 0;       // samples a rank takes per step
+  std::uint64_t rank_batch = 0;  // samples a rank takes per step
   std::uint64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;
 };

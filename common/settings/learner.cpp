@@ -12,6 +12,7 @@ namespace {
 
 using T = ConfigType;
 
+// clang-format off
 const std::vector<ConfigKey> kLearner = {
     {"learner.algo", T::string, "\"supervised\"", "what the learner optimises: supervised (data.* batches, cross-entropy; [supervised], [schedule]), or reinforcement learning from the actors' experience rings: ppo (PPO with GAE) or vtrace (IMPALA V-trace actor-critic); RL settings are in [rl]", {}, {}, {"supervised", "ppo", "vtrace"}},
     {"learner.device", T::string, "\"cpu\"", "where the learner trains: cpu, cuda (each rank on the GPU of its local rank) or cuda:N (GPU N; one rank per node)"},
@@ -21,19 +22,25 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.precision", T::string, "\"fp32\"", "GPU training: fp32, or bf16 (activations and matmuls in bfloat16 with float32 master weights, BatchNorm statistics and optimizer state, as torch.autocast does; captured by learner.cuda_graph too, docs/CUDA_GRAPHS.md); needs learner.device = cuda", {}, {}, {"fp32", "bf16"}},
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block, a log line every 10th; RL: updates between log lines (every update is reported)", 1, 1000000},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kPublish = {
     {"publish.every_steps", T::integer, "50", "supervised: publish the weights to the slab every N steps (and at the end); 0 = only by time. An RL learner publishes after every update", 0, 1.0e12},
     {"publish.every_ms", T::real, "0", "supervised: also publish when this many ms passed; 0 = off", 0.0, 1.0e9},
     {"publish.bf16", T::boolean, "false", "publish bfloat16 weights (half the bytes)"},
     {"publish.device_slab", T::string, "\"auto\"", "auto: a cuda learner also publishes into a GPU-resident slab (/tandem.<job>.weights.cuda) that cuda actors on the same GPU map through CUDA IPC (a D2D copy, no PCIe); off: host slab only", {}, {}, {"auto", "off"}},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kCheckpoint = {
     {"checkpoint.every_steps", T::integer, "500", "write <run_dir>/ckpt-<step>.safetensors every N steps (RL: updates), and at stop and end; 0 = only at stop and end", 0, 1.0e12},
     {"checkpoint.keep", T::integer, "3", "checkpoints kept in the run dir (older ones are deleted)", 1, 1000000},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kDdp = {
     {"ddp.rendezvous_timeout_s", T::real, "60", "how long rank 0's store waits for every rank to arrive before all exit naming the missing ones", 1.0, 86400.0},
     {"ddp.collective_timeout_s", T::real, "30", "a collective (all-reduce, broadcast, stop agreement) that takes longer fails the rank; a dead or hung peer then ends the job instead of hanging it", 1.0, 86400.0},
@@ -43,6 +50,7 @@ const std::vector<ConfigKey> kDdp = {
     {"ddp.bucket_first_mb", T::real, "0.5", "size of the first gradient bucket in MiB (the last layers' gradients, ready first, so communication starts early; 0.5 keeps the last layers of a small model apart from the rest, docs/DATA_PARALLEL.md)", 0.0625, 4096.0},
     {"ddp.bucket_mb", T::real, "25", "size of the other gradient buckets in MiB", 0.0625, 4096.0},
 };
+// clang-format on
 
 Algo parse_algo(const std::string& name) {
   if (name == "ppo") return Algo::ppo;
@@ -65,8 +73,10 @@ DeviceSetting DeviceSetting::parse(std::string_view key, const std::string& text
     if (ec != std::errc() || end != last || first == last || index < 0 || index > 1023) index = -1;
   }
   if (index < 0)
-    fail("config: {} = \"{}\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\" with N a GPU index, e.g. "
-         "\"cuda:0\"", key, text);
+    fail(
+        "config: {} = \"{}\" is not a device: write \"cpu\", \"cuda\" or \"cuda:N\" with N a GPU index, e.g. "
+        "\"cuda:0\"",
+        key, text);
   return {.cuda = true, .index = index};
 }
 
@@ -93,8 +103,9 @@ LearnerSettings LearnerSettings::parse(const Config& c) {
                     .precision = parse_precision(c.string("learner.precision")),
                     .report_every_steps = c.integer("learner.report_every_steps")};
   if (s.precision == Precision::bf16 && !s.device.cuda)
-    fail("config: learner.precision = \"bf16\" needs learner.device = \"cuda\" (a CPU step runs float32): set the "
-         "device or learner.precision = \"fp32\"");
+    fail(
+        "config: learner.precision = \"bf16\" needs learner.device = \"cuda\" (a CPU step runs float32): set the "
+        "device or learner.precision = \"fp32\"");
   return s;
 }
 
@@ -120,8 +131,9 @@ DdpSettings DdpSettings::parse(const Config& c) {
   return {.rendezvous_timeout_s = c.real("ddp.rendezvous_timeout_s"),
           .collective_timeout_s = c.real("ddp.collective_timeout_s"),
           .cpu_collectives = c.string("ddp.cpu_collectives") == "gloo" ? CpuCollectives::gloo : CpuCollectives::shm,
-          .shm_progress = progress == "thread" ? Progress::thread
-                          : progress == "caller" ? Progress::caller : Progress::automatic,
+          .shm_progress = progress == "thread"   ? Progress::thread
+                          : progress == "caller" ? Progress::caller
+                                                 : Progress::automatic,
           .pin_cpus = c.string("ddp.cpu_affinity") == "auto",
           .bucket_first_mb = c.real("ddp.bucket_first_mb"),
           .bucket_mb = c.real("ddp.bucket_mb")};

@@ -36,8 +36,8 @@ std::string_view algo_name(Algo algo);
 struct LearnerSettings {
   Algo algo = Algo::supervised;
   DeviceSetting device;
-  int threads = 1;                    // LibTorch intra-op threads
-  std::uint64_t seed = 0;             // the batch (supervised) or minibatch (RL) order
+  int threads = 1;         // LibTorch intra-op threads
+  std::uint64_t seed = 0;  // the batch (supervised) or minibatch (RL) order
   bool cuda_graph = false;
   Precision precision = Precision::fp32;
   std::int64_t report_every_steps = 20;
@@ -52,7 +52,7 @@ struct PublishSettings {
   std::uint64_t every_steps = 50;  // 0: by time only (an RL learner publishes after every update)
   double every_ms = 0;             // 0: off
   bool bf16 = false;
-  bool device_slab = true;         // a cuda learner also publishes into a GPU-resident slab
+  bool device_slab = true;  // a cuda learner also publishes into a GPU-resident slab
 
   static PublishSettings parse(const Config& config);
   static std::span<const ConfigKey> keys();
@@ -74,7 +74,7 @@ struct DdpSettings {
   double collective_timeout_s = 30;
   CpuCollectives cpu_collectives = CpuCollectives::shm;
   Progress shm_progress = Progress::automatic;
-  bool pin_cpus = true;            // ddp.cpu_affinity = "auto"
+  bool pin_cpus = true;  // ddp.cpu_affinity = "auto"
   double bucket_first_mb = 0.5;
   double bucket_mb = 25;
 

@@ -9,6 +9,7 @@ namespace {
 
 using T = ConfigType;
 
+// clang-format off
 const std::vector<ConfigKey> kSupervised = {
     {"supervised.batch_size", T::integer, "128", "samples per optimizer step, across all learner ranks: each of N data-parallel ranks takes batch_size / N (so run.learners changes the speed, not the training)", 1, 1048576},
     {"supervised.epochs", T::real, "4", "training length in epochs of the train split (used when supervised.steps = 0)", 0.0, 1.0e6},
@@ -16,7 +17,9 @@ const std::vector<ConfigKey> kSupervised = {
     {"supervised.feed", T::string, "\"host\"", "host: CPU worker threads gather batches (copied to the GPU on cuda); device: the whole split is gathered on the GPU (cuda only)", {}, {}, {"host", "device"}},
     {"supervised.feed_workers", T::integer, "1", "host feed gather threads (0: min(8, cores))", 0, 64},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kOptimizer = {
     {"optimizer.name", T::string, "\"sgd\"", "optimizer", {}, {}, {"sgd", "adam", "adamw"}},
     {"optimizer.lr", T::real, "0.05", "base learning rate (the schedule, or RL's rl.anneal_lr, scales it)", 0.0, 100.0},
@@ -24,7 +27,9 @@ const std::vector<ConfigKey> kOptimizer = {
     {"optimizer.nesterov", T::boolean, "true", "SGD Nesterov momentum (needs optimizer.momentum above 0)"},
     {"optimizer.weight_decay", T::real, "5e-4", "weight decay (L2 for sgd/adam, decoupled for adamw)", 0.0, 10.0},
 };
+// clang-format on
 
+// clang-format off
 const std::vector<ConfigKey> kSchedule = {
     {"schedule.name", T::string, "\"cosine\"", "supervised learning-rate schedule: cosine to schedule.min_lr at the last step, step (x schedule.decay_factor every schedule.decay_every_steps), constant", {}, {}, {"constant", "step", "cosine"}},
     {"schedule.warmup_steps", T::integer, "100", "linear warmup steps", 0, 1.0e12},
@@ -32,6 +37,7 @@ const std::vector<ConfigKey> kSchedule = {
     {"schedule.decay_every_steps", T::integer, "1000", "step schedule: steps between decays", 1, 1.0e12},
     {"schedule.decay_factor", T::real, "0.1", "step schedule: what each decay multiplies the learning rate by", 0.0, 1.0},
 };
+// clang-format on
 
 }  // namespace
 
@@ -53,8 +59,9 @@ OptimizerSettings OptimizerSettings::parse(const Config& c) {
                       .weight_decay = c.real("optimizer.weight_decay")};
   if (!(s.lr > 0)) fail("config: optimizer.lr = {} does not train: set a learning rate above 0", s.lr);
   if (s.name == "sgd" && s.nesterov && s.momentum == 0)
-    fail("config: optimizer.nesterov = true needs optimizer.momentum above 0: set a momentum or optimizer.nesterov "
-         "= false");
+    fail(
+        "config: optimizer.nesterov = true needs optimizer.momentum above 0: set a momentum or optimizer.nesterov "
+        "= false");
   if (s.momentum >= 1) fail("config: optimizer.momentum = {} must be below 1: lower it", s.momentum);
   return s;
 }

@@ -48,8 +48,9 @@ AotiPackage::AotiPackage(const std::string& path, std::vector<std::pair<std::str
   impl_->device = device.index();
   c10::cuda::CUDAGuard guard(impl_->device);
   try {
-    impl_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, "model", /*run_single_threaded=*/false,
-                                                                               /*num_runners=*/1, impl_->device);
+    impl_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, "model",
+                                                                              /*run_single_threaded=*/false,
+                                                                              /*num_runners=*/1, impl_->device);
   } catch (const std::exception& e) {
     fail("'{}' is not an AOTInductor package this LibTorch loads ({}): export it with this torch version", path,
          first_line(e));
@@ -59,12 +60,13 @@ AotiPackage::AotiPackage(const std::string& path, std::vector<std::pair<std::str
   for (const std::string& fqn : impl_->loader->get_constant_fqns()) {
     const auto mine = ours.find(fqn);
     if (mine == ours.end())
-      fail("AOTInductor package '{}' has a constant '{}' that the model has no parameter or buffer for: export it "
-           "from a module with the learner's state_dict names",
-           path, fqn);
+      fail(
+          "AOTInductor package '{}' has a constant '{}' that the model has no parameter or buffer for: export it "
+          "from a module with the learner's state_dict names",
+          path, fqn);
     const auto it = theirs.find(fqn);
-    if (it != theirs.end() && (it->second.sizes() != mine->second.sizes() ||
-                               it->second.scalar_type() != mine->second.scalar_type()))
+    if (it != theirs.end() &&
+        (it->second.sizes() != mine->second.sizes() || it->second.scalar_type() != mine->second.scalar_type()))
       fail("AOTInductor package '{}' holds '{}' as {} [{}], the model as {} [{}]: export it from the same architecture",
            path, fqn, c10::toString(it->second.scalar_type()), fmt::join(it->second.sizes(), "x"),
            c10::toString(mine->second.scalar_type()), fmt::join(mine->second.sizes(), "x"));

@@ -26,7 +26,8 @@ void pack_bf16_slot(const at::Tensor& flat, const Bf16SlotLayout& layout, std::b
     torch::from_blob(dst, {r.float32_bytes / 4}, on.dtype(torch::kBFloat16))
         .copy_(flat.narrow(0, 0, r.float32_bytes).view(torch::kFloat));
   if (r.rest_bytes > 0)
-    torch::from_blob(dst + r.float32_bytes / 2, {r.rest_bytes}, on).copy_(flat.narrow(0, r.float32_bytes, r.rest_bytes));
+    torch::from_blob(dst + r.float32_bytes / 2, {r.rest_bytes}, on)
+        .copy_(flat.narrow(0, r.float32_bytes, r.rest_bytes));
 }
 
 void unpack_bf16_slot(const std::byte* src, const Bf16SlotLayout& layout, const at::Tensor& flat) {
@@ -39,7 +40,8 @@ void unpack_bf16_slot(const std::byte* src, const Bf16SlotLayout& layout, const 
         .view(torch::kFloat)
         .copy_(torch::from_blob(bytes, {r.float32_bytes / 4}, on.dtype(torch::kBFloat16)));
   if (r.rest_bytes > 0)
-    flat.narrow(0, r.float32_bytes, r.rest_bytes).copy_(torch::from_blob(bytes + r.float32_bytes / 2, {r.rest_bytes}, on));
+    flat.narrow(0, r.float32_bytes, r.rest_bytes)
+        .copy_(torch::from_blob(bytes + r.float32_bytes / 2, {r.rest_bytes}, on));
 }
 
 }  // namespace tandem

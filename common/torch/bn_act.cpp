@@ -141,8 +141,9 @@ Tensor bn_act(torch::nn::BatchNorm2dImpl& bn, const Tensor& x, const Tensor& res
   const BnBackend b = backend.load(std::memory_order_relaxed);
   const bool cudnn = b == BnBackend::cudnn || (b == BnBackend::automatic && x.size(1) >= kCudnnFromChannels);
   if (cudnn && cudnn_bn::supported(x, residual.defined(), relu)) return cudnn_bn::bn_act(bn, x, residual, relu);
-  return BnAct::apply(x, residual.defined() ? c10::optional<Tensor>(residual) : c10::nullopt, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked,
-                      *bn.options.momentum(), bn.options.eps(), relu);
+  return BnAct::apply(x, residual.defined() ? c10::optional<Tensor>(residual) : c10::nullopt, bn.weight, bn.bias,
+                      bn.running_mean, bn.running_var, bn.num_batches_tracked, *bn.options.momentum(), bn.options.eps(),
+                      relu);
 }
 
 #else

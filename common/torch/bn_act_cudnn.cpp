@@ -40,13 +40,16 @@ struct Descriptors {
     check(cudnnCreateTensorDescriptor(&bn), "cudnnCreateTensorDescriptor");
     check(cudnnCreateActivationDescriptor(&relu), "cudnnCreateActivationDescriptor");
     const cudnnDataType_t type = t.scalar_type() == torch::kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, type, static_cast<int>(t.size(0)), static_cast<int>(t.size(1)),
-                                     static_cast<int>(t.size(2)), static_cast<int>(t.size(3))),
+    check(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, type, static_cast<int>(t.size(0)),
+                                     static_cast<int>(t.size(1)), static_cast<int>(t.size(2)),
+                                     static_cast<int>(t.size(3))),
           "cudnnSetTensor4dDescriptor");
     check(cudnnDeriveBNTensorDescriptor(bn, x, kMode), "cudnnDeriveBNTensorDescriptor");
     check(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
           "cudnnSetActivationDescriptor");
-    ops = !relu_on ? CUDNN_BATCHNORM_OPS_BN : residual ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+    ops = !relu_on   ? CUDNN_BATCHNORM_OPS_BN
+          : residual ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+                     : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
   }
   ~Descriptors() {
     cudnnDestroyActivationDescriptor(relu);
@@ -74,10 +77,11 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
     const Descriptors d(x, residual.has_value(), relu);
     cudnnHandle_t h = handle_on_stream();
     std::size_t workspace_size = 0, reserve_size = 0;
-    check(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, d.kMode, d.ops, d.x, residual ? d.x : nullptr, d.x,
-                                                                   d.bn, relu ? d.relu : nullptr, &workspace_size),
+    check(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, d.kMode, d.ops, d.x, residual ? d.x : nullptr,
+                                                                   d.x, d.bn, relu ? d.relu : nullptr, &workspace_size),
           "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize");
-    check(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, d.kMode, d.ops, relu ? d.relu : nullptr, d.x, &reserve_size),
+    check(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, d.kMode, d.ops, relu ? d.relu : nullptr, d.x,
+                                                               &reserve_size),
           "cudnnGetBatchNormalizationTrainingExReserveSpaceSize");
     Tensor y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     Tensor save_mean = torch::empty_like(weight), save_invstd = torch::empty_like(weight);
@@ -87,8 +91,8 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
               h, d.kMode, d.ops, &one, &zero, d.x, x.data_ptr(), residual ? d.x : nullptr,
               residual ? residual->data_ptr() : nullptr, d.x, y.data_ptr(), d.bn, weight.data_ptr(), bias.data_ptr(),
               momentum, running_mean.data_ptr(), running_var.data_ptr(), eps, save_mean.data_ptr(),
-              save_invstd.data_ptr(), relu ? d.relu : nullptr, workspace.data_ptr(), workspace_size,
-              reserve.data_ptr(), reserve_size),
+              save_invstd.data_ptr(), relu ? d.relu : nullptr, workspace.data_ptr(), workspace_size, reserve.data_ptr(),
+              reserve_size),
           "cudnnBatchNormalizationForwardTrainingEx");
     num_batches_tracked.add_(1);
     ctx->save_for_backward({x, y, weight, bias, save_mean, save_invstd, reserve});

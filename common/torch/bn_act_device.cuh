@@ -82,7 +82,8 @@ __device__ void store_block_sums(const Geometry& g, float (&a)[V], float (&b)[V]
     if (row == 0 && lane < g.groups)
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        partials[(static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * g.channels + lane * V + j] = red[j * n + tid];
+        partials[(static_cast<std::int64_t>(pass) * gridDim.x + blockIdx.x) * g.channels + lane * V + j] =
+            red[j * n + tid];
     __syncthreads();
   }
 }

@@ -310,8 +310,21 @@ void launch_forward(const Forward& f, cudaStream_t stream) {
   const int blocks = reduction_blocks(g);
   float* scale = w.coefficients;
   float* shift = w.coefficients + g.channels;
-  StatsParams s{g, f.x, w.partials, take_counter(), f.weight, f.bias, f.running_mean, f.running_var,
-                f.num_batches_tracked, f.momentum, f.eps, f.save_mean, f.save_invstd, scale, shift};
+  StatsParams s{g,
+                f.x,
+                w.partials,
+                take_counter(),
+                f.weight,
+                f.bias,
+                f.running_mean,
+                f.running_var,
+                f.num_batches_tracked,
+                f.momentum,
+                f.eps,
+                f.save_mean,
+                f.save_invstd,
+                scale,
+                shift};
   forward_stats<T><<<blocks, kReduceThreads, reduction_shared_bytes(f.dtype), stream>>>(s);
   TANDEM_CUDA_CHECK(cudaGetLastError());
 
@@ -333,8 +346,8 @@ void launch_backward(const Backward& b, cudaStream_t stream) {
   float* ka = w.coefficients;
   float* kb = ka + g.channels;
   float* ke = kb + g.channels;
-  BackwardParams r{g, b.dy, b.x, b.mask, b.weight, b.save_mean, b.save_invstd, w.partials, take_counter(),
-                   b.dweight, b.dbias, ka, kb, ke};
+  BackwardParams r{g,          b.dy,           b.x,       b.mask,  b.weight, b.save_mean, b.save_invstd,
+                   w.partials, take_counter(), b.dweight, b.dbias, ka,       kb,          ke};
   const std::size_t shared = reduction_shared_bytes(b.dtype);
   if (b.relu) backward_reduce<T, true><<<blocks, kReduceThreads, shared, stream>>>(r);
   else backward_reduce<T, false><<<blocks, kReduceThreads, shared, stream>>>(r);

@@ -36,36 +36,36 @@ std::size_t workspace_bytes(DType dtype, std::int64_t rows, std::int64_t channel
 struct Forward {
   DType dtype = DType::f32;
   std::int64_t rows = 0, channels = 0;  // rows > 1
-  const void* x = nullptr;               // [rows, channels]
-  const void* residual = nullptr;        // same shape, or nullptr
-  void* y = nullptr;                     // same shape
-  std::uint8_t* mask = nullptr;          // rows * channels / (4 or 8) bytes when relu, else unused
+  const void* x = nullptr;              // [rows, channels]
+  const void* residual = nullptr;       // same shape, or nullptr
+  void* y = nullptr;                    // same shape
+  std::uint8_t* mask = nullptr;         // rows * channels / (4 or 8) bytes when relu, else unused
   bool relu = true;
-  const float* weight = nullptr;         // [channels] each
+  const float* weight = nullptr;  // [channels] each
   const float* bias = nullptr;
   float* running_mean = nullptr;
   float* running_var = nullptr;
   std::int64_t* num_batches_tracked = nullptr;
   float momentum = 0.1f, eps = 1e-5f;
-  float* save_mean = nullptr;            // [channels]: the batch mean and 1/sqrt(var + eps)
+  float* save_mean = nullptr;  // [channels]: the batch mean and 1/sqrt(var + eps)
   float* save_invstd = nullptr;
-  void* workspace = nullptr;             // workspace_bytes(dtype, rows, channels)
+  void* workspace = nullptr;  // workspace_bytes(dtype, rows, channels)
 };
 void forward_training(const Forward& f, cuda::StreamHandle stream);
 
 struct Backward {
   DType dtype = DType::f32;
   std::int64_t rows = 0, channels = 0;
-  const void* dy = nullptr;              // [rows, channels]
-  const void* x = nullptr;               // the forward's input
-  const std::uint8_t* mask = nullptr;    // the forward's mask when relu
+  const void* dy = nullptr;            // [rows, channels]
+  const void* x = nullptr;             // the forward's input
+  const std::uint8_t* mask = nullptr;  // the forward's mask when relu
   bool relu = true;
   const float* weight = nullptr;
   const float* save_mean = nullptr;
   const float* save_invstd = nullptr;
-  void* dx = nullptr;                    // [rows, channels]
-  void* dresidual = nullptr;             // [rows, channels], or nullptr
-  float* dweight = nullptr;              // [channels]
+  void* dx = nullptr;         // [rows, channels]
+  void* dresidual = nullptr;  // [rows, channels], or nullptr
+  float* dweight = nullptr;   // [channels]
   float* dbias = nullptr;
   void* workspace = nullptr;
 };

@@ -87,8 +87,7 @@ inline void for_each_window(const float* x, const Geometry& g, std::int64_t firs
     for (std::int64_t ow = 0; ow < out_w; ++ow) body(Window(x, g, r, ow), (r * out_w + ow) * g.c);
 }
 
-void moments(const float* x, std::int64_t channels, std::int64_t first, std::int64_t end, double* sum,
-             double* sumsq) {
+void moments(const float* x, std::int64_t channels, std::int64_t first, std::int64_t end, double* sum, double* sumsq) {
   constexpr std::int64_t kBlock = 64;  // pixels summed in float before the double accumulators
   for (std::int64_t p0 = first; p0 < end; p0 += kBlock) {
     const std::int64_t p1 = end - p0 < kBlock ? end : p0 + kBlock;
@@ -108,8 +107,7 @@ void moments(const float* x, std::int64_t channels, std::int64_t first, std::int
 
 template <bool kWinners>
 void normalize_relu_pool(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                         const float* scale, const float* shift, float* out, std::uint8_t* winner,
-                         float* winner_x) {
+                         const float* scale, const float* shift, float* out, std::uint8_t* winner, float* winner_x) {
   for_each_window(x, g, first_row, end_row, [&](const Window& win, std::int64_t o) {
     for_channel_groups(g.c, [&](auto width, std::int64_t c) {
       using W = decltype(width);
@@ -140,10 +138,8 @@ void normalize_relu_pool(const float* x, const Geometry& g, std::int64_t first_r
 void normalize_relu_pool_any(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
                              const float* scale, const float* shift, float* out, std::uint8_t* winner,
                              float* winner_x) {
-  if (winner != nullptr)
-    normalize_relu_pool<true>(x, g, first_row, end_row, scale, shift, out, winner, winner_x);
-  else
-    normalize_relu_pool<false>(x, g, first_row, end_row, scale, shift, out, nullptr, nullptr);
+  if (winner != nullptr) normalize_relu_pool<true>(x, g, first_row, end_row, scale, shift, out, winner, winner_x);
+  else normalize_relu_pool<false>(x, g, first_row, end_row, scale, shift, out, nullptr, nullptr);
 }
 
 void winner_sums(const Geometry& g, std::int64_t first_row, std::int64_t end_row, const float* dp,

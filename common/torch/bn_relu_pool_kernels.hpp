@@ -41,8 +41,8 @@ struct Kernels {
                       double* sum_dz_centered);
   // dx = a * dz + b * (x - mean) + e, dz being dp at the window's winner and 0 elsewhere.
   void (*input_gradient)(const float* x, const Geometry& g, std::int64_t first_row, std::int64_t end_row,
-                         const float* dp, const std::uint8_t* winner, const float* mean, const float* a,
-                         const float* b, const float* e, float* dx);
+                         const float* dp, const std::uint8_t* winner, const float* mean, const float* a, const float* b,
+                         const float* e, float* dx);
 };
 
 // One per build of bn_relu_pool_kernels.cpp; avx2 and avx512 exist on x86-64 builds only.

@@ -30,8 +30,7 @@ struct DnnlLinear : torch::autograd::Function<DnnlLinear> {
 }  // namespace
 
 Tensor linear(torch::nn::Linear& l, const Tensor& x) {
-  if (!at::hasMKLDNN() || x.dim() != 2 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat32 ||
-      x.size(0) == 0)
+  if (!at::hasMKLDNN() || x.dim() != 2 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat32 || x.size(0) == 0)
     return l->forward(x);
   if (!torch::GradMode::is_enabled() || c10::InferenceMode::is_enabled())
     return DnnlLinear::product(x, l->weight, l->bias);

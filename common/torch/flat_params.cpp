@@ -24,8 +24,9 @@ at::Tensor view_of(const at::Tensor& flat, const FlatTensorInfo& info) {
   std::int64_t elem = static_cast<std::int64_t>(c10::elementSize(info.dtype));
   auto bytes = flat.narrow(0, static_cast<std::int64_t>(info.offset), static_cast<std::int64_t>(info.bytes));
   if (info.bytes == 0)  // view(dtype) cannot reinterpret an empty slice; shape it directly
-    return torch::empty(info.shape, flat.options().dtype(info.dtype)).set_(flat.storage(),
-        static_cast<std::int64_t>(info.offset) / elem, info.shape, c10::contiguous_strides(info.shape));
+    return torch::empty(info.shape, flat.options().dtype(info.dtype))
+        .set_(flat.storage(), static_cast<std::int64_t>(info.offset) / elem, info.shape,
+              c10::contiguous_strides(info.shape));
   return bytes.view(info.dtype).view(info.shape);
 }
 
@@ -126,8 +127,10 @@ std::string FlatParams::signature_hex() const { return fmt::format("{:016x}", si
 
 const at::Tensor& FlatParams::buffer() const {
   if (flat_.size() != 1)
-    fail("the model's parameters live on {} devices; publishing and loading need them on one device: move the "
-         "model to one device before flattening it", flat_.size());
+    fail(
+        "the model's parameters live on {} devices; publishing and loading need them on one device: move the "
+        "model to one device before flattening it",
+        flat_.size());
   return flat_.front();
 }
 

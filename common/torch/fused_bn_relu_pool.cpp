@@ -156,7 +156,8 @@ struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
     const float* means = mean.data_ptr<float>();
 
     std::vector<double> sum_dz, sum_dz_centered;
-    chunked_sums(out_rows(g), g.c, sum_dz, sum_dz_centered, [&](std::int64_t lo, std::int64_t hi, double* s, double* q) {
+    chunked_sums(out_rows(g), g.c, sum_dz, sum_dz_centered,
+                 [&](std::int64_t lo, std::int64_t hi, double* s, double* q) {
       chosen().winner_sums(g, lo, hi, dps, won, winner_x.data_ptr<float>(), means, s, q);
     });
     Tensor dweight = at::empty({g.c}, x.options()), dbias = at::empty({g.c}, x.options());
@@ -219,8 +220,8 @@ bool bn_relu_pool_is_fused(const torch::nn::BatchNorm2d& bn, const Tensor& x) {
       !is_plain_float_cpu(bn->running_mean, c) || !is_plain_float_cpu(bn->running_var, c))
     return false;
   if (bn->is_training()) return x.size(0) * x.size(2) * x.size(3) > 1;  // one value per channel: ATen's own error
-  const bool wants_grad =
-      torch::GradMode::is_enabled() && (x.requires_grad() || bn->weight.requires_grad() || bn->bias.requires_grad());
+  const bool wants_grad = torch::GradMode::is_enabled() &&
+                          (x.requires_grad() || bn->weight.requires_grad() || bn->bias.requires_grad());
   return !wants_grad;
 }
 

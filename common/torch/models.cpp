@@ -57,7 +57,8 @@ std::string first_line(const std::exception& e) {
 class AutocastScope {
  public:
   explicit AutocastScope(torch::ScalarType dtype)
-      : was_enabled_(at::autocast::is_autocast_enabled(at::kCUDA)), was_dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
+      : was_enabled_(at::autocast::is_autocast_enabled(at::kCUDA)),
+        was_dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
     at::autocast::set_autocast_enabled(at::kCUDA, true);
     at::autocast::set_autocast_dtype(at::kCUDA, dtype);
   }
@@ -84,11 +85,11 @@ const std::vector<std::string>& builtin_model_names() {
 
 struct Model::Impl {
   ModelSpec spec;
-  std::shared_ptr<nets::Net> net;            // built-in
-  std::unique_ptr<torch::jit::Module> jit;   // TorchScript
+  std::shared_ptr<nets::Net> net;           // built-in
+  std::unique_ptr<torch::jit::Module> jit;  // TorchScript
   torch::ScalarType precision = torch::kFloat32;
-  std::string package_path;                  // set_package
-  std::unique_ptr<AotiPackage> package;      // loaded once the model is on a GPU
+  std::string package_path;              // set_package
+  std::unique_ptr<AotiPackage> package;  // loaded once the model is on a GPU
 
   std::vector<Tensor> heads(const Tensor& x) {
     if (package && !x.is_cpu()) {
@@ -120,8 +121,8 @@ Model::~Model() = default;
 
 Model Model::create(const ModelSpec& spec) {
   if (spec.channels < 1 || spec.height < 1 || spec.width < 1 || spec.num_classes < 1)
-    fail("model '{}' was given input {}x{}x{} and {} classes: every size must be at least 1", spec.name,
-         spec.channels, spec.height, spec.width, spec.num_classes);
+    fail("model '{}' was given input {}x{}x{} and {} classes: every size must be at least 1", spec.name, spec.channels,
+         spec.height, spec.width, spec.num_classes);
   auto impl = std::make_unique<Impl>();
   impl->spec = spec;
   torch::manual_seed(spec.seed);
@@ -133,8 +134,7 @@ Model Model::create(const ModelSpec& spec) {
     try {
       impl->jit = std::make_unique<torch::jit::Module>(torch::jit::load(spec.name, torch::kCPU));
     } catch (const c10::Error& e) {
-      fail("model file '{}' is not a TorchScript module ({}): save it with torch.jit.save", spec.name,
-           first_line(e));
+      fail("model file '{}' is not a TorchScript module ({}): save it with torch.jit.save", spec.name, first_line(e));
     }
     if (!impl->jit->find_method("forward"))
       fail("TorchScript model '{}' has no forward method: script the module, not a function", spec.name);
@@ -187,19 +187,15 @@ std::int64_t Model::num_parameters() const {
 }
 
 void Model::train(bool on) {
-  if (impl_->net)
-    impl_->net->train(on);
-  else
-    impl_->jit->train(on);
+  if (impl_->net) impl_->net->train(on);
+  else impl_->jit->train(on);
 }
 
 bool Model::is_training() const { return impl_->net ? impl_->net->is_training() : impl_->jit->is_training(); }
 
 void Model::to(const torch::Device& device) {
-  if (impl_->net)
-    impl_->net->to(device);
-  else
-    impl_->jit->to(device);
+  if (impl_->net) impl_->net->to(device);
+  else impl_->jit->to(device);
   impl_->package.reset();
   if (!impl_->package_path.empty() && device.is_cuda()) {
     NamedTensors all = named_parameters();
@@ -241,8 +237,8 @@ torch::jit::Module* Model::jit_module() const { return impl_->jit.get(); }
 const ModelSpec& Model::spec() const { return impl_->spec; }
 
 std::string Model::describe() const {
-  return fmt::format("{} ({}x{}x{} -> {}, {} parameters)", impl_->spec.name, impl_->spec.channels,
-                     impl_->spec.height, impl_->spec.width, impl_->spec.num_classes, num_parameters());
+  return fmt::format("{} ({}x{}x{} -> {}, {} parameters)", impl_->spec.name, impl_->spec.channels, impl_->spec.height,
+                     impl_->spec.width, impl_->spec.num_classes, num_parameters());
 }
 
 }  // namespace tandem

@@ -45,12 +45,12 @@ namespace tandem {
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 struct ModelSpec {
-  std::string name;            // a built-in name, or a TorchScript file path
-  std::int64_t channels = 1;   // input shape of one sample: C, H, W
+  std::string name;           // a built-in name, or a TorchScript file path
+  std::int64_t channels = 1;  // input shape of one sample: C, H, W
   std::int64_t height = 28;
   std::int64_t width = 28;
   std::int64_t num_classes = 10;
-  std::uint64_t seed = 0;      // seeds LibTorch's default generator before initialising the weights
+  std::uint64_t seed = 0;  // seeds LibTorch's default generator before initialising the weights
 };
 
 const std::vector<std::string>& builtin_model_names();

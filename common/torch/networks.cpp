@@ -114,8 +114,8 @@ struct Cnn : Net {
   std::vector<nn::Conv2d> convs;
   explicit Cnn(const ModelSpec& s) {
     if (s.height % 4 != 0 || s.width % 4 != 0)
-      fail("model 'cnn' needs a height and width divisible by 4, got {}x{}: use 'mlp' or resize the data",
-           s.height, s.width);
+      fail("model 'cnn' needs a height and width divisible by 4, got {}x{}: use 'mlp' or resize the data", s.height,
+           s.width);
     conv1 = register_module("conv1", conv3x3(s.channels, 16));
     bn1 = register_module("bn1", nn::BatchNorm2d(16));
     conv2 = register_module("conv2", conv3x3(16, 32));

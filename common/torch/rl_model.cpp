@@ -17,8 +17,12 @@ PolicyHead policy_head_for(const EnvSpec& env) {
 
 Model make_rl_model(const ModelSettings& settings, const EnvSpec& env) {
   const PolicyHead head = policy_head_for(env);
-  const ModelSpec spec{.name = settings.name, .channels = 1, .height = 1, .width = env.obs_dim,
-                       .num_classes = head.params_dim(), .seed = settings.seed};
+  const ModelSpec spec{.name = settings.name,
+                       .channels = 1,
+                       .height = 1,
+                       .width = env.obs_dim,
+                       .num_classes = head.params_dim(),
+                       .seed = settings.seed};
   const std::string needs = fmt::format(
       "env '{}' needs {} policy outputs ({}) and a value head", env.name, head.params_dim(),
       env.discrete() ? fmt::format("{} action logits", env.num_actions)
@@ -27,15 +31,16 @@ Model make_rl_model(const ModelSettings& settings, const EnvSpec& env) {
   try {
     model.emplace(Model::create(spec));
   } catch (const UserError& e) {
-    fail("model '{}' does not fit: {}; {}: use actor_critic_mlp or a model with that head", spec.name, e.what(),
-         needs);
+    fail("model '{}' does not fit: {}; {}: use actor_critic_mlp or a model with that head", spec.name, e.what(), needs);
   }
   model->eval();
   torch::NoGradGuard no_grad;
   const auto out = model->forward_heads(torch::zeros(rl_model_input_shape(2, env.obs_dim)));
   if (out.size() < 2)
-    fail("model '{}' has no value head (it returns {} output{} per sample, not policy and value); {}: use "
-         "actor_critic_mlp", spec.name, out.size(), out.size() == 1 ? "" : "s", needs);
+    fail(
+        "model '{}' has no value head (it returns {} output{} per sample, not policy and value); {}: use "
+        "actor_critic_mlp",
+        spec.name, out.size(), out.size() == 1 ? "" : "s", needs);
   if (out[1].numel() != 2)
     fail("model '{}' gives a value of shape [{}] for 2 observations, not one value each; {}: use actor_critic_mlp",
          spec.name, fmt::join(out[1].sizes(), ", "), needs);

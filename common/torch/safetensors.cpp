@@ -77,7 +77,8 @@ std::string serialize(const NamedTensors& tensors, const Metadata& metadata) {
     return a.first < b.first;
   });
   for (std::size_t i = 1; i < cpu.size(); ++i)
-    if (cpu[i].first == cpu[i - 1].first) fail("two tensors are named '{}': safetensors names are unique", cpu[i].first);
+    if (cpu[i].first == cpu[i - 1].first)
+      fail("two tensors are named '{}': safetensors names are unique", cpu[i].first);
 
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -173,7 +174,8 @@ Contents deserialize(std::string_view bytes, const std::string& what) {
     if (s.begin != at) bad_file(what, fmt::format("tensor data overlaps or leaves a gap at byte {}", at));
     at = s.end;
   }
-  if (at != buffer.size()) bad_file(what, fmt::format("{} bytes of tensor data, the buffer holds {}", at, buffer.size()));
+  if (at != buffer.size())
+    bad_file(what, fmt::format("{} bytes of tensor data, the buffer holds {}", at, buffer.size()));
   NamedTensors ordered;
   for (const Span& s : spans) ordered.push_back(std::move(c.tensors[s.index]));
   c.tensors = std::move(ordered);

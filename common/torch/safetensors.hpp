@@ -31,11 +31,11 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 struct Contents {
   NamedTensors tensors;  // CPU tensors, in file (offset) order
   Metadata metadata;
-  std::string path;      // for error messages
+  std::string path;  // for error messages
 
   bool has(std::string_view name) const;
-  const torch::Tensor& at(std::string_view name) const;           // UserError naming path and tensor
-  const std::string& meta(std::string_view key) const;           // UserError naming path and key
+  const torch::Tensor& at(std::string_view name) const;  // UserError naming path and tensor
+  const std::string& meta(std::string_view key) const;   // UserError naming path and key
 };
 
 // Tensors may live on any device and be non-contiguous: they are copied to CPU C-order bytes.

@@ -83,9 +83,15 @@ void launch(const std::vector<Weight>& weights, cudaStream_t stream) {
     int blocks = 0;
     for (std::size_t i = first; i < std::min(weights.size(), first + kJobsPerLaunch); ++i) {
       const Weight& w = weights[i];
-      jobs.job[jobs.count++] = {w.src,       w.dst,         static_cast<int>(w.out_channels),
-                                static_cast<int>(w.in_channels), static_cast<int>(w.kernel_area),
-                                blocks,      w.fold.gamma,  w.fold.var, w.fold.eps};
+      jobs.job[jobs.count++] = {w.src,
+                                w.dst,
+                                static_cast<int>(w.out_channels),
+                                static_cast<int>(w.in_channels),
+                                static_cast<int>(w.kernel_area),
+                                blocks,
+                                w.fold.gamma,
+                                w.fold.var,
+                                w.fold.eps};
       blocks += blocks_for(w);
     }
     if (blocks == 0) continue;

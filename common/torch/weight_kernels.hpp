@@ -34,7 +34,7 @@ struct Weight {
   const void* src = nullptr;  // to_channels_last: float32 [O, I, K]; from_channels_last: dtype [O, K, I]
   void* dst = nullptr;        // to_channels_last: dtype [O, K, I];    from_channels_last: float32 [O, I, K]
   std::int64_t out_channels = 0, in_channels = 0, kernel_area = 1;  // K = KH * KW
-  BatchNormRef fold;          // to_channels_last only
+  BatchNormRef fold;                                                // to_channels_last only
 };
 
 void to_channels_last(const std::vector<Weight>& weights, DType dtype, cuda::StreamHandle stream);

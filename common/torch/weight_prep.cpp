@@ -52,7 +52,7 @@ struct ToChannelsLast : torch::autograd::Function<ToChannelsLast> {
                                                  torch::autograd::variable_list grads) {
     const auto type = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     torch::autograd::variable_list out(grads.size() + 1);  // + the dtype argument's (none)
-    std::vector<Tensor> in;  // keeps converted gradients alive until the launch
+    std::vector<Tensor> in;                                // keeps converted gradients alive until the launch
     std::vector<kernels::Weight> jobs;
     for (std::size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) continue;  // a weight this forward did not use

@@ -77,7 +77,7 @@ std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& s
                                         std::chrono::milliseconds timeout);
 // NCCL over the store (rank 0 puts the unique id in it), on GPU `device`. A UserError where this
 // build has no NCCL.
-std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
-                                        int device, std::chrono::milliseconds timeout);
+std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank, int device,
+                                        std::chrono::milliseconds timeout);
 
 }  // namespace tandem::ddp

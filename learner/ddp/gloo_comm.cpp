@@ -36,7 +36,9 @@ class GlooCommunicator final : public Communicator {
     if (rank0_bytes.defined()) works.push_back(start_broadcast(rank0_bytes, 0));
     return std::make_unique<Tracked>(*this, std::move(works), timeout_);
   }
-  void broadcast(const at::Tensor& t, int root) override { Tracked(*this, {start_broadcast(t, root)}, timeout_).wait(); }
+  void broadcast(const at::Tensor& t, int root) override {
+    Tracked(*this, {start_broadcast(t, root)}, timeout_).wait();
+  }
   void abort() override { broken_ = true; }
   const char* backend() const override { return "gloo"; }
 
@@ -89,16 +91,17 @@ std::unique_ptr<Communicator> make_gloo(const c10::intrusive_ptr<c10d::Store>& s
       opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
     else if (loopback(rank.master_addr))
       opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    else
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank.rank, rank.world_size, opts);
     return std::make_unique<GlooCommunicator>(std::move(group), timeout);
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
-    fail("rank {}: Gloo could not connect the {} ranks ({}): check that the hosts reach each other, or set "
-         "GLOO_SOCKET_IFNAME to the interface to use", rank.rank, rank.world_size, first_line(e));
+    fail(
+        "rank {}: Gloo could not connect the {} ranks ({}): check that the hosts reach each other, or set "
+        "GLOO_SOCKET_IFNAME to the interface to use",
+        rank.rank, rank.world_size, first_line(e));
   }
 }
 

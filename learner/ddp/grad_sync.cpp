@@ -30,25 +30,25 @@ using Clock = std::chrono::steady_clock;
 
 struct GradSync::State {
   struct Bucket {
-    at::Tensor view;                      // a contiguous range of `grads`
-    std::vector<std::size_t> params;      // indices into `params`
-    std::size_t pending = 0;              // gradients not yet accumulated this step
-    std::unique_ptr<Pending> work;        // launched this step
+    at::Tensor view;                  // a contiguous range of `grads`
+    std::vector<std::size_t> params;  // indices into `params`
+    std::size_t pending = 0;          // gradients not yet accumulated this step
+    std::unique_ptr<Pending> work;    // launched this step
   };
   Communicator* comm = nullptr;
   int world = 1;
   std::vector<at::Tensor> params;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keeps the hooked nodes alive
-  std::vector<std::size_t> bucket_of;     // param index -> bucket
+  std::vector<std::size_t> bucket_of;                                // param index -> bucket
   std::vector<Bucket> buckets;
-  at::Tensor grads;                       // float32 [numel + 1]; the last element is the stop vote
-  at::Tensor flat_bytes;                  // the model's flat parameters and buffers (uint8)
-  at::Tensor buffers;                     // uint8 view of its buffers' region, or undefined
-  std::size_t next_launch = 0;            // buckets launch in order: the first not yet launched
+  at::Tensor grads;             // float32 [numel + 1]; the last element is the stop vote
+  at::Tensor flat_bytes;        // the model's flat parameters and buffers (uint8)
+  at::Tensor buffers;           // uint8 view of its buffers' region, or undefined
+  std::size_t next_launch = 0;  // buckets launch in order: the first not yet launched
   float vote = 0.0f;
   Clock::time_point first_launch{};
-  double issuing_s = 0;                   // spent inside all_reduce_sum calls this step (a backend
-                                          // that runs ops on the caller's thread spends the op there)
+  double issuing_s = 0;  // spent inside all_reduce_sum calls this step (a backend
+                         // that runs ops on the caller's thread spends the op there)
 
   void ready(std::size_t param) {
     Bucket& b = buckets[bucket_of[param]];
@@ -109,9 +109,11 @@ class Watchdog {
         std::string peers;
         for (int r = 0; r < world_; ++r)
           if (r != rank_) peers += (peers.empty() ? "" : ", ") + std::to_string(r);
-        std::fprintf(stderr, "tandem-learner: rank %d: the gradient all-reduce of step %lld has not completed in %.0f s: "
-                     "peer rank(s) %s died or hang; exiting\n", rank_, static_cast<long long>(step_ + 1),
-                     std::chrono::duration<double>(limit_).count(), peers.c_str());
+        std::fprintf(stderr,
+                     "tandem-learner: rank %d: the gradient all-reduce of step %lld has not completed in %.0f s: "
+                     "peer rank(s) %s died or hang; exiting\n",
+                     rank_, static_cast<long long>(step_ + 1), std::chrono::duration<double>(limit_).count(),
+                     peers.c_str());
         std::fflush(stderr);
         std::_Exit(1);
       }
@@ -186,8 +188,10 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   std::int64_t numel = 0;
   for (const at::Tensor& p : s.params) {
     if (p.scalar_type() != at::kFloat || p.device() != device)
-      fail("data-parallel training needs float32 parameters on one device; parameter {} is {} on {}: convert "
-           "the model", &p - s.params.data(), c10::toString(p.scalar_type()), p.device().str());
+      fail(
+          "data-parallel training needs float32 parameters on one device; parameter {} is {} on {}: convert "
+          "the model",
+          &p - s.params.data(), c10::toString(p.scalar_type()), p.device().str());
     numel += p.numel();
   }
   torch::NoGradGuard no_grad;
@@ -233,9 +237,9 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
     std::weak_ptr<State> weak = state_;
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          if (auto st = weak.lock()) st->ready(i);
-          return outputs;
-        }));
+      if (auto st = weak.lock()) st->ready(i);
+      return outputs;
+    }));
     s.accumulators.push_back(std::move(acc));
   }
 
@@ -291,7 +295,8 @@ void GradSync::finish(std::int64_t step) {
   try {
     for (std::size_t i = 0; i < s.params.size(); ++i)
       if (!s.params[i].grad().defined() || !s.params[i].grad().storage().is_alias_of(s.grads.storage()))
-        fail("data-parallel training: parameter {}'s gradient was replaced (zero it in place, never set it to None)", i);
+        fail("data-parallel training: parameter {}'s gradient was replaced (zero it in place, never set it to None)",
+             i);
     s.launch_ready(/*all=*/true);  // parameters backward did not reach keep zero gradients
     for (auto& b : s.buckets) {
       b.work->wait();
@@ -304,8 +309,8 @@ void GradSync::finish(std::int64_t step) {
     std::string peers;
     for (int r = 0; r < s.world; ++r)
       if (r != local_->rank) peers += (peers.empty() ? "" : ", ") + std::to_string(r);
-    fail("rank {}: step {}: gradient all-reduce with peer rank(s) {} failed (a peer died or hangs): {}",
-         local_->rank, step + 1, peers, e.what());
+    fail("rank {}: step {}: gradient all-reduce with peer rank(s) {} failed (a peer died or hangs): {}", local_->rank,
+         step + 1, peers, e.what());
   }
   local_->watchdog->disarm();
   times_.exposed_s = issued_during_backward_s + seconds_since(backward_done);

@@ -67,7 +67,11 @@ class NcclPending final : public Pending {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int device, std::chrono::milliseconds timeout)
-      : comm_(comm), rank_(rank), device_(device), timeout_(timeout), stream_(cuda::Stream::create(device)),
+      : comm_(comm),
+        rank_(rank),
+        device_(device),
+        timeout_(timeout),
+        stream_(cuda::Stream::create(device)),
         watchdog_([this] { watch(); }) {}
   ~NcclCommunicator() override {
     {
@@ -81,11 +85,14 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<Pending> all_reduce_sum(const at::Tensor& t, double scale, const at::Tensor& rank0_bytes) override {
     if (scale != 1.0) t.mul_(scale);  // on the compute stream, which launch() fences the op behind
-    return std::make_unique<NcclPending>(launch("all-reduce", [&](cudaStream_t s) {
-      TANDEM_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t),
-                                      ncclSum, comm_, s));
+    return std::make_unique<NcclPending>(launch(
+                                             "all-reduce",
+                                             [&](cudaStream_t s) {
+      TANDEM_NCCL_CHECK(
+          ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t), ncclSum, comm_, s));
       if (rank0_bytes.defined()) enqueue_broadcast(rank0_bytes, 0, s);
-    }), device_);
+                                             }),
+                                         device_);
   }
   void broadcast(const at::Tensor& t, int root) override {
     NcclPending(launch("broadcast", [&](cudaStream_t s) { enqueue_broadcast(t, root, s); }), device_).wait();
@@ -126,9 +133,10 @@ class NcclCommunicator final : public Communicator {
       while (!in_flight_.empty() && in_flight_.front().done.query()) in_flight_.pop_front();
       if (!in_flight_.empty() && std::chrono::steady_clock::now() > in_flight_.front().deadline) {
         abort();
-        std::fprintf(stderr, "tandem-learner: rank %d: NCCL %s did not complete within %.0f s: a peer rank died or "
-                     "hangs; communicator aborted\n", rank_, in_flight_.front().what,
-                     std::chrono::duration<double>(timeout_).count());
+        std::fprintf(stderr,
+                     "tandem-learner: rank %d: NCCL %s did not complete within %.0f s: a peer rank died or "
+                     "hangs; communicator aborted\n",
+                     rank_, in_flight_.front().what, std::chrono::duration<double>(timeout_).count());
         std::_Exit(1);
       }
     }
@@ -153,8 +161,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank,
-                                        int device, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, const RankInfo& rank, int device,
+                                        std::chrono::milliseconds timeout) {
   cuda::set_device(device);
   ncclUniqueId id;
   const std::string key = "nccl/unique_id";
@@ -165,8 +173,11 @@ std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& s
   } else {
     store->wait({key}, timeout);
     const std::vector<std::uint8_t> bytes = store->get(key);
-    if (bytes.size() != sizeof(id)) fail("rank {}: the NCCL id in the store has {} bytes, not {}: ranks run different "
-                                         "NCCL builds; use one build on every node", rank.rank, bytes.size(), sizeof(id));
+    if (bytes.size() != sizeof(id))
+      fail(
+          "rank {}: the NCCL id in the store has {} bytes, not {}: ranks run different "
+          "NCCL builds; use one build on every node",
+          rank.rank, bytes.size(), sizeof(id));
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
   ncclComm_t comm = nullptr;
@@ -178,8 +189,10 @@ std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>& s
 
 std::unique_ptr<Communicator> make_nccl(const c10::intrusive_ptr<c10d::Store>&, const RankInfo& rank, int,
                                         std::chrono::milliseconds) {
-  fail("rank {}: learner.device = \"cuda\" with several ranks needs NCCL, and this build has none: rebuild with "
-       "NCCL (meson -Dnccl=enabled) or train on \"cpu\"", rank.rank);
+  fail(
+      "rank {}: learner.device = \"cuda\" with several ranks needs NCCL, and this build has none: rebuild with "
+      "NCCL (meson -Dnccl=enabled) or train on \"cpu\"",
+      rank.rank);
 }
 
 #endif

@@ -17,8 +17,10 @@ long parse_int(const char* var, std::string_view text, long lo, long hi) {
   long v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
-    fail("environment: {}=\"{}\" is not a whole number in {}..{}: fix or unset it (set by torchrun, Slurm or "
-         "`tandem run`)", var, text, lo, hi);
+    fail(
+        "environment: {}=\"{}\" is not a whole number in {}..{}: fix or unset it (set by torchrun, Slurm or "
+        "`tandem run`)",
+        var, text, lo, hi);
   return v;
 }
 
@@ -31,7 +33,9 @@ struct Env {
   }
   std::string need(const char* var, const char* because) const {
     auto v = get(var);
-    if (!v) fail("environment: {} is set but {} is not: {}", because, var, "start the ranks with torchrun, srun or `tandem run`");
+    if (!v)
+      fail("environment: {} is set but {} is not: {}", because, var,
+           "start the ranks with torchrun, srun or `tandem run`");
     return *v;
   }
   long integer(const char* var, const char* because, long lo, long hi) const {
@@ -95,14 +99,17 @@ RankInfo rank_from_env(const EnvLookup& lookup) {
     if (auto per_node = env.get("SLURM_NTASKS_PER_NODE")) {
       // Slurm writes "4" or "4(x2)" (4 tasks on each of 2 nodes); the leading count is this layout's.
       const std::string_view text(*per_node);
-      r.local_world_size = static_cast<int>(parse_int("SLURM_NTASKS_PER_NODE", text.substr(0, text.find('(')), 1, kMaxWorld));
+      r.local_world_size = static_cast<int>(
+          parse_int("SLURM_NTASKS_PER_NODE", text.substr(0, text.find('(')), 1, kMaxWorld));
     }
     if (auto addr = env.get("MASTER_ADDR")) r.master_addr = *addr;
     else if (auto launch = env.get("SLURM_LAUNCH_NODE_IPADDR")) r.master_addr = *launch;
     else if (r.world_size > 1)
-      fail("environment: under Slurm neither MASTER_ADDR nor SLURM_LAUNCH_NODE_IPADDR is set: export MASTER_ADDR "
-           "(rank 0's host) in the batch script");
-    if (auto port = env.get("MASTER_PORT")) r.master_port = static_cast<std::uint16_t>(parse_int("MASTER_PORT", *port, 1, 65535));
+      fail(
+          "environment: under Slurm neither MASTER_ADDR nor SLURM_LAUNCH_NODE_IPADDR is set: export MASTER_ADDR "
+          "(rank 0's host) in the batch script");
+    if (auto port = env.get("MASTER_PORT"))
+      r.master_port = static_cast<std::uint16_t>(parse_int("MASTER_PORT", *port, 1, 65535));
     check_consistent(r, "SLURM_PROCID", "SLURM_LOCALID");
     return r;
   }

@@ -43,9 +43,11 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::mi
   } catch (const std::exception& e) {
     if (opts.isServer)
       fail("rendezvous: rank 0 cannot serve the store at {} ({}): pick a free MASTER_PORT", where, first_line(e));
-    fail("rendezvous: rank {} found no store at {} within {} s: {}; start it, check its log, or raise "
-         "ddp.rendezvous_timeout_s ({})", rank.rank, where, timeout_s,
-         rank.launcher_store ? "torchrun's agent is not serving it" : "rank 0 never arrived", first_line(e));
+    fail(
+        "rendezvous: rank {} found no store at {} within {} s: {}; start it, check its log, or raise "
+        "ddp.rendezvous_timeout_s ({})",
+        rank.rank, where, timeout_s,
+        rank.launcher_store ? "torchrun's agent is not serving it" : "rank 0 never arrived", first_line(e));
   }
 
   std::vector<int> missing;
@@ -56,17 +58,20 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::mi
       std::erase_if(missing, [&](int r) { return store->check({arrived_key(r)}); });
       if (missing.empty()) break;
       if (clock::now() > deadline)
-        fail("rendezvous: rank(s) {} of {} did not arrive at {} within {} s: start them (or read their logs), or "
-             "raise ddp.rendezvous_timeout_s", fmt::join(missing, ", "), rank.world_size, where, timeout_s);
+        fail(
+            "rendezvous: rank(s) {} of {} did not arrive at {} within {} s: start them (or read their logs), or "
+            "raise ddp.rendezvous_timeout_s",
+            fmt::join(missing, ", "), rank.world_size, where, timeout_s);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
     // Rank 0 serves the store: it gave up (its own deadline came first) or died.
-    fail("rendezvous: rank {} lost rank 0's store at {} while rank(s) {} had not arrived: rank 0 gave up or died; "
-         "start every rank within ddp.rendezvous_timeout_s = {} s ({})",
-         rank.rank, where, fmt::join(missing, ", "), timeout_s, first_line(e));
+    fail(
+        "rendezvous: rank {} lost rank 0's store at {} while rank(s) {} had not arrived: rank 0 gave up or died; "
+        "start every rank within ddp.rendezvous_timeout_s = {} s ({})",
+        rank.rank, where, fmt::join(missing, ", "), timeout_s, first_line(e));
   }
   return store;
 }

@@ -69,13 +69,11 @@ std::unique_ptr<Session> Session::start(const RankInfo& rank, const JobSettings&
   const auto rendezvous_timeout = millis(ddp.rendezvous_timeout_s);
   s->store_ = rendezvous(rank, rendezvous_timeout);
   const bool one_node = rank.local_world_size == rank.world_size;
-  if (cuda_device >= 0)
-    s->comm_ = make_nccl(s->store_, rank, cuda_device, s->sync_options_.timeout);
+  if (cuda_device >= 0) s->comm_ = make_nccl(s->store_, rank, cuda_device, s->sync_options_.timeout);
   else if (one_node && ddp.cpu_collectives == DdpSettings::CpuCollectives::shm)
     s->comm_ = make_node_shm(s->store_, rank, job, rendezvous_timeout, s->sync_options_.timeout,
                              caller_runs_shm_ops(rank, ddp, threads));
-  else
-    s->comm_ = make_gloo(s->store_, rank, s->sync_options_.timeout);
+  else s->comm_ = make_gloo(s->store_, rank, s->sync_options_.timeout);
   const std::vector<int> pinned = cuda_device < 0 ? pin_rank(rank, ddp, threads) : std::vector<int>{};
   log::info("{} ({}): {} ranks met at {}:{}; collectives over {}{}", rank.name(), rank.source, rank.world_size,
             rank.master_addr, rank.master_port, s->comm_->backend(),

@@ -31,9 +31,9 @@ namespace {
 constexpr const char* kGroupKey = "node_reduce_group";
 
 struct Op {
-  at::Tensor tensor;       // keeps the memory alive until the op is done
-  bool in_slot = false;    // `tensor` lies in this rank's slot of the group: summed in place
-  bool sum = true;         // all-reduce sum (x scale, then rank 0's `rank0_bytes`), else broadcast from `root`
+  at::Tensor tensor;     // keeps the memory alive until the op is done
+  bool in_slot = false;  // `tensor` lies in this rank's slot of the group: summed in place
+  bool sum = true;       // all-reduce sum (x scale, then rank 0's `rank0_bytes`), else broadcast from `root`
   float scale = 1.0f;
   at::Tensor rank0_bytes;  // undefined: none
   int root = 0;
@@ -85,7 +85,8 @@ class ShmCommunicator final : public Communicator {
   }
   void abort() override { group_.abort(); }
   const char* backend() const override {
-    return worker_.joinable() ? "shared memory (a worker thread per rank)" : "shared memory (run by the training thread)";
+    return worker_.joinable() ? "shared memory (a worker thread per rank)"
+                              : "shared memory (run by the training thread)";
   }
   // The gradients move into a group of the same ranks with a slot per rank sized for them (a group's
   // size is fixed when rank 0 creates it, before the model exists): rank 0 hands its name out
@@ -109,15 +110,17 @@ class ShmCommunicator final : public Communicator {
     if (auto joined = slotted.join(join_timeout_); !joined)
       fail("rank {}: the node's gradient slots did not form: {}", rank, joined.describe());
     if (slotted.slot_floats() < floats)
-      fail("rank {}: the node's gradient slots hold {} floats, this rank needs {}: every rank must train the same "
-           "model", rank, slotted.slot_floats(), floats);
+      fail(
+          "rank {}: the node's gradient slots hold {} floats, this rank needs {}: every rank must train the same "
+          "model",
+          rank, slotted.slot_floats(), floats);
     {
       std::lock_guard lock(mutex_);  // the worker reads group_ for ops issued after this
       group_ = std::move(slotted);
     }
     auto keep_mapped = group_.mapping();
-    return at::from_blob(group_.slot(rank), {numel}, [keep_mapped](void*) {},
-                         torch::TensorOptions().dtype(torch::kFloat32));
+    return at::from_blob(
+        group_.slot(rank), {numel}, [keep_mapped](void*) {}, torch::TensorOptions().dtype(torch::kFloat32));
   }
 
  private:
@@ -208,7 +211,8 @@ class ShmCommunicator final : public Communicator {
     const at::Tensor& t = op.tensor;
     if (!op.sum) return group_.broadcast(t.data_ptr(), t.nbytes(), op.root, timeout_);
     const auto count = static_cast<std::size_t>(t.numel());
-    if (op.in_slot) return group_.finish_slots(group_.start_slots(slot_offset(t), count, op.scale, riding(op)), timeout_);
+    if (op.in_slot)
+      return group_.finish_slots(group_.start_slots(slot_offset(t), count, op.scale, riding(op)), timeout_);
     return group_.all_reduce_sum(t.data_ptr<float>(), count, op.scale, timeout_, riding(op));
   }
 
@@ -238,8 +242,8 @@ std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store
       name = store->get(kGroupKey);  // waits up to the store's timeout (the rendezvous timeout)
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      fail("rank {}: rank 0 never handed out the node's shared-memory reduce group ({}): read rank 0's log",
-           rank.rank, what.substr(0, what.find('\n')));
+      fail("rank {}: rank 0 never handed out the node's shared-memory reduce group ({}): read rank 0's log", rank.rank,
+           what.substr(0, what.find('\n')));
     }
     group = shm::NodeGroup::attach(std::string(name.begin(), name.end()), rank.rank, rank.world_size);
   }

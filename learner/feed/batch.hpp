@@ -15,8 +15,8 @@ struct Batch {
 
 struct Step {
   std::uint64_t epoch = 0;
-  std::uint64_t index = 0;           // step within the epoch, < the feed's length()
-  std::vector<Batch> batches;        // one per consumer; no two share storage
+  std::uint64_t index = 0;     // step within the epoch, < the feed's length()
+  std::vector<Batch> batches;  // one per consumer; no two share storage
 
   std::int64_t samples() const {
     std::int64_t n = 0;

@@ -53,10 +53,10 @@ class CpuStaging final : public HostStaging {
         continue;
       }
       auto release = [slots = slots_, k](void*) { slots->ring->release(k); };
-      batches.push_back({torch::from_blob(slots_->x[k].get() + begin * layout_.x_stride, layout_.batch_shape(end - begin),
-                                          release, torch::TensorOptions().dtype(torch::kFloat)),
-                         torch::from_blob(slots_->y[k].get() + begin, {m}, release,
-                                          torch::TensorOptions().dtype(torch::kLong))});
+      batches.push_back(
+          {torch::from_blob(slots_->x[k].get() + begin * layout_.x_stride, layout_.batch_shape(end - begin), release,
+                            torch::TensorOptions().dtype(torch::kFloat)),
+           torch::from_blob(slots_->y[k].get() + begin, {m}, release, torch::TensorOptions().dtype(torch::kLong))});
     }
     return batches;
   }

@@ -28,7 +28,8 @@ namespace {
 void require_gpu(const FeedOptions& options) {
 #ifdef TANDEM_TORCH_CUDA
   const int visible = cuda::device_count();
-  if (visible == 0) fail("DeviceFeed needs a CUDA GPU and none is visible to this process: use HostFeed, which runs on the CPU");
+  if (visible == 0)
+    fail("DeviceFeed needs a CUDA GPU and none is visible to this process: use HostFeed, which runs on the CPU");
   if (static_cast<int>(options.device_index) >= visible)
     fail("DeviceFeed device_index {} is out of range: {} GPUs are visible", options.device_index, visible);
 #else
@@ -78,12 +79,12 @@ struct DeviceFeed::Impl {
   FeedLayout layout;
   EpochSampler sampler;
   std::uint64_t epoch;
-  std::uint64_t index = 0;         // next step within the epoch
+  std::uint64_t index = 0;  // next step within the epoch
   std::uint64_t step_samples;
 #ifdef TANDEM_TORCH_CUDA
   c10::DeviceIndex device;
   std::shared_ptr<DeviceCopy> copy;
-  torch::Tensor order;             // this epoch's rows, relative to the split: int64 on the GPU
+  torch::Tensor order;  // this epoch's rows, relative to the split: int64 on the GPU
   bool order_current = false;
   cudaStream_t last_stream = nullptr;
   std::optional<GpuNormalizer> normalizer;
@@ -188,8 +189,7 @@ struct DeviceFeed::Impl {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
       Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float), torch::empty({m}, as_long)};
-      if (m > 0)
-        normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
+      if (m > 0) normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }
     advance();

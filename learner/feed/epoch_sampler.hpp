@@ -24,11 +24,11 @@ namespace tandem::feed {
 inline constexpr std::uint64_t kDeviceSeedPrime = 1'000'003;
 
 struct SamplerOptions {
-  std::uint64_t begin = 0;        // the split's samples are [begin, end) of the cache
+  std::uint64_t begin = 0;  // the split's samples are [begin, end) of the cache
   std::uint64_t end = 0;
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
-  std::uint64_t batch_size = 1;   // samples per batch (a feed's step: batch per consumer * consumers)
+  std::uint64_t batch_size = 1;  // samples per batch (a feed's step: batch per consumer * consumers)
   std::uint64_t seed = 0;
   std::uint32_t device_index = 0;
   bool drop_last = false;

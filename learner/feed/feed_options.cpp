@@ -56,8 +56,8 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
     fail("feed mean has {} values and stddev {}: give both one value, or one per channel", options.mean.size(),
          options.stddev.size());
   if (options.mean.size() != 1 && options.mean.size() != image_channels)
-    fail("feed mean/stddev have {} values but dataset '{}' samples have {} channels: give 1 or {}",
-         options.mean.size(), name, image_channels, image_channels);
+    fail("feed mean/stddev have {} values but dataset '{}' samples have {} channels: give 1 or {}", options.mean.size(),
+         name, image_channels, image_channels);
   layout.channels = static_cast<std::uint32_t>(options.mean.size());
   layout.plane = layout.x_stride / layout.channels;
   for (std::size_t c = 0; c < options.mean.size(); ++c) {
@@ -74,10 +74,11 @@ EpochSampler make_feed_sampler(const FeedLayout& layout, const FeedOptions& opti
     if (sampler.shard_size() == 0)
       fail("split '{}' of dataset '{}' has {} samples, fewer than world size {}: every rank needs at least one",
            options.split, layout.dataset, layout.end - layout.begin, options.world_size);
-    fail("split '{}' of dataset '{}' gives rank {} of {} only {} samples, fewer than one step of {} ({} x {} "
-         "consumers) with drop_last: lower batch_size or turn drop_last off",
-         options.split, layout.dataset, options.rank, options.world_size, sampler.shard_size(),
-         options.batch_size * options.consumers, options.batch_size, options.consumers);
+    fail(
+        "split '{}' of dataset '{}' gives rank {} of {} only {} samples, fewer than one step of {} ({} x {} "
+        "consumers) with drop_last: lower batch_size or turn drop_last off",
+        options.split, layout.dataset, options.rank, options.world_size, sampler.shard_size(),
+        options.batch_size * options.consumers, options.batch_size, options.consumers);
   }
   return sampler;
 }

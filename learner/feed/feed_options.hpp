@@ -25,37 +25,37 @@ enum class Placement { automatic, cpu, cuda };  // automatic: the GPU `device_in
 
 struct FeedOptions {
   std::string split = "train";
-  std::uint64_t batch_size = 256;     // samples per consumer per step
-  std::uint32_t consumers = 1;        // batches per step, each in its own allocation
+  std::uint64_t batch_size = 256;  // samples per consumer per step
+  std::uint32_t consumers = 1;     // batches per step, each in its own allocation
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
   std::uint64_t seed = 0;
-  std::uint32_t device_index = 0;     // the GPU used, and the per-device seed (seed + PRIME * index)
-  bool drop_last = false;             // drop the epoch's last, short step
+  std::uint32_t device_index = 0;  // the GPU used, and the per-device seed (seed + PRIME * index)
+  bool drop_last = false;          // drop the epoch's last, short step
   std::vector<float> mean{0.0f};
   std::vector<float> stddev{1.0f};
   // HostFeed only
   Placement placement = Placement::automatic;
-  unsigned workers = 0;               // gather threads; 0: min(8, hardware threads)
-  unsigned ring_slots = 4;            // staging slots (each holds one step)
-  unsigned copy_delay_us = 0;         // testing: stall the copy stream this long before each H2D copy
+  unsigned workers = 0;        // gather threads; 0: min(8, hardware threads)
+  unsigned ring_slots = 4;     // staging slots (each holds one step)
+  unsigned copy_delay_us = 0;  // testing: stall the copy stream this long before each H2D copy
 };
 
 // The cache, checked against the options: where the bytes are and how to convert them.
 struct FeedLayout {
   std::string dataset;
-  const std::byte* x = nullptr;       // sample i at x + i * x_stride (uint8)
+  const std::byte* x = nullptr;  // sample i at x + i * x_stride (uint8)
   std::uint64_t x_stride = 0;
   std::vector<std::int64_t> sample_shape;
-  const std::byte* y = nullptr;       // label i at y + i * 8 (int64)
-  std::uint64_t begin = 0, end = 0;   // the split
-  std::uint32_t channels = 1;         // of the normalisation: 1 (shared mean/stddev) or shape[0]
-  std::uint64_t plane = 0;            // elements per channel = x_stride / channels
-  std::vector<float> scale, bias;     // per normalisation channel: x_out = x * scale + bias
+  const std::byte* y = nullptr;      // label i at y + i * 8 (int64)
+  std::uint64_t begin = 0, end = 0;  // the split
+  std::uint32_t channels = 1;        // of the normalisation: 1 (shared mean/stddev) or shape[0]
+  std::uint64_t plane = 0;           // elements per channel = x_stride / channels
+  std::vector<float> scale, bias;    // per normalisation channel: x_out = x * scale + bias
 
   SamplerOptions sampler(const FeedOptions& options) const;
   std::uint64_t sample_bytes() const { return x_stride + sizeof(std::int64_t); }  // read per sample
-  std::vector<std::int64_t> batch_shape(std::uint64_t samples) const;  // {samples, sample_shape...}
+  std::vector<std::int64_t> batch_shape(std::uint64_t samples) const;             // {samples, sample_shape...}
 };
 
 // Validates (UserError naming the bad option or field and the fix) and describes the feed's input.

@@ -38,7 +38,8 @@ __global__ void gather_normalize(GatherArgs args, ChannelAffine affine) {
     }
   }
   if (args.y != nullptr)
-    for (std::int64_t r = first; r < args.n; r += stride) args.y_out[r] = args.y[args.index != nullptr ? args.index[r] : r];
+    for (std::int64_t r = first; r < args.n; r += stride)
+      args.y_out[r] = args.y[args.index != nullptr ? args.index[r] : r];
 }
 
 bool aligned(const void* p, std::uintptr_t alignment) { return reinterpret_cast<std::uintptr_t>(p) % alignment == 0; }

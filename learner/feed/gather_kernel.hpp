@@ -22,13 +22,13 @@ struct ChannelAffine {
 };
 
 struct GatherArgs {
-  const std::uint8_t* x = nullptr;   // sample r at x + r * sample_bytes (device memory)
+  const std::uint8_t* x = nullptr;  // sample r at x + r * sample_bytes (device memory)
   std::int64_t sample_bytes = 0;
-  const std::int64_t* y = nullptr;   // label r at y[r]; nullptr: no labels
+  const std::int64_t* y = nullptr;      // label r at y[r]; nullptr: no labels
   const std::int64_t* index = nullptr;  // rows to read (device memory); nullptr: rows 0..n-1
   std::int64_t n = 0;
-  float* x_out = nullptr;            // n * sample_bytes floats
-  std::int64_t* y_out = nullptr;     // n labels
+  float* x_out = nullptr;         // n * sample_bytes floats
+  std::int64_t* y_out = nullptr;  // n labels
 };
 
 void launch_gather_normalize(const GatherArgs& args, const ChannelAffine& affine, cuda::StreamHandle stream);

@@ -29,8 +29,8 @@ class GpuNormalizer {
   // and y, or sample r when `order` is undefined. x is uint8 [samples, sample shape...], y int64
   // [samples], order int64 on the GPU. `first` rather than a narrowed view keeps the kernel path free of
   // tensor bookkeeping: DeviceFeed calls this once per consumer per step.
-  void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order, std::int64_t first,
-             Batch& out, cuda::StreamHandle stream) const;
+  void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order, std::int64_t first, Batch& out,
+             cuda::StreamHandle stream) const;
 
  private:
 #ifdef TANDEM_FEED_KERNEL

@@ -26,9 +26,10 @@ bool choose_gpu(const FeedOptions& o) {
   return true;
 #else
   if (o.placement == Placement::automatic) return false;
-  fail("HostFeed placement cuda needs LibTorch with CUDA ({} GPUs visible, this build's LibTorch is CPU-only): "
-       "use placement cpu or rebuild against LibTorch with CUDA",
-       visible);
+  fail(
+      "HostFeed placement cuda needs LibTorch with CUDA ({} GPUs visible, this build's LibTorch is CPU-only): "
+      "use placement cpu or rebuild against LibTorch with CUDA",
+      visible);
 #endif
 }
 
@@ -82,9 +83,10 @@ struct HostFeed::Impl {
         step_samples(o.batch_size * o.consumers),
         ring(make_ring()),
         staging(make_staging()),
-        workers(*ring, worker_count(o), {.prepare = [this] { staging->prepare_worker(); },
-                                         .fill = [this](const SlotRing::Chunk& c) { fill(c); },
-                                         .seal = [this](const SlotRing::Chunk& c) { staging->seal(c.slot, c.step_items); }}) {}
+        workers(*ring, worker_count(o),
+                {.prepare = [this] { staging->prepare_worker(); },
+                 .fill = [this](const SlotRing::Chunk& c) { fill(c); },
+                 .seal = [this](const SlotRing::Chunk& c) { staging->seal(c.slot, c.step_items); }}) {}
 
   std::uint64_t epoch_of(std::uint64_t s) const { return first_epoch + s / sampler.length(); }
   std::uint64_t index_of(std::uint64_t s) const { return s % sampler.length(); }
@@ -93,7 +95,8 @@ struct HostFeed::Impl {
   std::shared_ptr<SlotRing> make_ring() const {
     if (options.ring_slots < 2)
       fail("HostFeed ring_slots is {}: it needs at least 2 (one staged while one is consumed)", options.ring_slots);
-    return std::make_shared<SlotRing>(options.ring_slots, kChunkSamples, [this](std::uint64_t s) { return samples_of(s); });
+    return std::make_shared<SlotRing>(options.ring_slots, kChunkSamples,
+                                      [this](std::uint64_t s) { return samples_of(s); });
   }
 
   std::unique_ptr<HostStaging> make_staging() const {

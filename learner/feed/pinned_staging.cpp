@@ -24,8 +24,8 @@ void CUDART_CB sleep_on_stream(void* microseconds) {
 }
 
 struct PinnedSlot {
-  cuda::Buffer pinned;   // uint8 samples, then labels
-  cuda::Buffer device;   // the same, after the H2D copy
+  cuda::Buffer pinned;  // uint8 samples, then labels
+  cuda::Buffer device;  // the same, after the H2D copy
   std::uint8_t* host_x = nullptr;
   std::int64_t* host_y = nullptr;
   std::uint8_t* dev_x = nullptr;
@@ -115,8 +115,9 @@ class PinnedStaging final : public HostStaging {
       const auto m = static_cast<std::int64_t>(end - begin);
       Batch b{torch::empty(layout_.batch_shape(end - begin), as_float), torch::empty({m}, as_long)};
       if (m > 0)
-        normalizer_.apply(torch::from_blob(slot.dev_x + begin * layout_.x_stride, layout_.batch_shape(end - begin), as_bytes),
-                          torch::from_blob(slot.dev_y + begin, {m}, as_long), torch::Tensor(), 0, b, stream);
+        normalizer_.apply(
+            torch::from_blob(slot.dev_x + begin * layout_.x_stride, layout_.batch_shape(end - begin), as_bytes),
+            torch::from_blob(slot.dev_y + begin, {m}, as_long), torch::Tensor(), 0, b, stream);
       batches.push_back(std::move(b));
     }
     slot.consumed.record(stream);

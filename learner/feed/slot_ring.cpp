@@ -14,9 +14,7 @@ SlotRing::SlotRing(std::size_t slots, std::uint64_t chunk_items, std::function<s
 
 // A step's chunks are claimed in order: the next one is claimable while its step is part-claimed,
 // or when the step's slot is free again.
-bool SlotRing::claimable() const {
-  return fill_chunk_ > 0 || slots_[fill_step_ % slots_.size()].state == State::free;
-}
+bool SlotRing::claimable() const { return fill_chunk_ > 0 || slots_[fill_step_ % slots_.size()].state == State::free; }
 
 std::optional<SlotRing::Chunk> SlotRing::claim() {
   std::unique_lock lock(mu_);
@@ -74,9 +72,10 @@ std::size_t SlotRing::take(std::uint64_t step, std::uint32_t holders) {
   bool warned = false;
   while (!ready_cv_.wait_for(lock, std::chrono::seconds(10), staged))
     if (!warned && slot.state == State::held) {
-      log::warn("HostFeed: step {} waits for slot {}, still held by the tensors of step {}: release batches "
-                "sooner or raise ring_slots ({})",
-                step, k, slot.step, slots_.size());
+      log::warn(
+          "HostFeed: step {} waits for slot {}, still held by the tensors of step {}: release batches "
+          "sooner or raise ring_slots ({})",
+          step, k, slot.step, slots_.size());
       warned = true;
     }
   if (error_) std::rethrow_exception(error_);

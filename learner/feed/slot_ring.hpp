@@ -79,7 +79,7 @@ class SlotRing {
   std::vector<Slot> slots_;
   bool stopped_ = false;
   std::exception_ptr error_;
-  std::uint64_t fill_step_ = 0;       // the step whose chunks workers claim next
+  std::uint64_t fill_step_ = 0;  // the step whose chunks workers claim next
   std::uint64_t fill_chunk_ = 0;
 };
 

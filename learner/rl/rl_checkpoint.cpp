@@ -65,7 +65,8 @@ Restored load_checkpoint(const std::string& path, Model& model, Optimizer& optim
     copies.emplace_back(into, &t);
   }
   const std::int64_t step = static_cast<std::int64_t>(metadata_count(path, c.metadata, "step", 0));
-  const std::int64_t optimizer_steps = static_cast<std::int64_t>(metadata_count(path, c.metadata, "optimizer_steps", 0));
+  const std::int64_t optimizer_steps = static_cast<std::int64_t>(
+      metadata_count(path, c.metadata, "optimizer_steps", 0));
   {
     torch::NoGradGuard no_grad;
     for (auto& [into, from] : copies) into.copy_(*from);

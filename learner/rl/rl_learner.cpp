@@ -71,7 +71,8 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const PolicyHead head = policy_head_for(env);
   Model model = make_rl_model(settings.model, env);
   if (cuda) model.to(device);
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module()) : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
+                                      : FlatParams::flatten(*model.jit_module());
   OptimizerConfig oc;
   oc.kind = settings.optimizer.name;
   oc.lr = base_lr;
@@ -97,7 +98,8 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   shm::ExperienceRings rings = shm::ExperienceRings::create(process.job(), rl::experience_shape(settings, env, head));
   if (process.client()) rings.segment().persist();  // the launcher removes the job's segments when the job ends
   cuda::HostRegistration registered;                // async H2D straight out of the slots
-  if (cuda) registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
+  if (cuda)
+    registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
 
   runtime.publish_from(flat, resumed_version, learner::LearnerRuntime::Publish::every_step);
   runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
@@ -158,17 +160,28 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     std::uint64_t full_waits = 0;
     for (std::uint32_t a = 0; a < rollout_actors; ++a)
       full_waits += rings.ring(a).full_waits.load(std::memory_order_relaxed);
-    last = {.step = static_cast<std::uint64_t>(step), .version = runtime.published_version(), .samples = env_steps,
-            .samples_per_s = steps_per_s, .loss = st.loss, .seconds = seconds_since(update_start), .lr = lr,
-            .env_steps = env_steps, .env_steps_per_s = steps_per_s, .episode_return = episodes.mean_return(),
-            .episode_length = episodes.mean_length(), .policy_lag_min = lag_min, .policy_lag_avg = lag_avg,
-            .policy_lag_max = lag_max, .ring_full_waits = full_waits};
+    last = {.step = static_cast<std::uint64_t>(step),
+            .version = runtime.published_version(),
+            .samples = env_steps,
+            .samples_per_s = steps_per_s,
+            .loss = st.loss,
+            .seconds = seconds_since(update_start),
+            .lr = lr,
+            .env_steps = env_steps,
+            .env_steps_per_s = steps_per_s,
+            .episode_return = episodes.mean_return(),
+            .episode_length = episodes.mean_length(),
+            .policy_lag_min = lag_min,
+            .policy_lag_avg = lag_avg,
+            .policy_lag_max = lag_max,
+            .ring_full_waits = full_waits};
     runtime.report(last, true);
     if (step % settings.learner.report_every_steps == 0) {
-      log::info("update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
-                "lr {:.3g} {:.0f} env steps/s refused {}",
-                step, env_steps, episodes.mean_return(), episodes.mean_length(), st.loss, st.entropy, lag_min,
-                lag_avg, lag_max, lr, steps_per_s, gatherer.refused());
+      log::info(
+          "update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
+          "lr {:.3g} {:.0f} env steps/s refused {}",
+          step, env_steps, episodes.mean_return(), episodes.mean_length(), st.loss, st.entropy, lag_min, lag_avg,
+          lag_max, lr, steps_per_s, gatherer.refused());
       window_start = Clock::now();
       window_steps = 0;
     }
@@ -180,7 +193,8 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     }
   }
   gatherer.release();  // a stop mid-gather leaves slots held
-  runtime.finish(step, solved || env_steps >= s.total_env_steps, [&] { return last; }, at_update());
+  runtime.finish(
+      step, solved || env_steps >= s.total_env_steps, [&] { return last; }, at_update());
   return 0;
 }
 

@@ -22,10 +22,8 @@ bool SlotGatherer::take(std::uint32_t a) {
       return true;
     }
     ++refused_;
-    if (held_[a] == 0)
-      rings_.release(a);  // at the front: gone at once, the actor may reuse it
-    else
-      ++held_[a];         // behind held slots: released with them, oldest first
+    if (held_[a] == 0) rings_.release(a);  // at the front: gone at once, the actor may reuse it
+    else ++held_[a];                       // behind held slots: released with them, oldest first
   }
 }
 

@@ -56,17 +56,15 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
     const shm::SlotView& v = h.view;
     put(obs, view_of(v.observations(), {T + 1, E, D}, torch::kFloat32));
     put(fin, view_of(v.final_observations(), {T, E, D}, torch::kFloat32));
-    if (discrete)
-      put(act, view_of(v.discrete_actions(), {T, E}, torch::kInt64));
-    else
-      put(act, view_of(v.continuous_actions(), {T, E, A}, torch::kFloat32));
+    if (discrete) put(act, view_of(v.discrete_actions(), {T, E}, torch::kInt64));
+    else put(act, view_of(v.continuous_actions(), {T, E, A}, torch::kFloat32));
     put(rew, view_of(v.rewards(), {T, E}, torch::kFloat32));
     put(term, view_of(v.terminated(), {T, E}, torch::kUInt8));
     put(trunc, view_of(v.truncated(), {T, E}, torch::kUInt8));
     put(lp, view_of(v.log_probs(), {T, E}, torch::kFloat32));
   }
   // One copy out of the slots, into the batch (the slots stay held until the update is done).
-  return {torch::cat(obs, 1), torch::cat(fin, 1), torch::cat(act, 1), torch::cat(rew, 1),
+  return {torch::cat(obs, 1),  torch::cat(fin, 1),   torch::cat(act, 1), torch::cat(rew, 1),
           torch::cat(term, 1), torch::cat(trunc, 1), torch::cat(lp, 1)};
 }
 

@@ -26,7 +26,9 @@ std::string text(const char (&field)[N]) {
   return std::string(field, strnlen(field, N));
 }
 
-unsigned threads_or_all(unsigned threads) { return threads ? threads : std::max(1u, std::thread::hardware_concurrency()); }
+unsigned threads_or_all(unsigned threads) {
+  return threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+}
 
 const shm::FieldDesc& field_desc(const DatasetAttachment& a, const std::string& name) {
   (void)a.cache().field(name);  // the cache's own "has no field" error
@@ -38,7 +40,8 @@ const shm::FieldDesc& field_desc(const DatasetAttachment& a, const std::string& 
 
 at::Tensor field_tensor(const std::shared_ptr<DatasetAttachment>& a, const std::string& name) {
   const shm::FieldDesc& f = field_desc(*a, name);
-  const at::ScalarType dtype = scalar_type_of(f.dtype, fmt::format("field '{}' of dataset cache '{}'", name, a->name()));
+  const at::ScalarType dtype = scalar_type_of(f.dtype,
+                                              fmt::format("field '{}' of dataset cache '{}'", name, a->name()));
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(a->cache().num_samples())};
   for (std::uint32_t k = 0; k < f.ndim; ++k) shape.push_back(static_cast<std::int64_t>(f.shape[k]));
   return view_of(a, a->private_base() + f.offset, std::move(shape), dtype);
@@ -59,7 +62,8 @@ py::dict field_info(const DatasetAttachment& a, const std::string& name) {
 py::dict splits(const DatasetAttachment& a) {
   const auto& d = a.cache().descriptor();
   py::dict out;
-  for (std::uint32_t i = 0; i < d.num_splits; ++i) out[py::str(text(d.splits[i].name))] = py::make_tuple(d.splits[i].begin, d.splits[i].end);
+  for (std::uint32_t i = 0; i < d.num_splits; ++i)
+    out[py::str(text(d.splits[i].name))] = py::make_tuple(d.splits[i].begin, d.splits[i].end);
   return out;
 }
 
@@ -72,8 +76,10 @@ std::uint64_t verify(const DatasetAttachment& a, unsigned threads) {
   }
   const auto& d = a.cache().descriptor();
   if (sum != d.payload_checksum)
-    fail("dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
-         "`tandem data preload {} --from {} --force`", a.name(), sum, d.payload_checksum, a.name(), text(d.source));
+    fail(
+        "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
+        "`tandem data preload {} --from {} --force`",
+        a.name(), sum, d.payload_checksum, a.name(), text(d.source));
   return sum;
 }
 
@@ -109,8 +115,7 @@ py::dict preload(const std::string& name, const std::filesystem::path& from, con
 
 }  // namespace
 
-DatasetAttachment::DatasetAttachment(const std::string& name)
-    : name_(name), cache_(shm::DatasetCache::attach(name)) {
+DatasetAttachment::DatasetAttachment(const std::string& name) : name_(name), cache_(shm::DatasetCache::attach(name)) {
   const shm::Segment& seg = cache_.segment();
   bytes_ = seg.size();
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE, seg.fd(), 0);
@@ -134,38 +139,49 @@ void bind_dataset(py::module_& m) {
       .def_property_readonly("closed", &PyDataset::closed)
       .def_property_readonly("segment", [](const PyDataset& d) { return d.attachment()->cache().segment().name(); })
       .def_property_readonly("num_samples", [](const PyDataset& d) { return d.attachment()->cache().num_samples(); })
-      .def_property_readonly("source", [](const PyDataset& d) { return text(d.attachment()->cache().descriptor().source); })
-      .def_property_readonly("format", [](const PyDataset& d) { return text(d.attachment()->cache().descriptor().format); })
-      .def_property_readonly("checksum", [](const PyDataset& d) { return d.attachment()->cache().descriptor().payload_checksum; })
+      .def_property_readonly("source",
+                             [](const PyDataset& d) { return text(d.attachment()->cache().descriptor().source); })
+      .def_property_readonly("format",
+                             [](const PyDataset& d) { return text(d.attachment()->cache().descriptor().format); })
+      .def_property_readonly("checksum",
+                             [](const PyDataset& d) { return d.attachment()->cache().descriptor().payload_checksum; })
       .def_property_readonly("load_seconds",
                              [](const PyDataset& d) { return d.attachment()->cache().descriptor().load_ns / 1e9; })
       .def_property_readonly("nbytes", [](const PyDataset& d) { return d.attachment()->cache().segment().size(); })
-      .def("field_names",
-           [](const PyDataset& d) {
-             const auto& desc = d.attachment()->cache().descriptor();
-             std::vector<std::string> names;
-             for (std::uint32_t i = 0; i < desc.num_fields; ++i) names.push_back(text(desc.fields[i].name));
-             return names;
-           })
-      .def("field", [](const PyDataset& d, const std::string& name) { return field_tensor(d.attachment(), name); },
-           py::arg("name"))
-      .def("field_info", [](const PyDataset& d, const std::string& name) { return field_info(*d.attachment(), name); },
-           py::arg("name"))
+      .def(
+          "field_names",
+          [](const PyDataset& d) {
+    const auto& desc = d.attachment()->cache().descriptor();
+    std::vector<std::string> names;
+    for (std::uint32_t i = 0; i < desc.num_fields; ++i) names.push_back(text(desc.fields[i].name));
+    return names;
+          })
+      .def(
+          "field", [](const PyDataset& d, const std::string& name) { return field_tensor(d.attachment(), name); },
+          py::arg("name"))
+      .def(
+          "field_info", [](const PyDataset& d, const std::string& name) { return field_info(*d.attachment(), name); },
+          py::arg("name"))
       .def("splits", [](const PyDataset& d) { return splits(*d.attachment()); })
-      .def("verify", [](const PyDataset& d, unsigned threads) { return verify(*d.attachment(), threads); },
-           py::arg("threads") = 0)
+      .def(
+          "verify", [](const PyDataset& d, unsigned threads) { return verify(*d.attachment(), threads); },
+          py::arg("threads") = 0)
       .def("close", &PyDataset::close);
 
   m.def("preload", &preload, py::arg("name"), py::arg("from_path"), py::arg("format") = "", py::arg("force") = false,
         py::arg("threads") = 0, py::arg("progress") = true);
-  m.def("remove_dataset", [](const std::string& name) {
+  m.def(
+      "remove_dataset",
+      [](const std::string& name) {
     const auto r = shm::Segment::remove(shm::dataset_segment_name(name));
     if (r.result == shm::Segment::Removal::absent)
-      fail("shared-memory segment '/{}' does not exist: `tandem data ls` lists the caches", shm::dataset_segment_name(name));
+      fail("shared-memory segment '/{}' does not exist: `tandem data ls` lists the caches",
+           shm::dataset_segment_name(name));
     if (r.result == shm::Segment::Removal::denied)
       fail("cannot remove dataset cache '{}': it is owned by uid {}, not by this user ({})", name, r.owner_uid,
            std::strerror(r.error));
-  }, py::arg("name"));
+      },
+      py::arg("name"));
 }
 
 }  // namespace tandem::python

@@ -81,8 +81,9 @@ void bind_errors(py::module_& m) {
       set_error("SystemCallError", e.what());
     }
   });
-  m.def("_error_class_of", [](const std::string& message) { return std::string(error_class_of(message)); },
-        "the tandem.errors class a C++ message maps to (for tests)");
+  m.def(
+      "_error_class_of", [](const std::string& message) { return std::string(error_class_of(message)); },
+      "the tandem.errors class a C++ message maps to (for tests)");
 }
 
 }  // namespace tandem::python

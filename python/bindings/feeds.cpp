@@ -87,9 +87,11 @@ class PyHostFeed {
     while (!held_.empty() && (held_.front().step + slots_ < taken_ || !held_.front().alive())) held_.pop_front();
     for (const Held& h : held_)
       if (h.step + slots_ == taken_ && h.alive())
-        fail("HostFeed: the batches of step {} are still referenced, and the next step needs their staging slot "
-             "(ring_slots = {}): keep at most {} steps alive (copy what you keep with .clone()), or pass a larger "
-             "ring_slots", h.step, slots_, slots_ - 1);
+        fail(
+            "HostFeed: the batches of step {} are still referenced, and the next step needs their staging slot "
+            "(ring_slots = {}): keep at most {} steps alive (copy what you keep with .clone()), or pass a larger "
+            "ring_slots",
+            h.step, slots_, slots_ - 1);
   }
 
   std::shared_ptr<DatasetAttachment> attachment_;  // the cache outlives the feed
@@ -149,10 +151,12 @@ void bind_feeds(py::module_& m) {
       .def_readwrite("drop_last", &feed::FeedOptions::drop_last)
       .def_readwrite("mean", &feed::FeedOptions::mean)
       .def_readwrite("std", &feed::FeedOptions::stddev)
-      .def_property("placement", [](const feed::FeedOptions& o) {
-             return o.placement == feed::Placement::cpu ? "cpu" : o.placement == feed::Placement::cuda ? "cuda" : "auto";
-           },
-           [](feed::FeedOptions& o, const std::string& p) { o.placement = placement_of(p); })
+      .def_property(
+          "placement",
+          [](const feed::FeedOptions& o) {
+    return o.placement == feed::Placement::cpu ? "cpu" : o.placement == feed::Placement::cuda ? "cuda" : "auto";
+          },
+          [](feed::FeedOptions& o, const std::string& p) { o.placement = placement_of(p); })
       .def_readwrite("workers", &feed::FeedOptions::workers)
       .def_readwrite("ring_slots", &feed::FeedOptions::ring_slots);
 

@@ -35,7 +35,8 @@ std::string tensor_name(const shm::TensorEntry& t) { return std::string(t.name, 
 
 class PyLease {
  public:
-  PyLease(std::shared_ptr<ReaderState> state, shm::ReadLease lease) : state_(std::move(state)), lease_(std::move(lease)) {
+  PyLease(std::shared_ptr<ReaderState> state, shm::ReadLease lease)
+      : state_(std::move(state)), lease_(std::move(lease)) {
     ++state_->held;
   }
   ~PyLease() { release(); }
@@ -61,8 +62,9 @@ class PyLease {
     for (const shm::TensorEntry& t : state_->reader.tensors()) {
       std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
       const std::string name = tensor_name(t);
-      out[py::str(name)] = view_of(state_, l.data() + t.offset, std::move(shape),
-                                   scalar_type_of(t.dtype, fmt::format("tensor '{}' of /{}", name, state_->reader.name())));
+      out[py::str(name)] = view_of(
+          state_, l.data() + t.offset, std::move(shape),
+          scalar_type_of(t.dtype, fmt::format("tensor '{}' of /{}", name, state_->reader.name())));
     }
     return out;
   }
@@ -95,8 +97,10 @@ class PyWeightFollower {
   std::unique_ptr<PyLease> lease(std::uint64_t newer_than, std::optional<double> timeout_s) {
     const std::shared_ptr<ReaderState> state = open();
     if (state->held >= state->leases)
-      fail("all {} lease entries of this follower of /{} are held: release a lease (leave its with-block) or create "
-           "the follower with leases={}", state->leases, state->reader.name(), state->leases + 1);
+      fail(
+          "all {} lease entries of this follower of /{} are held: release a lease (leave its with-block) or create "
+          "the follower with leases={}",
+          state->leases, state->reader.name(), state->leases + 1);
     for (;;) {
       wait(newer_than, timeout_s);
       // nullopt now means the writer overtook every attempt (it is K-1 publishes ahead): try again.
@@ -110,7 +114,8 @@ class PyWeightFollower {
     for (const shm::TensorEntry& t : reader().tensors()) {
       py::list shape;
       for (std::uint32_t k = 0; k < t.ndim; ++k) shape.append(t.shape[k]);
-      out.append(py::make_tuple(tensor_name(t), std::string(shm::dtype_name(t.dtype)), py::tuple(shape), t.offset, t.bytes));
+      out.append(
+          py::make_tuple(tensor_name(t), std::string(shm::dtype_name(t.dtype)), py::tuple(shape), t.offset, t.bytes));
     }
     return out;
   }
@@ -168,7 +173,7 @@ class PyBoundModel {
   at::Tensor buffer() const { return params_.buffer(); }
 
  private:
-  FlatParams params_;                       // before follower_, which refers to it
+  FlatParams params_;  // before follower_, which refers to it
   std::optional<actor::Follower> follower_;
 };
 

@@ -44,9 +44,11 @@ void set_metric(shm::ProcessMetrics& m, const std::string& key, const py::handle
   else if (key == "allreduce_s") m.allreduce_s = f();
   else if (key == "exposed_comm_s") m.exposed_comm_s = f();
   else
-    fail("report() has no metric '{}': use step, version, samples, epoch, samples_per_s, loss, accuracy, seconds, lr, "
-         "env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min, policy_lag_avg, policy_lag_max, "
-         "ring_full_waits, allreduce_s, exposed_comm_s (docs/FORMAT.md, ProcessMetrics)", key);
+    fail(
+        "report() has no metric '{}': use step, version, samples, epoch, samples_per_s, loss, accuracy, seconds, lr, "
+        "env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min, policy_lag_avg, policy_lag_max, "
+        "ring_full_waits, allreduce_s, exposed_comm_s (docs/FORMAT.md, ProcessMetrics)",
+        key);
 }
 
 class PyJob {
@@ -60,8 +62,9 @@ class PyJob {
     } else if (auto c = shm::ControlClient::from_env()) {
       client_.emplace(std::move(*c));
     } else {
-      raise<NotInJobError>("not in a Tandem job: TANDEM_JOB is not set (start this program with `tandem run`, as "
-                           "run.learner_program or run.actor_program, or pass job=, role= and index=)");
+      raise<NotInJobError>(
+          "not in a Tandem job: TANDEM_JOB is not set (start this program with `tandem run`, as "
+          "run.learner_program or run.actor_program, or pass job=, role= and index=)");
     }
     stall_limit_ = std::chrono::milliseconds(hang_timeout_s ? static_cast<std::int64_t>(*hang_timeout_s * 1000) : 0);
   }

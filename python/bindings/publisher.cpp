@@ -124,7 +124,7 @@ class PyWeightPublisher {
   }
 
   std::string slab_;
-  FlatParams params_;                                     // before publisher_, which refers to it
+  FlatParams params_;  // before publisher_, which refers to it
   std::optional<learner::ModelPublisher> publisher_;
 };
 

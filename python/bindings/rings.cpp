@@ -95,7 +95,8 @@ class PyRings {
 
   static std::unique_ptr<PyRings> create(const std::string& job, std::uint32_t actors, std::uint32_t slots,
                                          std::uint32_t steps, std::uint32_t envs, std::uint32_t obs_dim,
-                                         const std::string& action, std::uint32_t action_dim, std::uint32_t logits_dim) {
+                                         const std::string& action, std::uint32_t action_dim,
+                                         std::uint32_t logits_dim) {
     shm::ExperienceShape s;
     s.num_actors = actors;
     s.slots_per_ring = slots;
@@ -186,22 +187,53 @@ void bind_rings(py::module_& m) {
       .def_property_readonly("checksum", &PySlot::checksum)
       .def_property("policy_version", &PySlot::policy_version, &PySlot::set_policy_version)
       .def_property("episodes", &PySlot::episodes, &PySlot::set_episodes)
-      .def_property_readonly("observations", [](const PySlot& s) {
-        return s.field(s.d().observations_offset, {s.t() + 1, s.e(), I(s.d().obs_dim)}, at::kFloat); })
+      .def_property_readonly(
+          "observations",
+          [](const PySlot& s) {
+    return s.field(s.d().observations_offset, {s.t() + 1, s.e(), I(s.d().obs_dim)}, at::kFloat);
+          })
       .def_property_readonly("actions", &PySlot::actions)
-      .def_property_readonly("rewards", [](const PySlot& s) { return s.field(s.d().rewards_offset, {s.t(), s.e()}, at::kFloat); })
-      .def_property_readonly("terminated", [](const PySlot& s) { return s.field(s.d().terminated_offset, {s.t(), s.e()}, at::kByte); })
-      .def_property_readonly("truncated", [](const PySlot& s) { return s.field(s.d().truncated_offset, {s.t(), s.e()}, at::kByte); })
-      .def_property_readonly("log_probs", [](const PySlot& s) { return s.field(s.d().log_probs_offset, {s.t(), s.e()}, at::kFloat); })
-      .def_property_readonly("logits", [](const PySlot& s) {
-        return s.field(s.d().logits_offset, {s.t(), s.e(), I(s.d().logits_dim)}, at::kFloat); })
-      .def_property_readonly("values", [](const PySlot& s) { return s.field(s.d().values_offset, {s.t() + 1, s.e()}, at::kFloat); })
-      .def_property_readonly("episode_returns", [](const PySlot& s) {
-        return s.field(s.d().episode_returns_offset, {I(s.d().max_episodes)}, at::kFloat); })
-      .def_property_readonly("episode_lengths", [](const PySlot& s) {
-        return s.field(s.d().episode_lengths_offset, {I(s.d().max_episodes)}, at::kInt); })
-      .def_property_readonly("final_observations", [](const PySlot& s) {
-        return s.field(s.d().final_observations_offset, {s.t(), s.e(), I(s.d().obs_dim)}, at::kFloat); })
+      .def_property_readonly(
+          "rewards",
+          [](const PySlot& s) {
+    return s.field(s.d().rewards_offset, {s.t(), s.e()}, at::kFloat);
+          })
+      .def_property_readonly(
+          "terminated",
+          [](const PySlot& s) {
+    return s.field(s.d().terminated_offset, {s.t(), s.e()}, at::kByte);
+          })
+      .def_property_readonly(
+          "truncated",
+          [](const PySlot& s) {
+    return s.field(s.d().truncated_offset, {s.t(), s.e()}, at::kByte);
+          })
+      .def_property_readonly(
+          "log_probs",
+          [](const PySlot& s) {
+    return s.field(s.d().log_probs_offset, {s.t(), s.e()}, at::kFloat);
+          })
+      .def_property_readonly(
+          "logits",
+          [](const PySlot& s) {
+    return s.field(s.d().logits_offset, {s.t(), s.e(), I(s.d().logits_dim)}, at::kFloat);
+          })
+      .def_property_readonly(
+          "values",
+          [](const PySlot& s) {
+    return s.field(s.d().values_offset, {s.t() + 1, s.e()}, at::kFloat);
+          })
+      .def_property_readonly(
+          "episode_returns",
+          [](const PySlot& s) { return s.field(s.d().episode_returns_offset, {I(s.d().max_episodes)}, at::kFloat); })
+      .def_property_readonly(
+          "episode_lengths",
+          [](const PySlot& s) { return s.field(s.d().episode_lengths_offset, {I(s.d().max_episodes)}, at::kInt); })
+      .def_property_readonly(
+          "final_observations",
+          [](const PySlot& s) {
+    return s.field(s.d().final_observations_offset, {s.t(), s.e(), I(s.d().obs_dim)}, at::kFloat);
+          })
       .def("raw", &PySlot::raw);
 
   py::class_<PyRings>(m, "ExperienceRings")

@@ -24,8 +24,10 @@ at::ScalarType scalar_type_of(shm::DType dtype, std::string_view what) {
 #endif
     default: break;
   }
-  raise<DTypeError>("{} is {}, which this torch ({}) has no dtype for: read it with tools/tandem_shm.py (numpy), or use "
-                    "torch >= 2.3", what, shm::dtype_name(dtype), TORCH_VERSION);
+  raise<DTypeError>(
+      "{} is {}, which this torch ({}) has no dtype for: read it with tools/tandem_shm.py (numpy), or use "
+      "torch >= 2.3",
+      what, shm::dtype_name(dtype), TORCH_VERSION);
 }
 
 shm::DType format_dtype_of(at::ScalarType type, std::string_view what) {
@@ -41,15 +43,18 @@ shm::DType format_dtype_of(at::ScalarType type, std::string_view what) {
     case at::kBFloat16: return shm::DType::bf16;
     default: break;
   }
-  raise<DTypeError>("{} is {}, which Tandem's segments cannot hold: use one of uint8, int8, int16, int32, int64, "
-                    "float16, bfloat16, float32, float64", what, c10::toString(type));
+  raise<DTypeError>(
+      "{} is {}, which Tandem's segments cannot hold: use one of uint8, int8, int16, int32, int64, "
+      "float16, bfloat16, float32, float64",
+      what, c10::toString(type));
 }
 
 at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, std::vector<std::int64_t> shape,
                    at::ScalarType dtype) {
   // from_blob's deleter is a std::function: the captured owner is released when the storage dies.
-  return torch::from_blob(const_cast<std::byte*>(data), shape, [owner = std::move(owner)](void*) mutable { owner.reset(); },
-                          torch::TensorOptions().dtype(dtype));
+  return torch::from_blob(
+      const_cast<std::byte*>(data), shape, [owner = std::move(owner)](void*) mutable { owner.reset(); },
+      torch::TensorOptions().dtype(dtype));
 }
 
 }  // namespace tandem::python

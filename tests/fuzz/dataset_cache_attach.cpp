@@ -8,8 +8,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem;
   const std::string name = fuzz::own_name();
-  fuzz::SegmentFromBytes object(shm::dataset_segment_name(name), shm::Kind::dataset, shm::kDatasetLayoutVersion,
-                                data, size);
+  fuzz::SegmentFromBytes object(shm::dataset_segment_name(name), shm::Kind::dataset, shm::kDatasetLayoutVersion, data,
+                                size);
   try {
     const shm::DatasetCache cache = shm::DatasetCache::attach(name);
     const auto& d = cache.descriptor();
@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::uint32_t i = 0; i < d.num_fields; ++i) {
       const auto field = cache.field(std::string(d.fields[i].name, strnlen(d.fields[i].name, sizeof d.fields[i].name)));
       for (std::uint32_t s = 0; s < d.num_splits; ++s) {
-        const auto split = cache.split(std::string(d.splits[s].name, strnlen(d.splits[s].name, sizeof d.splits[s].name)));
+        const auto split = cache.split(
+            std::string(d.splits[s].name, strnlen(d.splits[s].name, sizeof d.splits[s].name)));
         if (split.end > split.begin)  // first and last sample of the split, as a sampler would index them
           sum += fuzz::touch(field.data + split.begin * field.stride, field.stride) +
                  fuzz::touch(field.data + (split.end - 1) * field.stride, field.stride);

@@ -14,8 +14,10 @@ namespace tandem::bench {
 namespace {
 
 [[noreturn]] void needs_torch(std::string_view bench) {
-  fail("bench {} needs LibTorch and this build has none: install libtorch-dev (or pass -Dtorch_root) and "
-       "rebuild", bench);
+  fail(
+      "bench {} needs LibTorch and this build has none: install libtorch-dev (or pass -Dtorch_root) and "
+      "rebuild",
+      bench);
 }
 
 }  // namespace

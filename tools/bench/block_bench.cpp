@@ -66,10 +66,10 @@ Timing time_block(const Variant& v, const Shape& s, const BlockBenchOptions& o) 
   const Tensor x = input.detach().requires_grad_(true);
   t.train_ms = median_ms(
       [&] {
-        x.mutable_grad() = Tensor();
-        bn->weight.mutable_grad() = Tensor();
-        bn->bias.mutable_grad() = Tensor();
-        block(x).backward(upstream);
+    x.mutable_grad() = Tensor();
+    bn->weight.mutable_grad() = Tensor();
+    bn->bias.mutable_grad() = Tensor();
+    block(x).backward(upstream);
       },
       o.warmup, o.steps);
   bn_relu_pool_force_isa("");
@@ -86,8 +86,8 @@ int bench_block(const BlockBenchOptions& o) {
   variants.push_back({"ATen ops, channels-last", "", at::MemoryFormat::ChannelsLast});
   variants.push_back({"ATen ops, NCHW", "", at::MemoryFormat::Contiguous});
 
-  fmt::print("BatchNorm -> ReLU -> 2x2 max-pool, training mode, batch {}, {} thread(s); median of {} calls\n",
-             o.batch, o.threads, o.steps);
+  fmt::print("BatchNorm -> ReLU -> 2x2 max-pool, training mode, batch {}, {} thread(s); median of {} calls\n", o.batch,
+             o.threads, o.steps);
   fmt::print("{:<12} {:<26} {:>12} {:>18} {:>16}\n", "block", "variant", "forward ms", "forward+backward ms",
              "vs ATen (CL)");
   Json rows = Json::array();
@@ -105,8 +105,8 @@ int bench_block(const BlockBenchOptions& o) {
                       {"train_ms", rounded(timings[i].train_ms, 3)}});
     }
   }
-  emit_json_line({{"bench", "block"}, {"batch", o.batch}, {"threads", o.threads}, {"steps", o.steps}, {"results", rows}},
-                 o.json);
+  emit_json_line(
+      {{"bench", "block"}, {"batch", o.batch}, {"threads", o.threads}, {"steps", o.steps}, {"results", rows}}, o.json);
   return 0;
 }
 

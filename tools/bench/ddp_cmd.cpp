@@ -96,19 +96,26 @@ DdpResult median_of(const std::vector<Round>& rounds, const std::function<const 
     exposed.push_back(x.exposed_comm_ms);
     slowest.push_back(x.slowest_step_ms);
   }
-  return {.ranks = pick(rounds[0]).ranks, .step_ms = median(step), .samples_per_s = median(samples),
-          .allreduce_ms = median(allreduce), .exposed_comm_ms = median(exposed), .slowest_step_ms = median(slowest)};
+  return {.ranks = pick(rounds[0]).ranks,
+          .step_ms = median(step),
+          .samples_per_s = median(samples),
+          .allreduce_ms = median(allreduce),
+          .exposed_comm_ms = median(exposed),
+          .slowest_step_ms = median(slowest)};
 }
 
 int bench_ddp(const DdpBenchOptions& o) {
-  if (o.ranks < 2 || o.ranks > 64) fail("--ranks {} is out of range: use 2..64 (1 rank is always measured too)", o.ranks);
+  if (o.ranks < 2 || o.ranks > 64)
+    fail("--ranks {} is out of range: use 2..64 (1 rank is always measured too)", o.ranks);
   if (o.batch < 1) fail("--batch {} must be positive", o.batch);
-  if (o.steps < 20 || o.warmup < 10) fail("--steps {} / --warmup {} are too few: use at least 20 / 10", o.steps, o.warmup);
+  if (o.steps < 20 || o.warmup < 10)
+    fail("--steps {} / --warmup {} are too few: use at least 20 / 10", o.steps, o.warmup);
   if (o.rounds < 1 || o.rounds > 20) fail("--rounds {} is out of range: use 1..20", o.rounds);
   if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
-    fail("dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from /usr/share/datasets/fashion-mnist` "
-         "first, or pass --dataset NAME",
-         o.dataset, o.dataset);
+    fail(
+        "dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from /usr/share/datasets/fashion-mnist` "
+        "first, or pass --dataset NAME",
+        o.dataset, o.dataset);
   WorkDir work;
   std::vector<Round> rounds;
   for (int i = 0; i < o.rounds; ++i) rounds.push_back(run_round(o, work.path() / fmt::format("round-{}", i + 1)));
@@ -116,28 +123,40 @@ int bench_ddp(const DdpBenchOptions& o) {
   const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
 
-  fmt::print("\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {} (shm progress {}), buckets {} "
-             "MiB then {} MiB; {} steps after {} warmup; {}\n", o.dataset, o.batch, o.collectives, o.shm_progress,
-             o.bucket_first_mb, o.bucket_mb, o.steps,
-             o.warmup, o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
+  fmt::print(
+      "\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {} (shm progress {}), buckets {} "
+      "MiB then {} MiB; {} steps after {} warmup; {}\n",
+      o.dataset, o.batch, o.collectives, o.shm_progress, o.bucket_first_mb, o.bucket_mb, o.steps, o.warmup,
+      o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
   print_row("tandem", many, efficiency);
   Json per_round = Json::array();
   for (const Round& r : rounds) {
-    Json j = {{"one_rank", result_json(r.one)}, {"ranks", result_json(r.many)},
+    Json j = {{"one_rank", result_json(r.one)},
+              {"ranks", result_json(r.many)},
               {"scaling_efficiency", rounded(r.many.samples_per_s / (o.ranks * r.one.samples_per_s), 4)}};
     if (r.independent) j["independent_jobs"] = result_json(*r.independent);
     if (r.peer_many) j["peer"] = {{"one_rank", result_json(*r.peer_one)}, {"ranks", result_json(*r.peer_many)}};
     per_round.push_back(std::move(j));
   }
-  Json line = {{"bench", "ddp"},        {"model", "cnn"},   {"dataset", o.dataset}, {"backend", o.collectives},
+  Json line = {{"bench", "ddp"},
+               {"model", "cnn"},
+               {"dataset", o.dataset},
+               {"backend", o.collectives},
                {"shm_progress", o.shm_progress},
-               {"batch_per_rank", o.batch}, {"threads_per_rank", 1}, {"steps", o.steps}, {"warmup", o.warmup},
-               {"bucket_first_mb", o.bucket_first_mb}, {"bucket_mb", o.bucket_mb}, {"rounds", o.rounds},
-               {"one_rank", result_json(one)}, {"ranks", result_json(many)},
-               {"scaling_efficiency", rounded(efficiency, 4)}, {"per_round", per_round}};
+               {"batch_per_rank", o.batch},
+               {"threads_per_rank", 1},
+               {"steps", o.steps},
+               {"warmup", o.warmup},
+               {"bucket_first_mb", o.bucket_first_mb},
+               {"bucket_mb", o.bucket_mb},
+               {"rounds", o.rounds},
+               {"one_rank", result_json(one)},
+               {"ranks", result_json(many)},
+               {"scaling_efficiency", rounded(efficiency, 4)},
+               {"per_round", per_round}};
   if (o.ceiling) {
     const DdpResult independent = median_of(rounds, [](const Round& r) -> const DdpResult& { return *r.independent; });
     const double ceiling = independent.samples_per_s / (o.ranks * one.samples_per_s);
@@ -159,10 +178,12 @@ int bench_ddp(const DdpBenchOptions& o) {
     print_row("PyTorch DDP (peer)", peer_one, std::nullopt);
     print_row("PyTorch DDP (peer)", peer_many, peer_efficiency);
     const double ratio = many.samples_per_s / peer_many.samples_per_s;
-    fmt::print("\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP (goal > 1); scaling {:.1f} % vs {:.1f} % "
-               "(goal >= 95 %)\n",
-               o.ranks, many.samples_per_s, peer_many.samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
-    line["peer"] = {{"one_rank", result_json(peer_one)}, {"ranks", result_json(peer_many)},
+    fmt::print(
+        "\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP (goal > 1); scaling {:.1f} % vs {:.1f} % "
+        "(goal >= 95 %)\n",
+        o.ranks, many.samples_per_s, peer_many.samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
+    line["peer"] = {{"one_rank", result_json(peer_one)},
+                    {"ranks", result_json(peer_many)},
                     {"scaling_efficiency", rounded(peer_efficiency, 4)}};
     line["ratio_samples_per_s"] = rounded(ratio, 3);
   }
@@ -182,7 +203,8 @@ int bench_ddp(const DdpBenchOptions& o) {
 void add_ddp_command(CLI::App& app) {
   static DdpBenchOptions o;
   auto* cmd = app.add_subcommand("ddp", "data-parallel step time and scaling of the learner ranks, 1 and N ranks");
-  cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache with 1x28x28 images (the fmnist cnn)")->capture_default_str();
+  cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache with 1x28x28 images (the fmnist cnn)")
+      ->capture_default_str();
   cmd->add_option("--ranks", o.ranks, "ranks of the data-parallel run (beside 1 rank)")->capture_default_str();
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
   cmd->add_option("--steps", o.steps, "measured steps per run")->capture_default_str();
@@ -201,8 +223,10 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_flag("--ceiling", o.ceiling,
                 "also run N independent one-rank jobs at once: the scaling the machine allows with no communication, "
                 "and with every job held to the slowest one's pace (what a synchronous step allows)");
-  cmd->add_flag("--peer", o.peer, "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
-  cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")->capture_default_str();
+  cmd->add_flag("--peer", o.peer,
+                "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
+  cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")
+      ->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of ddp_peer.py (default: found in the source tree)");
   cmd->add_option("--tandem", o.tandem, "the tandem launcher (default: next to tandem-bench)");
   tools::on_run(cmd, [] { return bench_ddp(o); });

@@ -44,8 +44,9 @@ std::string find_tandem(const std::string& given) {
   const auto here = self_exe().parent_path();
   for (const auto& candidate : {here / "tandem", here.parent_path() / "tandem"})
     if (std::filesystem::exists(candidate)) return candidate.string();
-  fail("cannot find the tandem launcher next to {}: build it (`ninja -C <build dir> tools/tandem`) or pass --tandem PATH",
-       here.string());
+  fail(
+      "cannot find the tandem launcher next to {}: build it (`ninja -C <build dir> tools/tandem`) or pass --tandem PATH",
+      here.string());
 }
 
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
@@ -109,8 +110,10 @@ DdpResult read_metrics(const std::filesystem::path& file, const DdpBenchOptions&
     windows[process][step] = std::move(r);
   }
   if (static_cast<int>(windows.size()) != ranks)
-    fail("{} has measured windows from {} of {} ranks (each window was shorter than the launcher's {} s sampling): "
-         "raise --steps", file.string(), windows.size(), ranks, kMetricsInterval);
+    fail(
+        "{} has measured windows from {} of {} ranks (each window was shorter than the launcher's {} s sampling): "
+        "raise --steps",
+        file.string(), windows.size(), ranks, kMetricsInterval);
   std::vector<double> step_s, allreduce_s, exposed_s;
   for (const auto& [process, records] : windows) {
     std::vector<double> s, a, e;
@@ -136,7 +139,8 @@ DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::files
   const auto run_dir = work_dir / fmt::format("tandem-{}-ranks", ranks);
   const auto config = work_dir / fmt::format("tandem-{}-ranks.toml", ranks);
   std::ofstream(config) << job_config(o, ranks, run_dir);
-  const std::string command = fmt::format("{} run {}", shell_quote(find_tandem(o.tandem)), shell_quote(config.string()));
+  const std::string command = fmt::format("{} run {}", shell_quote(find_tandem(o.tandem)),
+                                          shell_quote(config.string()));
   if (const int status = run_echoed(command); status != 0)
     fail("`{}` failed (status {}): see its output above", command, status);
   return read_metrics(run_dir / "metrics.jsonl", o, ranks);

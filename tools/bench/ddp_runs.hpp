@@ -13,19 +13,19 @@ namespace tandem::bench {
 struct DdpBenchOptions {
   std::string dataset = "fmnist";
   int ranks = 2;
-  int batch = 128;           // per rank
-  int steps = 300;           // measured steps, after the warmup
+  int batch = 128;  // per rank
+  int steps = 300;  // measured steps, after the warmup
   int warmup = 60;
   double bucket_first_mb = 0.5;  // ddp.bucket_first_mb / ddp.bucket_mb of the ranks (their defaults)
   double bucket_mb = 25;
-  std::string collectives = "shm";  // ddp.cpu_collectives of the ranks: shm | gloo
+  std::string collectives = "shm";    // ddp.cpu_collectives of the ranks: shm | gloo
   std::string shm_progress = "auto";  // ddp.shm_progress of the ranks: auto | thread | caller
-  int rounds = 1;            // every configuration this many times, interleaved; medians reported
-  bool ceiling = false;      // also run N independent one-rank jobs at once (run_independent_ranks)
+  int rounds = 1;                     // every configuration this many times, interleaved; medians reported
+  bool ceiling = false;               // also run N independent one-rank jobs at once (run_independent_ranks)
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;
-  std::string tandem;        // the launcher; default: next to tandem-bench
+  std::string tandem;  // the launcher; default: next to tandem-bench
   std::string json;
 };
 
@@ -33,8 +33,8 @@ struct DdpBenchOptions {
 struct DdpResult {
   int ranks = 0;
   double step_ms = 0;
-  double samples_per_s = 0;    // all ranks together
-  double allreduce_ms = -1;    // -1: the ranks did not report it (one rank needs no all-reduce)
+  double samples_per_s = 0;  // all ranks together
+  double allreduce_ms = -1;  // -1: the ranks did not report it (one rank needs no all-reduce)
   double exposed_comm_ms = -1;
   double slowest_step_ms = -1;  // independent jobs: the slowest job's step, the pace a lock-step run keeps
 };

@@ -29,9 +29,9 @@ constexpr std::uint64_t kSyntheticSamples = 50000;
 const std::vector<std::uint64_t> kBatches = {256, 512, 1024};
 
 struct Result {
-  std::string feed;     // host_feed, device_feed (ours); the peer's names for theirs
+  std::string feed;  // host_feed, device_feed (ours); the peer's names for theirs
   std::uint64_t batch = 0;
-  std::string device;   // cpu, cuda:N
+  std::string device;  // cpu, cuda:N
   double samples_per_s = 0;
   double gb_per_s = 0;
   std::string skipped;  // why, when not run
@@ -49,8 +49,12 @@ Json to_json(const Result& r) {
 }
 
 Result result_from_json(const Json& j) {
-  return Result{j.at("feed"), j.at("batch"), j.value("device", ""), j.value("samples_per_s", 0.0),
-                j.value("gb_per_s", 0.0), j.value("skipped", "")};
+  return Result{j.at("feed"),
+                j.at("batch"),
+                j.value("device", ""),
+                j.value("samples_per_s", 0.0),
+                j.value("gb_per_s", 0.0),
+                j.value("skipped", "")};
 }
 
 template <class Feed>
@@ -69,23 +73,22 @@ Result measure(Feed& feed, const std::string& name, std::uint64_t batch, bool gp
   while (clock::now() - start < budget);
   sync();
   const double s = seconds_since(start);
-  return Result{name, batch, gpu ? fmt::format("cuda:{}", o.device) : "cpu", samples / s, samples * sample_bytes / s / 1e9, {}};
+  return Result{
+      name, batch, gpu ? fmt::format("cuda:{}", o.device) : "cpu", samples / s, samples * sample_bytes / s / 1e9, {}};
 }
 
 void print_row(const Result& r) {
-  if (!r.skipped.empty())
-    fmt::print("{:<24} {:>6} {:<8} skipped: {}\n", r.feed, r.batch, r.device, r.skipped);
-  else
-    fmt::print("{:<24} {:>6} {:<8} {:>14.0f} {:>8.2f}\n", r.feed, r.batch, r.device, r.samples_per_s, r.gb_per_s);
+  if (!r.skipped.empty()) fmt::print("{:<24} {:>6} {:<8} skipped: {}\n", r.feed, r.batch, r.device, r.skipped);
+  else fmt::print("{:<24} {:>6} {:<8} {:>14.0f} {:>8.2f}\n", r.feed, r.batch, r.device, r.samples_per_s, r.gb_per_s);
   std::fflush(stdout);
 }
 
 // Runs the peer over the same dataset; returns its JSON line, whose "results" hold its measurements.
 Json run_feed_peer(const FeedBenchOptions& o, const std::string& dataset) {
-  const std::string command =
-      fmt::format("{} {} --dataset {} --split {} --seconds {} --batches 256,512,1024 --device {}", shell_quote(o.python),
-                  shell_quote(find_peer_script(o.peer_script, "feed_peer.py")), shell_quote(dataset),
-                  shell_quote(o.split), o.seconds, o.device);
+  const std::string command = fmt::format(
+      "{} {} --dataset {} --split {} --seconds {} --batches 256,512,1024 --device {}", shell_quote(o.python),
+      shell_quote(find_peer_script(o.peer_script, "feed_peer.py")), shell_quote(dataset), shell_quote(o.split),
+      o.seconds, o.device);
   return run_peer(command, "feed_peer");
 }
 
@@ -110,9 +113,11 @@ std::vector<Ratio> ratios(const std::vector<Result>& ours, const std::vector<Res
       if (auto r = rate(peer, name, batch); r && (!best_loader || *r > *best_loader)) best_loader = r;
     auto host = rate(ours, "host_feed", batch), device = rate(ours, "device_feed", batch);
     auto loop = rate(peer, "index_select_loop", batch), gpu_loader = rate(peer, "dataloader_gpu_tensors", batch);
-    if (host && best_loader) out.push_back({"HostFeed / best DataLoader (0/4/8 workers, pin_memory)", batch, *host / *best_loader, 20});
+    if (host && best_loader)
+      out.push_back({"HostFeed / best DataLoader (0/4/8 workers, pin_memory)", batch, *host / *best_loader, 20});
     if (device && loop) out.push_back({"DeviceFeed / Python index_select loop", batch, *device / *loop, 2});
-    if (device && gpu_loader) out.push_back({"DeviceFeed / DataLoader over GPU tensors", batch, *device / *gpu_loader, 100});
+    if (device && gpu_loader)
+      out.push_back({"DeviceFeed / DataLoader over GPU tensors", batch, *device / *gpu_loader, 100});
   }
   return out;
 }
@@ -125,7 +130,8 @@ Json compare_with_peer(const std::vector<Result>& ours, const Json& peer_line) {
   fmt::print("\n{:<56} {:>6} {:>10} {:>8}\n", "ours / peer (samples/s)", "batch", "ratio", "target");
   Json rows = Json::array();
   for (const auto& r : rs) {
-    fmt::print("{:<56} {:>6} {:>9.1f}x {:>7.0f}x {}\n", r.what, r.batch, r.ratio, r.target, r.ratio >= r.target ? "met" : "MISSED");
+    fmt::print("{:<56} {:>6} {:>9.1f}x {:>7.0f}x {}\n", r.what, r.batch, r.ratio, r.target,
+               r.ratio >= r.target ? "met" : "MISSED");
     rows.push_back({{"what", r.what}, {"batch", r.batch}, {"ratio", rounded(r.ratio, 2)}, {"target", r.target}});
   }
   if (rs.empty()) fmt::print("no ratio: ours and the peer have no configuration in common that both ran\n");
@@ -159,8 +165,10 @@ int bench_feed(const FeedBenchOptions& o) {
   const bool gpu = cuda::device_count() > static_cast<int>(o.device);
   const double sample_bytes = static_cast<double>(layout.sample_bytes());
 
-  fmt::print("tandem-bench feed: dataset '{}'{}, split {}: {} samples of {} uint8 ({} bytes read per sample), {} s per run\n",
-             name, synthetic ? " (synthetic)" : "", o.split, layout.end - layout.begin, shape, layout.sample_bytes(), o.seconds);
+  fmt::print(
+      "tandem-bench feed: dataset '{}'{}, split {}: {} samples of {} uint8 ({} bytes read per sample), {} s per run\n",
+      name, synthetic ? " (synthetic)" : "", o.split, layout.end - layout.begin, shape, layout.sample_bytes(),
+      o.seconds);
   fmt::print("{:<24} {:>6} {:<8} {:>14} {:>8}\n", "feed", "batch", "device", "samples/s", "GB/s");
   std::vector<Result> ours;
   for (auto batch : kBatches) {

@@ -10,7 +10,7 @@
 namespace tandem::bench {
 
 struct FeedBenchOptions {
-  std::string dataset;          // empty: synthetic CIFAR-shaped samples
+  std::string dataset;  // empty: synthetic CIFAR-shaped samples
   std::string split = "train";
   double seconds = 2.0;
   std::string json;

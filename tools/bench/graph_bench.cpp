@@ -103,8 +103,11 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
   Trainer trainer(model, config);
   torch::manual_seed(0);
   const torch::Tensor pool_x = torch::randn({batch * 8, 3, 32, 32}, device);
-  const torch::Tensor pool_y = torch::randint(10, {batch * 8}, torch::TensorOptions().dtype(torch::kLong).device(device));
-  auto rows = [&] { return torch::randint(batch * 8, {batch}, torch::TensorOptions().dtype(torch::kLong).device(device)); };
+  const torch::Tensor pool_y = torch::randint(10, {batch * 8},
+                                              torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto rows = [&] {
+    return torch::randint(batch * 8, {batch}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  };
   auto gather = [&](const torch::Tensor& r, feed::Batch& out) {
     torch::index_select_out(out.x, pool_x, 0, r);
     torch::index_select_out(out.y, pool_y, 0, r);
@@ -113,28 +116,39 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
   Result res{name, batch, precision, graph ? "graph" : "eager", 0, 0};
   if (graph) {
     GraphStep step(trainer, {batch, 3, 32, 32}, gather);
-    res.train_ms = median_ms([&] {
+    res.train_ms = median_ms(
+        [&] {
       step.rows().copy_(rows());
       step.step();
-    }, o.warmup, o.steps);
-    if (!step.captured()) fail("bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
+        },
+        o.warmup, o.steps);
+    if (!step.captured())
+      fail("bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
     if (o.profile) {
       fmt::print("{} {} {} graphed training step:\n", name, batch, precision);
-      profile_kernels([&] { step.rows().copy_(rows()); step.step(); }, 10).print(stdout, 25);
+      profile_kernels(
+          [&] {
+        step.rows().copy_(rows());
+        step.step();
+          },
+          10)
+          .print(stdout, 25);
     }
   } else {
     feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
-    res.train_ms = median_ms([&] {
+    res.train_ms = median_ms(
+        [&] {
       gather(rows(), b);
       trainer.train_step(b.x, b.y);
-    }, o.warmup, o.steps);
+        },
+        o.warmup, o.steps);
   }
 
   model.eval();
   torch::NoGradGuard no_grad;
   auto eval_batch = [](Model& m, const torch::Tensor& x, const torch::Tensor& y) {
-    return torch::nn::functional::cross_entropy(m.forward(x), y,
-                                                torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    return torch::nn::functional::cross_entropy(
+        m.forward(x), y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   };
   if (graph) {
     torch::Tensor x = torch::empty({batch, 3, 32, 32}, pool_x.options()), y = torch::empty({batch}, pool_y.options());
@@ -151,17 +165,23 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
       profile_kernels(eval_step, 10).print(stdout, 12);
     }
   } else {
-    res.eval_ms = median_ms([&] {
+    res.eval_ms = median_ms(
+        [&] {
       const torch::Tensor r = rows();
       (void)eval_batch(model, pool_x.index_select(0, r).mul(1.0), pool_y.index_select(0, r));
-    }, o.warmup, o.steps);
+        },
+        o.warmup, o.steps);
   }
   return res;
 }
 
 Json to_json(const Result& r) {
-  return {{"model", r.model}, {"batch", r.batch}, {"precision", r.precision}, {"mode", r.mode},
-          {"train_ms", rounded(r.train_ms, 4)}, {"eval_ms", rounded(r.eval_ms, 4)}};
+  return {{"model", r.model},
+          {"batch", r.batch},
+          {"precision", r.precision},
+          {"mode", r.mode},
+          {"train_ms", rounded(r.train_ms, 4)},
+          {"eval_ms", rounded(r.eval_ms, 4)}};
 }
 
 std::optional<double> peer_ms(const Json& peer, const Result& like, const char* mode, const char* key) {
@@ -220,14 +240,15 @@ int bench_graph(const GraphBenchOptions& o) {
   line["results"] = results;
 
   if (o.peer) {
-    const Json peer = run_peer(fmt::format("{} {} --models {} --batches {} --precisions {} --steps {} --warmup {} --device {}",
-                                           shell_quote(o.python),
-                                           shell_quote(find_peer_script(o.peer_script, "graph_step_peer.py")),
-                                           shell_quote(o.models), shell_quote(o.batches), shell_quote(o.precisions),
-                                           o.steps, o.warmup, o.device),
-                               "graph_step_peer");
-    fmt::print("\nours with graphs / PyTorch (same run); targets: training vs compile <= 0.9x (resnet18 128, cnn 512), "
-               "<= 0.8x (resnet18 512); evaluation vs compile <= 0.8x\n");
+    const Json peer = run_peer(
+        fmt::format("{} {} --models {} --batches {} --precisions {} --steps {} --warmup {} --device {}",
+                    shell_quote(o.python), shell_quote(find_peer_script(o.peer_script, "graph_step_peer.py")),
+                    shell_quote(o.models), shell_quote(o.batches), shell_quote(o.precisions), o.steps, o.warmup,
+                    o.device),
+        "graph_step_peer");
+    fmt::print(
+        "\nours with graphs / PyTorch (same run); targets: training vs compile <= 0.9x (resnet18 128, cnn 512), "
+        "<= 0.8x (resnet18 512); evaluation vs compile <= 0.8x\n");
     fmt::print("{:<10} {:>6} {:<5} {:>12} {:>12} {:>14} {:>14}  {}\n", "model", "batch", "prec", "train/eager",
                "eval/eager", "train/compile", "eval/compile", "targets");
     Json ratios = Json::array();

@@ -22,7 +22,7 @@ struct GraphBenchOptions {
   int warmup = 20;
   std::string json;
   std::string bn_backend = "auto";  // the fused BatchNorm's kernels: auto, tandem or cudnn (bn_act.hpp)
-  bool profile = false;  // also print each graphed step's costliest kernels (kernel_profile.hpp)
+  bool profile = false;             // also print each graphed step's costliest kernels (kernel_profile.hpp)
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;

@@ -61,7 +61,8 @@ KernelProfile profile_kernels(const std::function<void()>& call, int calls) {
     p.launches_per_call += row.launches_per_call;
     p.rows.push_back(row);
   }
-  std::sort(p.rows.begin(), p.rows.end(), [](const KernelRow& a, const KernelRow& b) { return a.ms_per_call > b.ms_per_call; });
+  std::sort(p.rows.begin(), p.rows.end(),
+            [](const KernelRow& a, const KernelRow& b) { return a.ms_per_call > b.ms_per_call; });
   return p;
 }
 

@@ -24,19 +24,23 @@ void add_publish_commands(CLI::App& app) {
   static PublishBenchOptions o;
   auto* cmd = app.add_subcommand("publish", "weight publish latency: training blocked, D2H, visible to readers");
   cmd->add_option("--bytes", o.bytes, "flat model size (K, M, G or Ki, Mi, Gi suffixes)");
-  cmd->add_option("--model", o.model, "built-in size: resnet50 (102 MB), 600mb (605 MB in 256 tensors, default), 5gb, transformer (605 MB in 144 tensors; the peer builds a 12-layer 1024-wide TransformerEncoder)");
+  cmd->add_option(
+      "--model", o.model,
+      "built-in size: resnet50 (102 MB), 600mb (605 MB in 256 tensors, default), 5gb, transformer (605 MB in 144 tensors; the peer builds a 12-layer 1024-wide TransformerEncoder)");
   cmd->add_option("--readers", o.readers, "reader processes")->capture_default_str();
   cmd->add_option("--device-readers", o.device_readers,
                   "same-GPU reader processes following the device slab through CUDA IPC (default: 1 on a GPU)");
   cmd->add_option("--seconds", o.seconds, "how long to publish")->capture_default_str();
   cmd->add_flag("--verify", o.verify, "fill every publish with its version's pattern and check every read");
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
-  cmd->add_flag("--peer", o.peer, "also run bench/peers/publish_peer.py (state_dict publish, pinned copy) and print ratios");
+  cmd->add_flag("--peer", o.peer,
+                "also run bench/peers/publish_peer.py (state_dict publish, pinned copy) and print ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of publish_peer.py (default: found in the source tree)");
   cmd->add_flag("--cpu", o.cpu, "publish from host memory even when a GPU is visible");
   cmd->add_option("--device", o.device, "GPU index")->capture_default_str();
-  cmd->add_option("--interval-ms", o.interval_ms, "time between publishes (default: 1.5 x one copy, >= 5 ms; 0: flat out)");
+  cmd->add_option("--interval-ms", o.interval_ms,
+                  "time between publishes (default: 1.5 x one copy, >= 5 ms; 0: flat out)");
   cmd->add_option("--slots", o.slots, "slab slots")->capture_default_str();
   tools::on_run(cmd, [] { return bench_publish(o); });
 

@@ -35,8 +35,9 @@ void ReaderReport::add(const ReaderReport& other) {
 namespace {
 
 void write_report(const ReaderReport& r, const std::string& path) {
-  const Json j = {{"reads", r.reads},           {"torn", r.torn},           {"not_increasing", r.not_increasing},
-                  {"retries", r.retries},       {"visible_ms", r.visible_ms}, {"load_ms", r.load_ms}};
+  const Json j = {
+      {"reads", r.reads},           {"torn", r.torn},      {"not_increasing", r.not_increasing}, {"retries", r.retries},
+      {"visible_ms", r.visible_ms}, {"load_ms", r.load_ms}};
   std::ofstream(path) << j.dump() << "\n";
 }
 
@@ -92,7 +93,8 @@ struct Loader {
 };
 
 int run_reader(const ReaderOptions& o) {
-  auto reader = o.cuda_device >= 0 ? shm::WeightSlabReader::attach_device(o.slab, 1) : shm::WeightSlabReader::attach(o.slab, 1);
+  auto reader = o.cuda_device >= 0 ? shm::WeightSlabReader::attach_device(o.slab, 1)
+                                   : shm::WeightSlabReader::attach(o.slab, 1);
   Loader loader(reader, o.cuda_device);
   ReaderReport report;
   std::uint64_t last = 0;
@@ -158,8 +160,8 @@ int run_reader(const ReaderOptions& o) {
 
 pid_t spawn_reader(const std::string& exe, const ReaderOptions& o) {
   const std::string seconds = fmt::format("{}", o.seconds);
-  std::vector<const char*> argv = {exe.c_str(), "publish-reader", "--slab", o.slab.c_str(),
-                                   "--seconds", seconds.c_str(), "--result", o.result.c_str()};
+  std::vector<const char*> argv = {exe.c_str(), "publish-reader", "--slab",   o.slab.c_str(),
+                                   "--seconds", seconds.c_str(),  "--result", o.result.c_str()};
   if (o.verify) argv.push_back("--verify");
   const std::string cuda_device = std::to_string(o.cuda_device);
   if (o.cuda_device >= 0) {

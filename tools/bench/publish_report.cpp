@@ -43,8 +43,9 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
     fmt::print("pinned D2H reference: {:.1f} GB/s -> 1.15 x bytes / bandwidth = {:.2f} ms\n", m.pinned_gbps, bound_ms);
   fmt::print("publishes {}, committed {}, coalesced {}, skipped (no free slot) {}\n", m.calls, m.commit_ms.size(),
              m.coalesced, m.skipped);
-  fmt::print("reads {}, torn reads {}{}, versions not increasing {}, lease retries {}\n", m.readers.reads, m.readers.torn,
-             o.verify ? "" : " (pattern not checked: pass --verify)", m.readers.not_increasing, m.readers.retries);
+  fmt::print("reads {}, torn reads {}{}, versions not increasing {}, lease retries {}\n", m.readers.reads,
+             m.readers.torn, o.verify ? "" : " (pattern not checked: pass --verify)", m.readers.not_increasing,
+             m.readers.retries);
   if (m.device_readers > 0)
     fmt::print("device slab: skipped (no free slot) {}, reads {}, torn reads {}, versions not increasing {}\n",
                m.device_skipped, m.device.reads, m.device.torn, m.device.not_increasing);
@@ -52,10 +53,10 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
 
 Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
   const std::string device = o.cpu || cuda::device_count() == 0 ? "cpu" : fmt::format("cuda:{}", o.device);
-  const std::string command = fmt::format(
-      "{} {} --shape {} --bytes {} --tensors {} --seconds {} --device {}", shell_quote(o.python),
-      shell_quote(find_peer_script(o.peer_script, "publish_peer.py")), size.peer_shape, size.bytes, size.tensors,
-      std::max(2.0, o.seconds), device);
+  const std::string command = fmt::format("{} {} --shape {} --bytes {} --tensors {} --seconds {} --device {}",
+                                          shell_quote(o.python),
+                                          shell_quote(find_peer_script(o.peer_script, "publish_peer.py")),
+                                          size.peer_shape, size.bytes, size.tensors, std::max(2.0, o.seconds), device);
   return run_peer(command, "publish_peer");
 }
 
@@ -108,9 +109,10 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
     const double state_dict_ms = peer.at("state_dict_ms");
     const double ours_ms = o.readers > 0 ? percentile(readers.visible_ms, 0.5) : percentile(m.commit_ms, 0.5);
     const double ratio_blocked = state_dict_ms / std::max(blocked_ms, 1e-6);
-    fmt::print("\nstate_dict publish (peer) {:.2f} ms vs ours {:.2f} ms visible: {:.1f}x faster; training blocked "
-               "{:.2f} ms vs {:.3f} ms: {:.0f}x less\n",
-               state_dict_ms, ours_ms, state_dict_ms / ours_ms, state_dict_ms, blocked_ms, ratio_blocked);
+    fmt::print(
+        "\nstate_dict publish (peer) {:.2f} ms vs ours {:.2f} ms visible: {:.1f}x faster; training blocked "
+        "{:.2f} ms vs {:.3f} ms: {:.0f}x less\n",
+        state_dict_ms, ours_ms, state_dict_ms / ours_ms, state_dict_ms, blocked_ms, ratio_blocked);
     if (m.device_readers > 0 && !m.device.visible_ms.empty()) {
       const double device_ms = percentile(m.device.visible_ms, 0.5);
       fmt::print("same-GPU actors (device slab) see it in {:.3f} ms: {:.0f}x faster than the peer\n", device_ms,
@@ -122,7 +124,8 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
     line["ratio_blocked"] = rounded(ratio_blocked, 1);
   }
   emit_json_line(line, o.json);
-  const bool clean = readers.torn == 0 && readers.not_increasing == 0 && m.device.torn == 0 && m.device.not_increasing == 0;
+  const bool clean = readers.torn == 0 && readers.not_increasing == 0 && m.device.torn == 0 &&
+                     m.device.not_increasing == 0;
   return clean ? 0 : 1;
 }
 

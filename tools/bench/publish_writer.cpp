@@ -57,8 +57,7 @@ struct ParameterSource {
   void fill_verify_pattern(std::uint64_t version) {
     if (device_src.data() != nullptr)
       learner::fill_verify_pattern_async(device_src.data(), device_src.size(), version, train_stream.get());
-    else
-      shm::fill_verify_pattern(host_src.data(), host_src.size(), version);
+    else shm::fill_verify_pattern(host_src.data(), host_src.size(), version);
   }
 };
 
@@ -95,7 +94,8 @@ struct DeviceSlab {
 // Waits until every reader holds its lease entry, so that no version goes unseen at the start.
 void wait_for_readers(const std::string& slab_name, int readers, bool device) {
   if (readers == 0) return;
-  auto observer = device ? shm::WeightSlabReader::attach_device(slab_name, 0) : shm::WeightSlabReader::attach(slab_name, 0);
+  auto observer = device ? shm::WeightSlabReader::attach_device(slab_name, 0)
+                         : shm::WeightSlabReader::attach(slab_name, 0);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (observer.lease_table().size() < static_cast<std::size_t>(readers) && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -107,8 +107,8 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   PublishMeasurement m;
   m.gpu = !o.cpu && cuda::device_count() > 0;
   if (o.device_readers > 0 && !m.gpu)
-    fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible", o.device_readers,
-         o.cpu ? "--cpu was given" : "no GPU is visible");
+    fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible",
+         o.device_readers, o.cpu ? "--cpu was given" : "no GPU is visible");
   const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), "weights");
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
@@ -149,10 +149,11 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   wait_for_readers(slab_name, o.readers, false);
   wait_for_readers(device_name, m.device_readers, true);
 
-  fmt::print("publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es) and {} same-GPU "
-             "device-slab reader(s){}\n", size.what, size.bytes / 1e6,
-             m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds, o.readers,
-             m.device_readers, o.verify ? ", verifying every read" : "");
+  fmt::print(
+      "publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es) and {} same-GPU "
+      "device-slab reader(s){}\n",
+      size.what, size.bytes / 1e6, m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds,
+      o.readers, m.device_readers, o.verify ? ", verifying every read" : "");
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   std::uint64_t step = 1;
@@ -178,7 +179,7 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     (readers[i].cuda_device >= 0 ? m.device : m.readers).add(collect_reader(pids[i], readers[i].result));
 
   auto timings = pub.take_timings();
-  timings.pop_back();  // the final version is not a measurement
+  timings.pop_back();              // the final version is not a measurement
   for (const auto& t : timings) {  // a version only one slab took has zeros for the other
     m.snapshot_ms.push_back(t.snapshot_ms);
     if (t.visible_ms > 0) {

@@ -79,15 +79,16 @@ Json run_python_side(const PythonBenchOptions& o, const std::string& args) {
   return run_peer(command, "python_side");
 }
 
-std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::string& name, const shm::DatasetCache& cache,
-                                    bool gpu) {
+std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::string& name,
+                                    const shm::DatasetCache& cache, bool gpu) {
   std::vector<FeedRate> rates;
   for (auto batch : kBatches) {
     rates.push_back({"host_feed", batch});
     if (gpu) rates.push_back({"device_feed", batch});
   }
   auto at = [&](const std::string& feed, std::uint64_t batch) -> FeedRate& {
-    return *std::find_if(rates.begin(), rates.end(), [&](const FeedRate& r) { return r.feed == feed && r.batch == batch; });
+    return *std::find_if(rates.begin(), rates.end(),
+                         [&](const FeedRate& r) { return r.feed == feed && r.batch == batch; });
   };
   feed::FeedOptions base;
   base.split = o.split;
@@ -103,16 +104,18 @@ std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::stri
       options.batch_size = batch;
       {
         feed::HostFeed host(cache, options);
-        at("host_feed", batch).cpp = std::max(at("host_feed", batch).cpp, measure(host, o.seconds, host.on_gpu(), o.device));
+        at("host_feed", batch).cpp = std::max(at("host_feed", batch).cpp,
+                                              measure(host, o.seconds, host.on_gpu(), o.device));
       }
       if (gpu) {
         feed::DeviceFeed device(cache, options);
-        at("device_feed", batch).cpp = std::max(at("device_feed", batch).cpp, measure(device, o.seconds, true, o.device));
+        at("device_feed", batch).cpp = std::max(at("device_feed", batch).cpp,
+                                                measure(device, o.seconds, true, o.device));
       }
       const Json side = run_python_side(o, fmt::format("--dataset {} --split {} --seconds {} --batches {} --workers {} "
-                                                       "--ring-slots {} --device {}", shell_quote(name),
-                                                       shell_quote(o.split), o.seconds, batch, o.workers, o.ring_slots,
-                                                       o.device));
+                                                       "--ring-slots {} --device {}",
+                                                       shell_quote(name), shell_quote(o.split), o.seconds, batch,
+                                                       o.workers, o.ring_slots, o.device));
       for (const auto& r : side.at("feed")) {
         FeedRate& f = at(r.at("feed"), r.at("batch"));
         f.python = std::max(f.python, r.at("samples_per_s").get<double>());
@@ -123,12 +126,14 @@ std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::stri
 }
 
 // The model python_side.py builds: `tensors` float32 tensors adding up to `bytes`.
-std::vector<std::pair<std::string, at::Tensor>> flat_model(std::uint64_t bytes, int tensors, const torch::Device& device) {
+std::vector<std::pair<std::string, at::Tensor>> flat_model(std::uint64_t bytes, int tensors,
+                                                           const torch::Device& device) {
   const std::int64_t numel = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
   const std::int64_t per = std::max<std::int64_t>(1, numel / tensors);
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (std::int64_t at = 0, i = 0; at < numel; at += per, ++i)
-    named.emplace_back(fmt::format("params.{}", i), torch::zeros({std::min(per, numel - at)}, torch::dtype(torch::kFloat).device(device)));
+    named.emplace_back(fmt::format("params.{}", i),
+                       torch::zeros({std::min(per, numel - at)}, torch::dtype(torch::kFloat).device(device)));
   return named;
 }
 
@@ -167,7 +172,7 @@ struct Ratio {
   std::string what;
   std::uint64_t batch;  // 0: not a feed ratio
   double ratio, target;
-  bool at_most;         // the target is a ceiling
+  bool at_most;  // the target is a ceiling
 };
 
 std::optional<double> best_loader(const Json& peer, std::uint64_t batch) {
@@ -181,7 +186,8 @@ std::optional<double> best_loader(const Json& peer, std::uint64_t batch) {
 }  // namespace
 
 int bench_python(const PythonBenchOptions& o) {
-  if (!(o.seconds > 0) || o.rounds < 1 || o.reps < 1 || o.tensors < 1) fail("--seconds, --rounds, --reps and --tensors must be positive");
+  if (!(o.seconds > 0) || o.rounds < 1 || o.reps < 1 || o.tensors < 1)
+    fail("--seconds, --rounds, --reps and --tensors must be positive");
   const std::uint64_t bytes = o.bytes == "0" ? 0 : parse_size(o.bytes, "--bytes");
   std::optional<shm::UnlinkOnSignal> on_signal;
   std::optional<feed::SyntheticDataset> synthetic;
@@ -193,17 +199,19 @@ int bench_python(const PythonBenchOptions& o) {
   }
   const auto cache = shm::DatasetCache::attach(name);
   const bool gpu = cuda::device_count() > static_cast<int>(o.device);
-  fmt::print("tandem-bench python: dataset '{}'{}, split {}, {} s per feed run, best of {} rounds; publish {} in {} "
-             "float32 tensors, median of {}; {}\n", name, synthetic ? " (synthetic)" : "", o.split, o.seconds, o.rounds,
-             format_bytes(bytes), o.tensors, o.reps, gpu ? fmt::format("GPU {}", o.device) : std::string("CPU"));
+  fmt::print(
+      "tandem-bench python: dataset '{}'{}, split {}, {} s per feed run, best of {} rounds; publish {} in {} "
+      "float32 tensors, median of {}; {}\n",
+      name, synthetic ? " (synthetic)" : "", o.split, o.seconds, o.rounds, format_bytes(bytes), o.tensors, o.reps,
+      gpu ? fmt::format("GPU {}", o.device) : std::string("CPU"));
 
   const std::vector<FeedRate> feeds = measure_feeds(o, name, cache, gpu);
   PublishTime cpp_pub, py_pub;
   // Rounds alternate the two sides; the round with the lower median is kept for each.
   for (int round = 0; bytes > 0 && round < o.rounds; ++round) {
     const PublishTime c = measure_cpp_publish(bytes, o.tensors, o.reps, gpu, o.device);
-    const Json side = run_python_side(o, fmt::format("--bytes {} --tensors {} --reps {} --device {}", bytes, o.tensors,
-                                                     o.reps, o.device));
+    const Json side = run_python_side(
+        o, fmt::format("--bytes {} --tensors {} --reps {} --device {}", bytes, o.tensors, o.reps, o.device));
     const Json& p = side.at("publish");
     const PublishTime py{p.at("visible_ms"), p.at("visible_best_ms"), p.at("call_ms")};
     if (round == 0 || c.visible_ms < cpp_pub.visible_ms) cpp_pub = c;
@@ -213,11 +221,13 @@ int bench_python(const PythonBenchOptions& o) {
   if (o.peer) {
     feed_peer = run_peer(fmt::format("{} {} --dataset {} --split {} --seconds {} --batches 256,512,1024 --device {}",
                                      shell_quote(o.python), shell_quote(find_peer_script("", "feed_peer.py")),
-                                     shell_quote(name), shell_quote(o.split), o.seconds, o.device), "feed_peer");
+                                     shell_quote(name), shell_quote(o.split), o.seconds, o.device),
+                         "feed_peer");
     if (bytes > 0)
-      publish_peer = run_peer(fmt::format("{} {} --bytes {} --tensors {} --seconds {} --device {}", shell_quote(o.python),
-                                          shell_quote(find_peer_script("", "publish_peer.py")), bytes, o.tensors,
-                                          std::max(2.0, o.seconds), gpu ? fmt::format("cuda:{}", o.device) : "cpu"),
+      publish_peer = run_peer(fmt::format("{} {} --bytes {} --tensors {} --seconds {} --device {}",
+                                          shell_quote(o.python), shell_quote(find_peer_script("", "publish_peer.py")),
+                                          bytes, o.tensors, std::max(2.0, o.seconds),
+                                          gpu ? fmt::format("cuda:{}", o.device) : "cpu"),
                               "publish_peer");
   }
 
@@ -250,19 +260,30 @@ int bench_python(const PythonBenchOptions& o) {
     const bool met = r.at_most ? r.ratio <= r.target : r.ratio >= r.target;
     fmt::print("{:<52} {:>6} {:>8.2f}x {}{:>6.1f}x {}\n", r.what, r.batch ? std::to_string(r.batch) : "-", r.ratio,
                r.at_most ? "<=" : ">=", r.target, met ? "met" : "MISSED");
-    ratio_rows.push_back({{"what", r.what}, {"batch", r.batch}, {"ratio", rounded(r.ratio, 3)}, {"target", r.target},
-                          {"at_most", r.at_most}, {"met", met}});
+    ratio_rows.push_back({{"what", r.what},
+                          {"batch", r.batch},
+                          {"ratio", rounded(r.ratio, 3)},
+                          {"target", r.target},
+                          {"at_most", r.at_most},
+                          {"met", met}});
   }
 
-  Json line = {{"bench", "python"}, {"dataset", name}, {"synthetic", synthetic.has_value()}, {"seconds", o.seconds},
-               {"rounds", o.rounds}, {"gpus", cuda::device_count()}, {"feeds", Json::array()}};
+  Json line = {{"bench", "python"},     {"dataset", name},    {"synthetic", synthetic.has_value()},
+               {"seconds", o.seconds},  {"rounds", o.rounds}, {"gpus", cuda::device_count()},
+               {"feeds", Json::array()}};
   for (const auto& f : feeds)
-    line["feeds"].push_back({{"feed", f.feed}, {"batch", f.batch}, {"cpp_samples_per_s", rounded(f.cpp, 1)},
+    line["feeds"].push_back({{"feed", f.feed},
+                             {"batch", f.batch},
+                             {"cpp_samples_per_s", rounded(f.cpp, 1)},
                              {"python_samples_per_s", rounded(f.python, 1)}});
   if (bytes > 0)
-    line["publish"] = {{"bytes", bytes}, {"tensors", o.tensors}, {"reps", o.reps},
-                       {"cpp_visible_ms", rounded(cpp_pub.visible_ms, 3)}, {"python_visible_ms", rounded(py_pub.visible_ms, 3)},
-                       {"cpp_call_ms", rounded(cpp_pub.call_ms, 4)}, {"python_call_ms", rounded(py_pub.call_ms, 4)}};
+    line["publish"] = {{"bytes", bytes},
+                       {"tensors", o.tensors},
+                       {"reps", o.reps},
+                       {"cpp_visible_ms", rounded(cpp_pub.visible_ms, 3)},
+                       {"python_visible_ms", rounded(py_pub.visible_ms, 3)},
+                       {"cpp_call_ms", rounded(cpp_pub.call_ms, 4)},
+                       {"python_call_ms", rounded(py_pub.call_ms, 4)}};
   if (o.peer) {
     line["feed_peer"] = feed_peer;
     if (bytes > 0) line["publish_peer"] = publish_peer;

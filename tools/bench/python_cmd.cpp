@@ -11,7 +11,8 @@ void add_python_command(CLI::App& app) {
   cmd->add_option("--split", o.split, "split to read")->capture_default_str();
   cmd->add_option("--seconds", o.seconds, "seconds per feed measurement")->capture_default_str();
   cmd->add_option("--rounds", o.rounds, "C++/Python feed rounds (the best of each kept)")->capture_default_str();
-  cmd->add_option("--bytes", o.bytes, "publish model bytes (K/M/G: powers of 1024; 0: no publish)")->capture_default_str();
+  cmd->add_option("--bytes", o.bytes, "publish model bytes (K/M/G: powers of 1024; 0: no publish)")
+      ->capture_default_str();
   cmd->add_option("--tensors", o.tensors, "float32 tensors of the publish model")->capture_default_str();
   cmd->add_option("--reps", o.reps, "publishes measured on each side")->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");

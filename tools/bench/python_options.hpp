@@ -17,9 +17,9 @@
 namespace tandem::bench {
 
 struct PythonBenchOptions {
-  std::string dataset;          // empty: 50000 synthetic 3x32x32 uint8 samples in a temporary cache
+  std::string dataset;  // empty: 50000 synthetic 3x32x32 uint8 samples in a temporary cache
   std::string split = "train";
-  double seconds = 2.0;         // per feed measurement
+  double seconds = 2.0;  // per feed measurement
   int rounds = 2;
   std::string bytes = "605000000";  // the publish model's size (K/M/G suffixes are powers of 1024)
   int tensors = 256;
@@ -27,7 +27,7 @@ struct PythonBenchOptions {
   std::string json;
   bool peer = false;
   std::string python = "python3";
-  std::string script;           // python_side.py; default: found in the source tree
+  std::string script;  // python_side.py; default: found in the source tree
   unsigned workers = 0;
   unsigned ring_slots = 4;
   std::uint32_t device = 0;

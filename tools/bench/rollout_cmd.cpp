@@ -102,7 +102,8 @@ int bench_rollout(const RolloutBenchOptions& o) {
 void add_rollout_command(CLI::App& app) {
   static RolloutBenchOptions o;
   auto* cmd = app.add_subcommand(
-      "rollout", "RL experience: null env through the rings, CartPole PPO or V-trace through `tandem run`, Python peers");
+      "rollout",
+      "RL experience: null env through the rings, CartPole PPO or V-trace through `tandem run`, Python peers");
   cmd->add_option("--envs", o.envs, "(a) null envs per actor thread")->capture_default_str();
   cmd->add_option("--steps", o.steps, "(a) steps per slot")->capture_default_str();
   cmd->add_option("--slots", o.slots, "(a) slots per ring")->capture_default_str();
@@ -119,10 +120,12 @@ void add_rollout_command(CLI::App& app) {
   cmd->add_option("--job-rollout-steps", o.job_rollout_steps, "(b) rl.rollout_steps of the throughput job")
       ->capture_default_str();
   cmd->add_option("--job-algo", o.job_algo, "(b) learner.algo of the throughput job, or both")
-      ->check(CLI::IsMember({"ppo", "vtrace", "both"}))->capture_default_str();
+      ->check(CLI::IsMember({"ppo", "vtrace", "both"}))
+      ->capture_default_str();
   cmd->add_option("--job-epochs", o.job_epochs, "(b) rl.update_epochs of the throughput jobs (0: PPO 4, V-trace 1)")
       ->capture_default_str();
-  cmd->add_option("--job-minibatches", o.job_minibatches, "(b) rl.minibatches of the throughput jobs (0: PPO 4, V-trace 1)")
+  cmd->add_option("--job-minibatches", o.job_minibatches,
+                  "(b) rl.minibatches of the throughput jobs (0: PPO 4, V-trace 1)")
       ->capture_default_str();
   cmd->add_flag("--peer", o.peer, "(c) also run bench/peers/cleanrl_ppo_peer.py and mp_actor_learner_peer.py");
   cmd->add_option("--python", o.python, "(c) Python with torch and numpy")->capture_default_str();

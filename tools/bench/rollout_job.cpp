@@ -79,8 +79,8 @@ std::string example_config(const RolloutBenchOptions& o) {
 struct JobRun {
   int status = -1;
   double wall_s = 0;
-  std::string log;                        // stdout + stderr of `tandem run`
-  std::vector<Json> learner;              // the learner's metrics.jsonl records, in order
+  std::string log;            // stdout + stderr of `tandem run`
+  std::vector<Json> learner;  // the learner's metrics.jsonl records, in order
 };
 
 JobRun run_job(const std::string& tandem, const std::string& config, const std::vector<std::string>& sets,
@@ -146,8 +146,9 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
       "[rl]\nrollout_steps = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\nstop_on_return = false\n",
       o.job_actors, algo, o.job_envs, o.job_rollout_steps, epochs, minibatches, o.job_steps);
-  fmt::print("\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), through `tandem run`\n",
-             ppo ? "PPO" : "V-trace", epochs, minibatches);
+  fmt::print(
+      "\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), through `tandem run`\n",
+      ppo ? "PPO" : "V-trace", epochs, minibatches);
   const JobRun run = run_job(tandem, config.string(), {}, dir / fmt::format("throughput-{}", algo));
   require_success(run, fmt::format("CartPole {} throughput", algo));
   std::vector<double> rates;
@@ -157,17 +158,24 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
     if (r.contains("env_steps")) env_steps = std::max(env_steps, r.at("env_steps").get<double>());
   }
   if (rates.empty())
-    fail("the CartPole throughput job exited 0 but its learner reported no env_steps_per_s in metrics.jsonl: "
-         "the learner must report env steps (ControlClient::report)");
+    fail(
+        "the CartPole throughput job exited 0 but its learner reported no env_steps_per_s in metrics.jsonl: "
+        "the learner must report env steps (ControlClient::report)");
   if (rates.size() > 2) rates.erase(rates.begin());  // the first report includes the start
   const double rate = median(rates), end_to_end = env_steps / run.wall_s;
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps/s the learner consumes (median report)", rate / 1e3);
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps / wall s of the whole `tandem run`", end_to_end / 1e3);
-  return {{"algo", algo},                  {"actors", o.job_actors},       {"envs", o.job_envs},
-          {"rollout_steps", o.job_rollout_steps}, {"update_epochs", epochs}, {"minibatches", minibatches},
+  return {{"algo", algo},
+          {"actors", o.job_actors},
+          {"envs", o.job_envs},
+          {"rollout_steps", o.job_rollout_steps},
+          {"update_epochs", epochs},
+          {"minibatches", minibatches},
           {"env_steps", env_steps},
-          {"wall_s", rounded(run.wall_s, 3)},     {"env_steps_per_s", rounded(rate, 0)},
-          {"env_steps_per_s_end_to_end", rounded(end_to_end, 0)}, {"reports", rates.size()}};
+          {"wall_s", rounded(run.wall_s, 3)},
+          {"env_steps_per_s", rounded(rate, 0)},
+          {"env_steps_per_s_end_to_end", rounded(end_to_end, 0)},
+          {"reports", rates.size()}};
 }
 
 bool solved(const JobRun& run) {

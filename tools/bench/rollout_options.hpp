@@ -21,23 +21,23 @@ namespace tandem::bench {
 
 struct RolloutBenchOptions {
   // (a)
-  std::uint32_t envs = 256;    // E null envs per actor: 1.1 MB slots stay in cache (docs/results/HISTORY.md)
-  std::uint32_t steps = 64;    // T steps per slot
-  std::uint32_t slots = 4;     // slots per ring
-  std::uint32_t actors = 1;    // actor threads, one ring each
-  double seconds = 3.0;        // measurement time of (a)
+  std::uint32_t envs = 256;  // E null envs per actor: 1.1 MB slots stay in cache (docs/results/HISTORY.md)
+  std::uint32_t steps = 64;  // T steps per slot
+  std::uint32_t slots = 4;   // slots per ring
+  std::uint32_t actors = 1;  // actor threads, one ring each
+  double seconds = 3.0;      // measurement time of (a)
   // (b)
   bool no_job = false;
-  std::string tandem;          // the tandem launcher; empty: next to this binary
-  std::string config;          // time-to-solve config; empty: examples/cartpole-ppo.toml
+  std::string tandem;                 // the tandem launcher; empty: next to this binary
+  std::string config;                 // time-to-solve config; empty: examples/cartpole-ppo.toml
   std::uint64_t job_steps = 1000000;  // rl.total_env_steps of the throughput job
   std::uint32_t job_actors = 2;
   std::uint32_t job_envs = 32;
   std::uint32_t job_rollout_steps = 64;
-  std::string job_algo = "both";  // learner.algo of the throughput job: ppo, vtrace or both
+  std::string job_algo = "both";      // learner.algo of the throughput job: ppo, vtrace or both
   std::uint32_t job_epochs = 0;       // rl.update_epochs; 0: the algorithm's recipe (PPO 4, V-trace 1)
   std::uint32_t job_minibatches = 0;  // rl.minibatches; 0: the algorithm's recipe (PPO 4, V-trace 1)
-  std::uint32_t seeds = 1;     // time-to-solve runs (env.seed 0..seeds-1); the median is reported
+  std::uint32_t seeds = 1;            // time-to-solve runs (env.seed 0..seeds-1); the median is reported
   // (c)
   bool peer = false;
   std::string python = "python3";

@@ -76,8 +76,8 @@ std::unique_ptr<envs::VecEnv> null_vec_env(std::uint32_t envs, std::uint32_t act
 }
 
 // Fills slot row t from the env's state before and after one step.
-void write_step(const shm::SlotView& slot, envs::VecEnv& env, const std::vector<std::int32_t>& actions,
-                std::uint32_t t, std::uint32_t& episodes) {
+void write_step(const shm::SlotView& slot, envs::VecEnv& env, const std::vector<std::int32_t>& actions, std::uint32_t t,
+                std::uint32_t& episodes) {
   const std::size_t E = actions.size(), D = static_cast<std::size_t>(env.spec().obs_dim), row = t * E;
   std::memcpy(slot.observations() + row * D, env.observations().data(), E * D * sizeof(float));
   if (!env.step(std::span<const std::int32_t>(actions))) fail("the null env refused its actions");
@@ -170,7 +170,8 @@ void check_options(const RolloutBenchOptions& o) {
   if (o.steps < 1 || o.steps > 65536) fail("--steps {} is out of range: use 1..65536", o.steps);
   if (o.slots < 2 || o.slots > 1024) fail("--slots {} is out of range: use 2..1024", o.slots);
   if (o.actors < 1 || o.actors > 64) fail("--actors {} is out of range: use 1..64", o.actors);
-  if (!(o.seconds > 0) || o.seconds > 3600) fail("--seconds {} is out of range: use a positive number up to 3600", o.seconds);
+  if (!(o.seconds > 0) || o.seconds > 3600)
+    fail("--seconds {} is out of range: use a positive number up to 3600", o.seconds);
 }
 
 }  // namespace
@@ -180,9 +181,14 @@ Json measure_rings(const RolloutBenchOptions& o) {
   const std::string job = fmt::format("rollout-bench-{}", ::getpid());
   // Before the segment exists: a Ctrl-C at any point after shm_open leaves no segment behind.
   shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, "exp"));
-  auto rings = shm::ExperienceRings::create(
-      job, {.num_actors = o.actors, .slots_per_ring = o.slots, .steps = o.steps, .envs = o.envs, .obs_dim = 4,
-            .action_kind = shm::ActionKind::discrete, .action_dim = 1, .logits_dim = 2});
+  auto rings = shm::ExperienceRings::create(job, {.num_actors = o.actors,
+                                                  .slots_per_ring = o.slots,
+                                                  .steps = o.steps,
+                                                  .envs = o.envs,
+                                                  .obs_dim = 4,
+                                                  .action_kind = shm::ActionKind::discrete,
+                                                  .action_dim = 1,
+                                                  .logits_dim = 2});
   const double env_only = env_only_steps_per_cpu_s(o);
 
   std::atomic<int> phase{warmup};
@@ -227,9 +233,10 @@ Json measure_rings(const RolloutBenchOptions& o) {
   const auto& d = rings.descriptor();
   const std::uint64_t refused = consumed.refused.load();
 
-  fmt::print("(a) null env through the rings: {} actor thread{} x {} envs x {} steps per slot ({:.2f} MB), {} slots, "
-             "one consumer thread\n", o.actors, o.actors == 1 ? "" : "s", o.envs, o.steps, double(d.slot_bytes) / 1e6,
-             o.slots);
+  fmt::print(
+      "(a) null env through the rings: {} actor thread{} x {} envs x {} steps per slot ({:.2f} MB), {} slots, "
+      "one consumer thread\n",
+      o.actors, o.actors == 1 ? "" : "s", o.envs, o.steps, double(d.slot_bytes) / 1e6, o.slots);
   fmt::print("  {:<52} {:>14.2f} M\n", "steps/s per actor core (CPU s of the actor threads)", per_actor_core / 1e6);
   fmt::print("  {:<52} {:>14.2f} M\n", "steps/s consumed, wall clock", double(steps1 - steps0) / wall_s / 1e6);
   fmt::print("  {:<52} {:>14.2f} M\n", "steps/s per consumer core (peek + verify + release)",

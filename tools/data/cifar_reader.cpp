@@ -56,7 +56,8 @@ LoadPlan plan_cifar10(const fs::path& dir) {
   std::vector<fs::path> train;
   for (int i = 1; fs::is_regular_file(d / fmt::format("data_batch_{}.bin", i)); ++i)
     train.push_back(d / fmt::format("data_batch_{}.bin", i));
-  if (train.empty()) fail("{} has no data_batch_1.bin: point --from at the CIFAR-10 binary version's folder", d.string());
+  if (train.empty())
+    fail("{} has no data_batch_1.bin: point --from at the CIFAR-10 binary version's folder", d.string());
   const fs::path test = d / "test_batch.bin";
 
   LoadPlan plan;
@@ -65,8 +66,10 @@ LoadPlan plan_cifar10(const fs::path& dir) {
   auto add = [&](const fs::path& path) {
     const std::uint64_t bytes = File(path).size();
     if (bytes == 0 || bytes % kCifarRecordBytes != 0)
-      fail("{} is {} bytes, not a whole number of {}-byte CIFAR-10 records (1 label + 3072 pixels): the "
-           "file is truncated or not CIFAR-10 binary", path.string(), bytes, kCifarRecordBytes);
+      fail(
+          "{} is {} bytes, not a whole number of {}-byte CIFAR-10 records (1 label + 3072 pixels): the "
+          "file is truncated or not CIFAR-10 binary",
+          path.string(), bytes, kCifarRecordBytes);
     const std::uint64_t count = bytes / kCifarRecordBytes;
     plan.jobs.push_back(batch_job(path, count, plan.spec.num_samples));
     plan.spec.num_samples += count;

@@ -30,10 +30,10 @@ std::optional<fs::path> find_file(const fs::path& dir, const std::string& split,
 
 struct IdxFile {
   fs::path path;
-  std::vector<std::uint64_t> dims;   // dims[0] is the count
+  std::vector<std::uint64_t> dims;  // dims[0] is the count
   std::uint64_t header_bytes = 0;
-  std::uint64_t sample_bytes = 0;    // product of dims[1:]
-  std::uint64_t data_bytes = 0;      // count * sample_bytes, checked against the file
+  std::uint64_t sample_bytes = 0;  // product of dims[1:]
+  std::uint64_t data_bytes = 0;    // count * sample_bytes, checked against the file
 };
 
 std::uint32_t big_endian(const unsigned char* b) {
@@ -51,8 +51,10 @@ IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
   reader.read(magic, 4);
   const std::uint32_t want = 0x00000800u | ndim;
   if (magic[0] != 0 || magic[1] != 0 || magic[3] != ndim)
-    fail("{} is not an IDX file with {} dimensions (magic 0x{:08x}, expected 0x{:08x}): pass the "
-         "original train-/t10k- files", path.string(), ndim, big_endian(magic), want);
+    fail(
+        "{} is not an IDX file with {} dimensions (magic 0x{:08x}, expected 0x{:08x}): pass the "
+        "original train-/t10k- files",
+        path.string(), ndim, big_endian(magic), want);
   if (magic[2] != 0x08)
     fail("{} holds IDX type 0x{:02x}; only unsigned bytes (0x08) are read: convert it to .npy and use --format npy",
          path.string(), magic[2]);
@@ -71,19 +73,23 @@ IdxFile open_idx(const fs::path& path, std::uint32_t ndim) {
   const std::optional<std::uint64_t> data_bytes = checked_mul(f.dims[0], f.sample_bytes);
   const std::optional<std::uint64_t> file_bytes = checked_add(f.header_bytes, data_bytes.value_or(~0ull));
   if (!data_bytes || !file_bytes)
-    fail("{} has an IDX header ({}) whose size does not fit in 64 bits: the file is corrupt or forged "
-         "(re-download it)", path.string(), fmt::join(f.dims, "x"));
+    fail(
+        "{} has an IDX header ({}) whose size does not fit in 64 bits: the file is corrupt or forged "
+        "(re-download it)",
+        path.string(), fmt::join(f.dims, "x"));
   f.data_bytes = *data_bytes;
   const std::uint64_t total = *file_bytes;
   File file(path);
   if (is_gzip(file)) {
     if (total > max_gunzip_bytes(file.size()))
-      fail("{} is {} bytes of gzip, which cannot inflate to the {} bytes its IDX header ({}) claims: the file is "
-           "corrupt or forged (re-download it)", path.string(), file.size(), total, fmt::join(f.dims, "x"));
+      fail(
+          "{} is {} bytes of gzip, which cannot inflate to the {} bytes its IDX header ({}) claims: the file is "
+          "corrupt or forged (re-download it)",
+          path.string(), file.size(), total, fmt::join(f.dims, "x"));
     reader.skip_to_exact_end(f.data_bytes);
   } else if (file.size() != total) {
-    fail("{} is {} bytes but its IDX header ({}) needs {}: the file is truncated or not IDX",
-         path.string(), file.size(), fmt::join(f.dims, "x"), total);
+    fail("{} is {} bytes but its IDX header ({}) needs {}: the file is truncated or not IDX", path.string(),
+         file.size(), fmt::join(f.dims, "x"), total);
   }
   return f;
 }
@@ -132,12 +138,14 @@ LoadPlan plan_idx(const fs::path& dir) {
     auto labels = find_file(dir, split, "labels", 1);
     if (!images && !labels) {
       if (std::string(split) == "t10k") continue;  // the test split is optional
-      fail("{} has no train-images-idx3-ubyte[.gz] / train-labels-idx1-ubyte[.gz]: point --from at the "
-           "folder holding the IDX files", dir.string());
+      fail(
+          "{} has no train-images-idx3-ubyte[.gz] / train-labels-idx1-ubyte[.gz]: point --from at the "
+          "folder holding the IDX files",
+          dir.string());
     }
     if (!images || !labels)
-      fail("{} has {}-{} but no {}-{}-idx{}-ubyte[.gz]: IDX splits need both images and labels",
-           dir.string(), split, images ? "images" : "labels", split, images ? "labels" : "images", images ? 1 : 3);
+      fail("{} has {}-{} but no {}-{}-idx{}-ubyte[.gz]: IDX splits need both images and labels", dir.string(), split,
+           images ? "images" : "labels", split, images ? "labels" : "images", images ? 1 : 3);
     IdxFile x = open_idx(*images, 3);
     IdxFile y = open_idx(*labels, 1);
     if (x.dims[0] != y.dims[0])

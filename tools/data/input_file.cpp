@@ -95,8 +95,10 @@ void GzReader::skip_to_exact_end(std::uint64_t bytes) {
   ::gzerror(gz_, &code);
   if (extra < 0 || code != Z_OK) read(scratch.data(), 1);  // throws, in zlib's words where it has some
   if (extra > 0)
-    fail("{} holds more data than its header says ({} bytes after the header): the file is corrupt or not "
-         "what its name says (re-download it)", path_, bytes);
+    fail(
+        "{} holds more data than its header says ({} bytes after the header): the file is corrupt or not "
+        "what its name says (re-download it)",
+        path_, bytes);
 }
 
 }  // namespace tandem::data

@@ -6,8 +6,8 @@ namespace tandem::data {
 
 bool is_integer(shm::DType d) {
   using shm::DType;
-  return d == DType::u8 || d == DType::i8 || d == DType::i16 || d == DType::u16 || d == DType::i32 ||
-         d == DType::u32 || d == DType::i64;
+  return d == DType::u8 || d == DType::i8 || d == DType::i16 || d == DType::u16 || d == DType::i32 || d == DType::u32 ||
+         d == DType::i64;
 }
 
 namespace {

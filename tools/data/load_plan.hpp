@@ -17,21 +17,21 @@ namespace tandem::data {
 
 // What a running job sees. Called from the job's worker thread.
 struct JobSink {
-  std::vector<std::byte*> fields;                       // writable array of each field, table order
-  std::function<void(std::uint64_t bytes)> progress;    // thread-safe; bytes written since last call
-  const std::atomic<bool>* stop = nullptr;              // another job failed: return early
+  std::vector<std::byte*> fields;                     // writable array of each field, table order
+  std::function<void(std::uint64_t bytes)> progress;  // thread-safe; bytes written since last call
+  const std::atomic<bool>* stop = nullptr;            // another job failed: return early
 
   bool stopped() const { return stop != nullptr && stop->load(std::memory_order_relaxed); }
 };
 
 struct LoadJob {
-  std::string what;              // "train-images-idx3-ubyte.gz", for messages
-  std::uint64_t bytes = 0;       // bytes it writes (the progress total)
+  std::string what;         // "train-images-idx3-ubyte.gz", for messages
+  std::uint64_t bytes = 0;  // bytes it writes (the progress total)
   std::function<void(JobSink&)> run;
 };
 
 struct LoadPlan {
-  shm::DatasetSpec spec;         // name, force and timing are filled in by preload()
+  shm::DatasetSpec spec;  // name, force and timing are filled in by preload()
   std::vector<LoadJob> jobs;
 };
 

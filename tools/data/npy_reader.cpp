@@ -55,8 +55,10 @@ shm::DType parse_descr(const HeaderText& h) {
           fail("{} is big-endian ('{}'): convert it with a.astype(a.dtype.newbyteorder('<'))", h.path.string(), descr);
         return dtype;
       }
-  fail("{} has dtype '{}', which a cache cannot hold: convert it to one of uint8 int8 uint16 int16 "
-       "uint32 int32 int64 float16 float32 float64", h.path.string(), descr);
+  fail(
+      "{} has dtype '{}', which a cache cannot hold: convert it to one of uint8 int8 uint16 int16 "
+      "uint32 int32 int64 float16 float32 float64",
+      h.path.string(), descr);
 }
 
 std::vector<std::uint64_t> parse_shape(const HeaderText& h) {
@@ -79,8 +81,7 @@ std::vector<std::uint64_t> parse_shape(const HeaderText& h) {
 }
 
 // Byte-copies elements [first, first + count) of a .npy array into `dst` (+ the same offset).
-LoadJob copy_job(const fs::path& path, std::uint64_t src, std::uint64_t bytes, std::size_t field,
-                 std::uint64_t dst) {
+LoadJob copy_job(const fs::path& path, std::uint64_t src, std::uint64_t bytes, std::size_t field, std::uint64_t dst) {
   return {path.filename().string(), bytes, [=](JobSink& sink) {
             File(path).read_at(src, sink.fields[field] + dst, bytes);
             sink.progress(bytes);
@@ -113,7 +114,8 @@ NpyHeader read_npy_header(const fs::path& path) {
   unsigned char pre[12] = {};
   if (file.size() < 10) fail("{} is not a .npy file (only {} bytes)", path.string(), file.size());
   file.read_at(0, pre, std::min<std::uint64_t>(12, file.size()));
-  if (std::memcmp(pre, "\x93NUMPY", 6) != 0) fail("{} is not a .npy file (no \\x93NUMPY magic): save it with numpy.save", path.string());
+  if (std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    fail("{} is not a .npy file (no \\x93NUMPY magic): save it with numpy.save", path.string());
   const unsigned major = pre[6];
   if (major < 1 || major > 3) fail("{} is .npy format version {}, this reads 1-3", path.string(), major);
   const std::uint64_t len_bytes = major == 1 ? 2 : 4;
@@ -130,7 +132,8 @@ NpyHeader read_npy_header(const fs::path& path) {
   if (text.text.compare(fortran, 4, "True") == 0)
     fail("{} is in Fortran order: save np.ascontiguousarray(a) instead", path.string());
   h.shape = parse_shape(text);
-  if (h.shape.empty() || h.shape[0] == 0) fail("{} holds no samples (shape must be (N, ...) with N > 0)", path.string());
+  if (h.shape.empty() || h.shape[0] == 0)
+    fail("{} holds no samples (shape must be (N, ...) with N > 0)", path.string());
   if (h.shape.size() - 1 > shm::kMaxDims)
     fail("{} has {} dimensions per sample; a cache holds at most {}", path.string(), h.shape.size() - 1, shm::kMaxDims);
   if (std::find(h.shape.begin() + 1, h.shape.end(), 0) != h.shape.end())
@@ -139,12 +142,14 @@ NpyHeader read_npy_header(const fs::path& path) {
   const auto data_bytes = checked_product(shm::dtype_size(h.dtype), h.shape);
   const auto file_bytes = checked_add(h.data_offset, data_bytes.value_or(~0ull));
   if (!data_bytes || !file_bytes)
-    fail("{} has a .npy header whose shape ({}) does not fit in 64 bits of bytes: the file is corrupt or forged "
-         "(save it again with numpy.save)", path.string(), fmt::join(h.shape, ", "));
+    fail(
+        "{} has a .npy header whose shape ({}) does not fit in 64 bits of bytes: the file is corrupt or forged "
+        "(save it again with numpy.save)",
+        path.string(), fmt::join(h.shape, ", "));
   h.data_bytes = *data_bytes;
   if (file.size() != *file_bytes)
-    fail("{} is {} bytes but its header (shape ({}), {}) needs {}: the file is truncated or padded",
-         path.string(), file.size(), fmt::join(h.shape, ", "), shm::dtype_name(h.dtype), h.data_offset + h.data_bytes);
+    fail("{} is {} bytes but its header (shape ({}), {}) needs {}: the file is truncated or padded", path.string(),
+         file.size(), fmt::join(h.shape, ", "), shm::dtype_name(h.dtype), h.data_offset + h.data_bytes);
   return h;
 }
 
@@ -158,12 +163,11 @@ LoadPlan plan_npy(const fs::path& dir) {
   for (const char* split : {"train", "test"}) {
     const fs::path xp = dir / fmt::format("x_{}.npy", split), yp = dir / fmt::format("y_{}.npy", split);
     if (std::string(split) == "test" && !fs::exists(xp) && !fs::exists(yp)) continue;
-    if (!fs::exists(xp) || !fs::exists(yp))
-      fail("{} needs both x_{}.npy and y_{}.npy", dir.string(), split, split);
+    if (!fs::exists(xp) || !fs::exists(yp)) fail("{} needs both x_{}.npy and y_{}.npy", dir.string(), split, split);
     NpyHeader x = read_npy_header(xp), y = read_npy_header(yp);
     if (x.shape[0] != y.shape[0])
-      fail("{} holds {} samples but {} holds {}: x and y must have the same first dimension", xp.string(),
-           x.shape[0], yp.string(), y.shape[0]);
+      fail("{} holds {} samples but {} holds {}: x and y must have the same first dimension", xp.string(), x.shape[0],
+           yp.string(), y.shape[0]);
     auto same = [](const NpyHeader& a, const NpyHeader& b) {
       return a.dtype == b.dtype && std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1, b.shape.end());
     };
@@ -179,7 +183,8 @@ LoadPlan plan_npy(const fs::path& dir) {
       plan.jobs.push_back(copy_job(xp, x.data_offset + at, std::min(kChunk, x.data_bytes - at), 0, begin * xs + at));
     if (y_is_label(y)) {
       const std::uint64_t per = kChunk / 8;
-      for (std::uint64_t i = 0; i < n; i += per) plan.jobs.push_back(widen_job(yp, y, i, std::min(per, n - i), begin + i));
+      for (std::uint64_t i = 0; i < n; i += per)
+        plan.jobs.push_back(widen_job(yp, y, i, std::min(per, n - i), begin + i));
     } else {
       for (std::uint64_t at = 0; at < y.data_bytes; at += kChunk)
         plan.jobs.push_back(copy_job(yp, y.data_offset + at, std::min(kChunk, y.data_bytes - at), 1, begin * ys + at));
@@ -189,8 +194,9 @@ LoadPlan plan_npy(const fs::path& dir) {
   }
   if (!first_x) fail("{} has no x_train.npy / y_train.npy", dir.string());
   plan.spec.fields = {{"x", first_x->dtype, {first_x->shape.begin() + 1, first_x->shape.end()}},
-                      y_is_label(*first_y) ? shm::FieldSpec{"y", shm::DType::i64, {}}
-                                           : shm::FieldSpec{"y", first_y->dtype, {first_y->shape.begin() + 1, first_y->shape.end()}}};
+                      y_is_label(*first_y)
+                          ? shm::FieldSpec{"y", shm::DType::i64, {}}
+                          : shm::FieldSpec{"y", first_y->dtype, {first_y->shape.begin() + 1, first_y->shape.end()}}};
   return plan;
 }
 

@@ -19,7 +19,7 @@ namespace tandem::data {
 struct NpyHeader {
   shm::DType dtype;
   std::vector<std::uint64_t> shape;
-  std::uint64_t data_offset = 0;   // bytes before the array
+  std::uint64_t data_offset = 0;  // bytes before the array
   std::uint64_t data_bytes = 0;
 };
 

@@ -22,13 +22,15 @@ namespace fs = std::filesystem;
 namespace tandem::data {
 
 std::string detect_format(const fs::path& dir) {
-  if (!fs::is_directory(dir)) fail("--from {}: no such directory: point it at the folder holding the dataset files", dir.string());
+  if (!fs::is_directory(dir))
+    fail("--from {}: no such directory: point it at the folder holding the dataset files", dir.string());
   if (looks_like_idx(dir)) return "idx";
   if (looks_like_cifar10(dir)) return "cifar10";
   if (looks_like_npy(dir)) return "npy";
-  fail("cannot tell the format of {}: expected IDX files (train-images-idx3-ubyte[.gz], ...), CIFAR-10 "
-       "batches (data_batch_1.bin, ...) or x_train.npy/y_train.npy; pass --format idx|cifar10|npy",
-       dir.string());
+  fail(
+      "cannot tell the format of {}: expected IDX files (train-images-idx3-ubyte[.gz], ...), CIFAR-10 "
+      "batches (data_batch_1.bin, ...) or x_train.npy/y_train.npy; pass --format idx|cifar10|npy",
+      dir.string());
 }
 
 LoadPlan plan_load(const fs::path& dir, std::string format) {
@@ -73,9 +75,10 @@ void run_jobs(std::vector<LoadJob>& jobs, std::vector<std::byte*> fields, unsign
   std::exception_ptr error;
   std::mutex error_mutex;
 
-  JobSink sink{std::move(fields), [&](std::uint64_t n) {
-                 std::uint64_t now = done.fetch_add(n, std::memory_order_relaxed) + n;
-                 if (progress) progress(now, total);
+  JobSink sink{std::move(fields),
+               [&](std::uint64_t n) {
+    std::uint64_t now = done.fetch_add(n, std::memory_order_relaxed) + n;
+    if (progress) progress(now, total);
                },
                &stop};
   auto worker = [&] {

@@ -27,18 +27,18 @@ LoadPlan plan_load(const std::filesystem::path& dir, std::string format);  // ""
 struct PreloadOptions {
   std::string name;
   std::filesystem::path from;
-  std::string format;                 // "" = detect_format(from)
+  std::string format;  // "" = detect_format(from)
   bool force = false;
-  unsigned threads = 0;               // 0 = hardware concurrency
+  unsigned threads = 0;  // 0 = hardware concurrency
   // Called by worker threads (concurrently) with the bytes written so far and the total.
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
 };
 
 struct PreloadResult {
-  std::string segment;                // "tandem.data.<name>"
+  std::string segment;  // "tandem.data.<name>"
   std::string format;
   std::uint64_t num_samples = 0;
-  std::uint64_t payload_bytes = 0;    // sum of the fields' bytes
+  std::uint64_t payload_bytes = 0;  // sum of the fields' bytes
   std::uint64_t load_ns = 0;
   std::uint64_t checksum = 0;
 };

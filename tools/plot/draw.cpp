@@ -46,7 +46,8 @@ std::vector<double> ticks(Range r) {
   const double magnitude = std::pow(10, std::floor(std::log10(raw)));
   const double step = magnitude * (raw / magnitude >= 5 ? 10 : raw / magnitude >= 2 ? 5 : raw / magnitude >= 1 ? 2 : 1);
   std::vector<double> out;
-  for (double t = std::ceil(r.lo / step) * step; t <= r.hi + step * 1e-9 && out.size() < 20; t += step) out.push_back(t);
+  for (double t = std::ceil(r.lo / step) * step; t <= r.hi + step * 1e-9 && out.size() < 20; t += step)
+    out.push_back(t);
   return out;
 }
 
@@ -140,7 +141,8 @@ void draw_panel(cairo_t* cr, const Panel& p, double x0, double y0, double w, dou
 
 void draw(const std::vector<Panel>& panels, const std::filesystem::path& out, int width, int height) {
   const std::string ext = out.extension().string();
-  if (ext != ".png" && ext != ".svg") fail("{}: the image type comes from the extension: use .png or .svg", out.string());
+  if (ext != ".png" && ext != ".svg")
+    fail("{}: the image type comes from the extension: use .png or .svg", out.string());
   if (panels.empty()) fail("nothing to plot: the run dir's metrics.jsonl has no learner metrics yet");
   Surface surface(ext == ".svg" ? cairo_svg_surface_create(out.c_str(), width, height)
                                 : cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height),

@@ -21,7 +21,8 @@ void add_plot_commands(CLI::App& app) {
   cmd->add_option("--height", height, "pixels; default 320 per row of charts")->check(CLI::Range(0, 10000));
   on_run(cmd, [] {
     const auto panels = plot::run_curves(run_dir);
-    const std::filesystem::path file = out.empty() ? std::filesystem::path(run_dir) / "curves.png" : std::filesystem::path(out);
+    const std::filesystem::path file = out.empty() ? std::filesystem::path(run_dir) / "curves.png"
+                                                   : std::filesystem::path(out);
     const int rows = static_cast<int>((panels.size() + 1) / 2);
     plot::draw(panels, file, width, height > 0 ? height : std::max(1, rows) * 320);
     // cairo and fontconfig keep process-wide caches; released here (the command draws once) so that

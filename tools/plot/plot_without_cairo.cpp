@@ -8,8 +8,9 @@ void add_plot_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("plot", "draw a run's curves as a PNG or SVG file (needs cairo; this build has none)");
   cmd->allow_extras();
   on_run(cmd, []() -> int {
-    fail("tandem plot: this tandem was built without cairo: install libcairo2-dev and libfontconfig-dev "
-         "(./tools/setup does) and rebuild; `tandem dashboard RUN_DIR` shows the same curves in a browser");
+    fail(
+        "tandem plot: this tandem was built without cairo: install libcairo2-dev and libfontconfig-dev "
+        "(./tools/setup does) and rebuild; `tandem dashboard RUN_DIR` shows the same curves in a browser");
   });
 }
 

@@ -55,32 +55,43 @@ std::vector<Panel> run_curves(const std::filesystem::path& run_dir) {
       learners[r["process"].get<std::string>()].push_back(&r);
   std::vector<const Json*> eval_rows;
   for (const Json& r : evals) eval_rows.push_back(&r);
-  const std::vector<const Json*> rank0 = learners.count("learner.0") ? learners["learner.0"] : std::vector<const Json*>{};
+  const std::vector<const Json*> rank0 = learners.count("learner.0") ? learners["learner.0"]
+                                                                     : std::vector<const Json*>{};
   auto per_rank = [&](const char* field, const std::string& label) {
     std::vector<Series> out;
     for (const auto& [name, rows] : learners)
-      out.push_back(series_of(learners.size() == 1 ? label : label + " rank " + name.substr(name.find('.') + 1), rows, field));
+      out.push_back(
+          series_of(learners.size() == 1 ? label : label + " rank " + name.substr(name.find('.') + 1), rows, field));
     return out;
   };
 
   std::vector<Panel> panels = {
       {"loss", "Loss", {series_of("train loss", rank0, "loss"), series_of("eval loss", eval_rows, "loss")}},
-      {"accuracy", "Accuracy", {series_of("train accuracy", rank0, "accuracy"), series_of("eval accuracy", eval_rows, "accuracy")}},
-      {"return", "Episode return", {series_of("rollouts", rank0, "episode_return"), series_of("evaluation", eval_rows, "episode_return")}},
-      {"length", "Episode length", {series_of("rollouts", rank0, "episode_length"), series_of("evaluation", eval_rows, "episode_length")}},
+      {"accuracy",
+       "Accuracy",
+       {series_of("train accuracy", rank0, "accuracy"), series_of("eval accuracy", eval_rows, "accuracy")}},
+      {"return",
+       "Episode return",
+       {series_of("rollouts", rank0, "episode_return"), series_of("evaluation", eval_rows, "episode_return")}},
+      {"length",
+       "Episode length",
+       {series_of("rollouts", rank0, "episode_length"), series_of("evaluation", eval_rows, "episode_length")}},
       {"throughput", "Throughput (per second)", per_rank("samples_per_s", "samples/s")},
-      {"lag", "Policy lag (versions)", {series_of("min", rank0, "policy_lag_min"), series_of("avg", rank0, "policy_lag_avg"),
-                                        series_of("max", rank0, "policy_lag_max")}},
+      {"lag",
+       "Policy lag (versions)",
+       {series_of("min", rank0, "policy_lag_min"), series_of("avg", rank0, "policy_lag_avg"),
+        series_of("max", rank0, "policy_lag_max")}},
       {"ranks", "Per rank: step / all-reduce / exposed comm (s)", {}},
   };
   panels[4].series.push_back(series_of("env steps/s", rank0, "env_steps_per_s"));
   if (learners.size() > 1)
     for (const char* field : {"seconds", "allreduce_s", "exposed_comm_s"}) {
-      const std::string label = field == std::string("seconds") ? "step" : field == std::string("allreduce_s") ? "all-reduce" : "exposed";
+      const std::string label = field == std::string("seconds")       ? "step"
+                                : field == std::string("allreduce_s") ? "all-reduce"
+                                                                      : "exposed";
       for (auto& s : per_rank(field, label)) panels[6].series.push_back(std::move(s));
     }
-  for (auto& p : panels)
-    std::erase_if(p.series, [](const Series& s) { return s.points.empty(); });
+  for (auto& p : panels) std::erase_if(p.series, [](const Series& s) { return s.points.empty(); });
   std::erase_if(panels, [](const Panel& p) { return p.series.empty(); });
   return panels;
 }

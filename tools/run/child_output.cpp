@@ -20,7 +20,8 @@ void ChildOutput::attach(int stdout_fd, int stderr_fd) {
 
 void ChildOutput::read(bool is_err, std::uint32_t generation) {
   Pipe& p = pipe(is_err);
-  p.stream->async_read_some(asio::buffer(p.buf), [this, is_err, generation](boost::system::error_code ec, std::size_t n) {
+  p.stream->async_read_some(asio::buffer(p.buf),
+                            [this, is_err, generation](boost::system::error_code ec, std::size_t n) {
     if (ec == asio::error::operation_aborted || generation != generation_) return;
     Pipe& p = pipe(is_err);
     if (!p.stream) return;

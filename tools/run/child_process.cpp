@@ -50,8 +50,8 @@ void close_from(int from, int keep) {
     if (fd != keep) ::close(fd);
 }
 
-[[noreturn]] void child_after_fork(const char* program, char* const* argv, char* const* envp, int out_w,
-                                   int err_w, int status_w, pid_t parent) {
+[[noreturn]] void child_after_fork(const char* program, char* const* argv, char* const* envp, int out_w, int err_w,
+                                   int status_w, pid_t parent) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent) ::_exit(126);  // the launcher died before prctl took effect
@@ -106,8 +106,9 @@ ChildProcess ChildProcess::spawn(const Spec& spec) {
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) TANDEM_FAIL_SYS(errno, "fork");
-  if (pid == 0) child_after_fork(program.c_str(), argv.data(), envp.data(), out.write.get(), err.write.get(), status.write.get(),
-                   parent);
+  if (pid == 0)
+    child_after_fork(program.c_str(), argv.data(), envp.data(), out.write.get(), err.write.get(), status.write.get(),
+                     parent);
 
   ChildProcess child;
   child.pid_ = pid;

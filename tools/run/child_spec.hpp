@@ -19,9 +19,9 @@ namespace tandem::run {
 
 // One job as its processes see it.
 struct Job {
-  std::string id;                       // e.g. fmnist-3f9a
-  std::filesystem::path run_dir;        // absolute, exists
-  std::filesystem::path child_config;   // run_dir/job.toml
+  std::string id;                      // e.g. fmnist-3f9a
+  std::filesystem::path run_dir;       // absolute, exists
+  std::filesystem::path child_config;  // run_dir/job.toml
   std::uint16_t master_port = 0;
 };
 

@@ -48,10 +48,10 @@ class Console {
 
   // A child's line: "[learner.0] text" (the prefix is not doubled when the child already wrote it).
   void child_line(std::string_view name, std::string_view text, bool to_stderr);
-  void message(std::string_view text);          // "tandem: text", stdout
-  void warning(std::string_view text);          // "tandem: text", stderr
-  void status(std::string_view text);           // live: redraw the status line; plain: print a line
-  void clear_status();                          // live: erase it (before the final summary)
+  void message(std::string_view text);  // "tandem: text", stdout
+  void warning(std::string_view text);  // "tandem: text", stderr
+  void status(std::string_view text);   // live: redraw the status line; plain: print a line
+  void clear_status();                  // live: erase it (before the final summary)
 
  private:
   void emit(int fd, const std::string& line);

@@ -86,7 +86,8 @@ HttpRoutes dashboard_routes(const std::filesystem::path& run_dir, const shm::Con
     const auto metrics_from = query_offset(query, "metrics");
     const auto eval_from = query_offset(query, "eval");
     if (!metrics_from || !eval_from)
-      return HttpAnswer{"text/plain; charset=utf-8", "bad request: offsets are byte counts, e.g. ?metrics=0&eval=0\n", 400};
+      return HttpAnswer{"text/plain; charset=utf-8", "bad request: offsets are byte counts, e.g. ?metrics=0&eval=0\n",
+                        400};
     return json_answer({{"live", live != nullptr},
                         {"job", live ? nlohmann::ordered_json(live->job()) : nullptr},
                         {"run_dir", run_dir.string()},

@@ -19,6 +19,7 @@ namespace {
 
 using T = ConfigType;
 
+// clang-format off
 const std::vector<ConfigKey> kRunKeys = {
     {"run.job", T::string, "\"job\"", "job name; the job id adds a random suffix (see run.unique_id), e.g. job-3f9a"},
     {"run.unique_id", T::boolean, "true", "append a random 4-hex-digit suffix to run.job, so jobs of one name can run side by side"},
@@ -46,6 +47,7 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.master_port", T::integer, "0", "MASTER_PORT given to learner ranks; 0 = a free port chosen at start", 0, 65535},
     {"run.deterministic", T::boolean, "false", "RL: run actors and learner in lockstep (synchronous rollouts, fixed seeds, one thread each) so two runs give byte-identical checkpoints; the children see TANDEM_DETERMINISTIC=1"},
 };
+// clang-format on
 
 std::vector<std::string> split_args(const std::string& text) {
   std::vector<std::string> out;
@@ -90,8 +92,8 @@ std::filesystem::path resolve_program(const std::string& key, const std::string&
   }
   for (const auto& c : candidates)
     if (executable(c)) return c;
-  fail("config: {} = \"{}\" was found neither next to {} nor on PATH: build it, or set {} to its path", key,
-       value, here.empty() ? std::string("the tandem binary") : here.string(), key);
+  fail("config: {} = \"{}\" was found neither next to {} nor on PATH: build it, or set {} to its path", key, value,
+       here.empty() ? std::string("the tandem binary") : here.string(), key);
 }
 
 // The multi-node flags, checked against each other and the config before anything starts: a rank
@@ -115,8 +117,10 @@ void apply_node_flags(JobConfig& j, const NodeFlags& n) {
     if (n.master_addr.empty())
       fail("--nnodes {} needs --master-addr HOST: the address of node 0 that every node can reach", n.nnodes);
     if (j.master_port == 0)
-      fail("--nnodes {} needs --master-port PORT (or run.master_port): the same free port on every node; node 0's "
-           "rank 0 listens on it", n.nnodes);
+      fail(
+          "--nnodes {} needs --master-port PORT (or run.master_port): the same free port on every node; node 0's "
+          "rank 0 listens on it",
+          n.nnodes);
   }
   j.nnodes = n.nnodes;
   j.node_rank = n.node_rank;
@@ -174,8 +178,10 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.stop_timeout_s = c.real("run.stop_timeout_s");
   j.kill_timeout_s = c.real("run.kill_timeout_s");
   const std::string status = c.string("run.status");
-  j.status = status == "live" ? StatusMode::live : status == "plain" ? StatusMode::plain
-           : status == "off"  ? StatusMode::off  : StatusMode::automatic;
+  j.status = status == "live"    ? StatusMode::live
+             : status == "plain" ? StatusMode::plain
+             : status == "off"   ? StatusMode::off
+                                 : StatusMode::automatic;
   j.status_interval_s = c.real("run.status_interval_s");
   j.metrics_interval_s = c.real("run.metrics_interval_s");
   j.metrics_port = static_cast<std::uint16_t>(c.integer("run.metrics_port"));
@@ -185,8 +191,9 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.master_port = static_cast<std::uint16_t>(c.integer("run.master_port"));
   j.deterministic = c.boolean("run.deterministic");
   apply_node_flags(j, nodes);
-  j.settings = JobSettings::parse(c, {.learners = j.world_size(), .local_learners = j.learners, .actors = j.actors,
-                                      .deterministic = j.deterministic});
+  j.settings = JobSettings::parse(
+      c,
+      {.learners = j.world_size(), .local_learners = j.learners, .actors = j.actors, .deterministic = j.deterministic});
   check_job_inputs(j.settings);  // what the children would otherwise find out at start
   return j;
 }

@@ -25,8 +25,8 @@ std::span<const ConfigKey> run_keys();
 std::vector<ConfigKey> job_schema();
 
 struct ProgramSpec {
-  std::filesystem::path path;            // resolved, executable
-  std::vector<std::string> args;         // split at whitespace, placeholders not yet substituted
+  std::filesystem::path path;     // resolved, executable
+  std::vector<std::string> args;  // split at whitespace, placeholders not yet substituted
 };
 
 enum class StatusMode { automatic, live, plain, off };
@@ -39,8 +39,8 @@ enum class StatusMode { automatic, live, plain, off };
 struct NodeFlags {
   std::uint32_t nnodes = 1;
   std::uint32_t node_rank = 0;
-  std::string master_addr{};   // empty: run.master_addr
-  int master_port = -1;        // -1: run.master_port
+  std::string master_addr{};  // empty: run.master_addr
+  int master_port = -1;       // -1: run.master_port
 };
 
 // The [run] section, typed and checked beyond the schema (programs exist, names are valid), and the
@@ -48,31 +48,31 @@ struct NodeFlags {
 struct JobConfig {
   Config config;
   JobSettings settings{};
-  std::string job_name{};                  // run.job
+  std::string job_name{};  // run.job
   bool unique_id = true;
   std::uint32_t learners = 1;
   std::uint32_t actors = 0;
   ProgramSpec learner{};
   ProgramSpec actor{};
   std::filesystem::path runs_dir{};
-  std::filesystem::path run_dir{};        // empty: runs_dir / job id
+  std::filesystem::path run_dir{};  // empty: runs_dir / job id
   std::uint32_t max_restarts = 0;
   double restart_backoff_s = 0;
   double restart_backoff_max_s = 0;
-  double heartbeat_timeout_s = 0;        // 0 = off
-  double start_timeout_s = 0;            // 0 = off
+  double heartbeat_timeout_s = 0;  // 0 = off
+  double start_timeout_s = 0;      // 0 = off
   double stop_timeout_s = 0;
   double kill_timeout_s = 0;
   StatusMode status = StatusMode::automatic;
   double status_interval_s = 0;
   double metrics_interval_s = 0;
-  std::uint16_t metrics_port = 0;        // 0 = a free port, or no endpoint when !dashboard
-  bool dashboard = true;                 // run.dashboard
+  std::uint16_t metrics_port = 0;  // 0 = a free port, or no endpoint when !dashboard
+  bool dashboard = true;           // run.dashboard
   std::string master_addr{};
-  std::uint16_t master_port = 0;         // 0 = a free port chosen at start
-  bool deterministic = false;            // run.deterministic: children get TANDEM_DETERMINISTIC=1
-  std::uint32_t nnodes = 1;              // --nnodes
-  std::uint32_t node_rank = 0;           // --node-rank
+  std::uint16_t master_port = 0;  // 0 = a free port chosen at start
+  bool deterministic = false;     // run.deterministic: children get TANDEM_DETERMINISTIC=1
+  std::uint32_t nnodes = 1;       // --nnodes
+  std::uint32_t node_rank = 0;    // --node-rank
 
   // file empty: the embedded defaults. Throws UserError naming the key on any bad value, including
   // the programs' inputs (dataset cache, splits, labels, env: tools/run/job_check.hpp).

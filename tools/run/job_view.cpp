@@ -116,10 +116,9 @@ std::string status_text(const JobSummary& j, double elapsed_s) {
                       human_rate(j.env_steps_per_s), number(j.episode_return, "{:.1f}"),
                       number(j.policy_lag_avg, "{:.2f}"), number(j.loss), j.published_version);
   else if (j.have_learner)
-    out = fmt::format("step {} | {} samples/s | loss {} | v{}", j.step, human_rate(j.samples_per_s),
-                      number(j.loss), j.published_version);
-  else
-    out = fmt::format("learners {}/{} starting", j.learners_alive, j.learners);
+    out = fmt::format("step {} | {} samples/s | loss {} | v{}", j.step, human_rate(j.samples_per_s), number(j.loss),
+                      j.published_version);
+  else out = fmt::format("learners {}/{} starting", j.learners_alive, j.learners);
   if (!std::isnan(j.rank_step_s))
     out += fmt::format(" | slowest rank: step {} all-reduce {} exposed {}", number(j.rank_step_s, "{:.3f}s"),
                        number(j.rank_allreduce_s, "{:.3f}s"), number(j.rank_exposed_s, "{:.3f}s"));
@@ -133,16 +132,17 @@ std::string status_table(const shm::ControlBlock& block) {
   const auto& d = block.descriptor();
   const std::uint64_t now = monotonic_ns();
   const bool stop = block.stop_requested();
-  const std::string launcher =
-      process_alive(static_cast<std::uint32_t>(d.launcher_pid))
-          ? fmt::format("launcher pid {}", d.launcher_pid)
-          : fmt::format("launcher pid {} is gone (`tandem shm gc` removes the job's segments)", d.launcher_pid);
+  const std::string launcher = process_alive(static_cast<std::uint32_t>(d.launcher_pid))
+                                   ? fmt::format("launcher pid {}", d.launcher_pid)
+                                   : fmt::format("launcher pid {} is gone (`tandem shm gc` removes the job's segments)",
+                                                 d.launcher_pid);
   std::string out = fmt::format("job {}  {}  up {}  stop {}\nrun dir {}\n", d.job, launcher,
                                 clock_text((now - d.started_mono_ns) / 1e9),
                                 stop ? std::string(shm::stop_reason_name(block.stop_reason())) : "no", d.run_dir);
   if (const std::string url = dashboard_url(d.run_dir); !url.empty()) out += fmt::format("dashboard {}\n", url);
   out += fmt::format("{:<11} {:>8} {:<10} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9} {:>7} {:>8}  {}\n", "PROCESS", "PID",
-                     "STATE", "HEARTBEAT", "RESTARTS", "VERSION", "STEP", "SAMPLES/S", "LOSS", "ACC", "SECONDS", "RL / RANK");
+                     "STATE", "HEARTBEAT", "RESTARTS", "VERSION", "STEP", "SAMPLES/S", "LOSS", "ACC", "SECONDS",
+                     "RL / RANK");
   for (std::uint32_t i = 0; i < block.row_count(); ++i) {
     const auto p = block.snapshot(i);
     const bool live = alive(p.state);
@@ -154,8 +154,8 @@ std::string status_table(const shm::ControlBlock& block) {
                        p.pid > 0 ? std::to_string(p.pid) : "-", state, beat, p.restarts,
                        m ? std::to_string(m->version) : std::to_string(p.version_seen),
                        m ? std::to_string(m->step) : "-", m ? human_rate(m->samples_per_s) : "-",
-                       m ? number(m->loss) : "-", m ? number(m->accuracy) : "-",
-                       m ? number(m->seconds, "{:.3f}") : "-", m ? extra_text(*m) : "");
+                       m ? number(m->loss) : "-", m ? number(m->accuracy) : "-", m ? number(m->seconds, "{:.3f}") : "-",
+                       m ? extra_text(*m) : "");
   }
   out += status_text(summarize(block), (now - d.started_mono_ns) / 1e9) + "\n";
   return out;
@@ -202,7 +202,8 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       const auto& m = p.metrics;
       if (name == "tandem_process_up") v = alive(p.state) ? 1 : 0;
       else if (name == "tandem_process_restarts_total") v = p.restarts;
-      else if (name == "tandem_heartbeat_age_seconds") v = alive(p.state) ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
+      else if (name == "tandem_heartbeat_age_seconds")
+        v = alive(p.state) ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
       else if (!m) continue;
       else if (name == "tandem_step") v = static_cast<double>(m->step);
       else if (name == "tandem_weight_version") v = static_cast<double>(m->version);
@@ -218,7 +219,8 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       else if (name == "tandem_episode_length") v = m->episode_length;
       else if (name == "tandem_policy_lag") v = m->policy_lag_avg;
       else if (name == "tandem_policy_lag_max") v = m->policy_lag_max;
-      else if (name == "tandem_ring_full_waits_total") v = m->ring_full_waits > 0 ? static_cast<double>(m->ring_full_waits) : shm::kNaN;
+      else if (name == "tandem_ring_full_waits_total")
+        v = m->ring_full_waits > 0 ? static_cast<double>(m->ring_full_waits) : shm::kNaN;
       else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
       else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
       if (std::isnan(v)) continue;
@@ -226,9 +228,10 @@ std::string prometheus_text(const shm::ControlBlock& block) {
                          shm::role_name(p.role), v);
     }
   }
-  out += fmt::format("# HELP tandem_stop_requested 1 once the job was asked to stop\n"
-                     "# TYPE tandem_stop_requested gauge\ntandem_stop_requested{{job=\"{}\"}} {}\n",
-                     job, block.stop_requested() ? 1 : 0);
+  out += fmt::format(
+      "# HELP tandem_stop_requested 1 once the job was asked to stop\n"
+      "# TYPE tandem_stop_requested gauge\ntandem_stop_requested{{job=\"{}\"}} {}\n",
+      job, block.stop_requested() ? 1 : 0);
   return out;
 }
 

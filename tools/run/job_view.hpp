@@ -16,15 +16,15 @@ namespace tandem::run {
 struct JobSummary {
   std::uint32_t learners = 0, learners_alive = 0;
   std::uint32_t actors = 0, actors_alive = 0;
-  std::uint32_t restarts = 0;                  // over all processes
-  bool have_learner = false;                   // rank 0 has reported
-  std::uint64_t step = 0;                      // rank 0
-  std::uint64_t published_version = 0;         // rank 0
-  double samples_per_s = shm::kNaN;            // summed over ranks
-  double loss = shm::kNaN;                     // rank 0
-  bool have_eval = false;                      // some actor has reported an accuracy
-  std::uint64_t eval_version = 0;              // the newest evaluated version
-  double eval_accuracy = shm::kNaN;            // and its accuracy and loss
+  std::uint32_t restarts = 0;           // over all processes
+  bool have_learner = false;            // rank 0 has reported
+  std::uint64_t step = 0;               // rank 0
+  std::uint64_t published_version = 0;  // rank 0
+  double samples_per_s = shm::kNaN;     // summed over ranks
+  double loss = shm::kNaN;              // rank 0
+  bool have_eval = false;               // some actor has reported an accuracy
+  std::uint64_t eval_version = 0;       // the newest evaluated version
+  double eval_accuracy = shm::kNaN;     // and its accuracy and loss
   double eval_loss = shm::kNaN;
   // RL (rank 0 of an RL learner; env steps/s falls back to the actors' sum before it reports)
   double env_steps_per_s = shm::kNaN;
@@ -50,7 +50,7 @@ nlohmann::ordered_json status_json(const shm::ControlBlock& block);
 // The dashboard's URL as the launcher wrote it to <run_dir>/dashboard.url; "" when there is none.
 std::string dashboard_url(const std::string& run_dir);
 
-std::string human_rate(double per_s);             // 850, 35.1k, 1.23M
-std::string clock_text(double seconds);           // 0:42, 1:02:03
+std::string human_rate(double per_s);    // 850, 35.1k, 1.23M
+std::string clock_text(double seconds);  // 0:42, 1:02:03
 
 }  // namespace tandem::run

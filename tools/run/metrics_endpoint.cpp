@@ -66,7 +66,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_.keep_alive(false);
     response_.body() = std::move(answer.body);
     response_.prepare_payload();
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
   }
 
   void close() {
@@ -92,8 +93,9 @@ MetricsEndpoint::MetricsEndpoint(asio::io_context& io, std::uint16_t port, HttpR
   if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_.bind(at, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) fail("{} = {}: cannot listen on 127.0.0.1:{}: {}: choose another port, or 0 for a free one", setting, port,
-               port, ec.message());
+  if (ec)
+    fail("{} = {}: cannot listen on 127.0.0.1:{}: {}: choose another port, or 0 for a free one", setting, port, port,
+         ec.message());
   port_ = acceptor_.local_endpoint().port();
   accept();
 }

@@ -23,7 +23,8 @@ Decision make(Action action, std::string reason = {}) {
   return d;
 }
 
-Decision restart_or_fail(const Exited& e, const ProcessHistory& p, const std::string& what, const RestartLimits& limits) {
+Decision restart_or_fail(const Exited& e, const ProcessHistory& p, const std::string& what,
+                         const RestartLimits& limits) {
   // A crash after a long enough run starts a new streak: the backoff is for crash loops.
   const double up_s = p.up.count() / 1e9;
   const std::uint32_t streak = up_s > std::max(60.0, 2 * limits.backoff_max_s) ? 0 : p.crashes_in_row;
@@ -34,7 +35,8 @@ Decision restart_or_fail(const Exited& e, const ProcessHistory& p, const std::st
   const std::uint32_t same = signature == p.last_failure ? p.same_failures + 1 : 1;
   if (same >= kSameFailureLimit)
     return make(Action::fail_job, fmt::format("{} {} times in a row, the same way each time: restarting it again would "
-                                              "not help", what, same));
+                                              "not help",
+                                              what, same));
   const double delay_s = std::min(limits.backoff_s * std::pow(2.0, streak), limits.backoff_max_s);
   Decision d = make(Action::restart, what);
   d.delay = from_seconds(delay_s);
@@ -76,13 +78,15 @@ Decision on_watch(const Watched& w, const ProcessHistory& p, const RestartLimits
   if (w.already_killed) return make(Action::ignore);
   if (!w.reported_running) {
     if (limits.start_timeout_s > 0 && p.up > from_seconds(limits.start_timeout_s))
-      return make(Action::kill_hung, fmt::format("did not report itself running within {} s of its start (run.start_timeout_s)",
-                                                 format_seconds(limits.start_timeout_s)));
+      return make(Action::kill_hung,
+                  fmt::format("did not report itself running within {} s of its start (run.start_timeout_s)",
+                              format_seconds(limits.start_timeout_s)));
     return make(Action::ignore);
   }
   if (limits.heartbeat_timeout_s > 0 && w.since_heartbeat > from_seconds(limits.heartbeat_timeout_s))
-    return make(Action::kill_hung, fmt::format("hung: no heartbeat for {:.1f} s (run.heartbeat_timeout_s = {})",
-                                               w.since_heartbeat.count() / 1e9, format_seconds(limits.heartbeat_timeout_s)));
+    return make(Action::kill_hung,
+                fmt::format("hung: no heartbeat for {:.1f} s (run.heartbeat_timeout_s = {})",
+                            w.since_heartbeat.count() / 1e9, format_seconds(limits.heartbeat_timeout_s)));
   return make(Action::ignore);
 }
 
@@ -98,7 +102,7 @@ std::optional<std::string> unmet_duty(const std::vector<Duty>& actors, std::uint
     if (a.reported_version >= final_version) continue;
     if (!missing.empty()) missing += "; ";
     const std::string last = a.reported_version == 0 ? "it reported no version"
-                                                      : fmt::format("its last was version {}", a.reported_version);
+                                                     : fmt::format("its last was version {}", a.reported_version);
     missing += fmt::format("{} never evaluated the final version {}: {}, and it {}", a.name, final_version, last,
                            a.last_exit.empty() ? "never exited" : a.last_exit);
   }

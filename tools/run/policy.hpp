@@ -72,21 +72,21 @@ struct Exited {
 
 // A periodic look at a live process's row in the control block.
 struct Watched {
-  bool reported_running = false;            // it left the `starting` state
+  bool reported_running = false;  // it left the `starting` state
   std::chrono::nanoseconds since_heartbeat{0};
-  bool already_killed = false;              // killed as hung, or signalled for the stop: wait for its exit
+  bool already_killed = false;  // killed as hung, or signalled for the stop: wait for its exit
 };
 
 using ProcessEvent = std::variant<Exited, Watched>;
 
 struct Decision {
   enum class Action {
-    ignore,    // nothing to do
-    done,      // exited for good, and that is fine; `note`, when set, is worth telling the user
-    finished,  // a learner finished its work: when every learner has, the job stops as finished
-    restart,   // start it again after `delay`; `reason` says what happened to it
-    fail_job,  // the job fails; `reason` says what this process did
-    kill_hung, // kill it; `reason` says why
+    ignore,     // nothing to do
+    done,       // exited for good, and that is fine; `note`, when set, is worth telling the user
+    finished,   // a learner finished its work: when every learner has, the job stops as finished
+    restart,    // start it again after `delay`; `reason` says what happened to it
+    fail_job,   // the job fails; `reason` says what this process did
+    kill_hung,  // kill it; `reason` says why
   };
   Action action = Action::ignore;
   std::string reason;

@@ -85,12 +85,16 @@ void add_run_commands(CLI::App& app) {
   run->add_option("config", config_file, "job config (TOML); omitted: the embedded defaults");
   run->add_option("--set", overrides, "override a key, e.g. --set run.actors=4 (repeatable)")->take_all();
   run->add_flag("--explain", explain, "print every config key with its default and documentation, and exit");
-  run->add_option("--nnodes", nodes.nnodes, "nodes of a multi-node job; each runs run.learners ranks and run.actors actors")
+  run->add_option("--nnodes", nodes.nnodes,
+                  "nodes of a multi-node job; each runs run.learners ranks and run.actors actors")
       ->capture_default_str();
-  run->add_option("--node-rank", nodes.node_rank, "this node's index, 0..nnodes-1 (global rank = node rank x run.learners + local rank)")
+  run->add_option("--node-rank", nodes.node_rank,
+                  "this node's index, 0..nnodes-1 (global rank = node rank x run.learners + local rank)")
       ->capture_default_str();
-  run->add_option("--master-addr", nodes.master_addr, "node 0's address, where rank 0 hosts the rendezvous (default: run.master_addr)");
-  run->add_option("--master-port", nodes.master_port, "the rendezvous port, the same on every node (default: run.master_port)");
+  run->add_option("--master-addr", nodes.master_addr,
+                  "node 0's address, where rank 0 hosts the rendezvous (default: run.master_addr)");
+  run->add_option("--master-port", nodes.master_port,
+                  "the rendezvous port, the same on every node (default: run.master_port)");
   on_run(run, [] {
     if (explain) {
       fmt::print("{}", describe_schema(run::job_schema()));

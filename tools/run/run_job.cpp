@@ -47,8 +47,10 @@ void check_rendezvous(const JobConfig& cfg) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (int rc = ::getaddrinfo(cfg.master_addr.c_str(), nullptr, &hints, &found); rc != 0)
-    fail("master address \"{}\" (--master-addr or run.master_addr) does not resolve: {}: give node 0's host name or "
-         "IP address", cfg.master_addr, ::gai_strerror(rc));
+    fail(
+        "master address \"{}\" (--master-addr or run.master_addr) does not resolve: {}: give node 0's host name or "
+        "IP address",
+        cfg.master_addr, ::gai_strerror(rc));
   ::freeaddrinfo(found);
   if (cfg.node_rank != 0 || cfg.master_port == 0) return;
   const FileDescriptor fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -61,8 +63,10 @@ void check_rendezvous(const JobConfig& cfg) {
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   const bool taken = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
   if (taken)
-    fail("master port {} (--master-port or run.master_port) is in use on this host, where rank 0 must listen on it: "
-         "choose a free port (the same on every node)", cfg.master_port);
+    fail(
+        "master port {} (--master-port or run.master_port) is in use on this host, where rank 0 must listen on it: "
+        "choose a free port (the same on every node)",
+        cfg.master_port);
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
@@ -80,8 +84,7 @@ bool use_live_status(StatusMode mode) {
 
 }  // namespace
 
-int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides,
-            const NodeFlags& nodes) {
+int run_job(const std::filesystem::path& config_file, std::span<const std::string> overrides, const NodeFlags& nodes) {
   const JobConfig cfg = JobConfig::load(config_file, overrides, nodes);
   check_rendezvous(cfg);
   // A closed stdout (`tandem run | head`) must not kill the launcher before it has cleaned up; the
@@ -93,7 +96,8 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
   job.run_dir = std::filesystem::absolute(cfg.run_dir.empty() ? cfg.runs_dir / job.id : cfg.run_dir);
   std::error_code ec;
   std::filesystem::create_directories(job.run_dir, ec);
-  if (ec) fail("cannot create the run directory {}: {}: set run.runs_dir or run.run_dir", job.run_dir.string(), ec.message());
+  if (ec)
+    fail("cannot create the run directory {}: {}: set run.runs_dir or run.run_dir", job.run_dir.string(), ec.message());
   write_file(job.run_dir / "config.toml", cfg.config.to_toml());
   job.child_config = job.run_dir / "job.toml";
   write_file(job.child_config, child_toml(cfg.config));
@@ -112,8 +116,10 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
 
   console.clear_status();
   if (auto left = job_segments_in_shm(job.id); !left.empty()) {
-    console.warning(fmt::format("job {} failed: /{} could not be removed from /dev/shm (remove it with "
-                                "`tandem shm rm`)", job.id, left.front()));
+    console.warning(
+        fmt::format("job {} failed: /{} could not be removed from /dev/shm (remove it with "
+                    "`tandem shm rm`)",
+                    job.id, left.front()));
     return 1;
   }
   const std::string last = status_text(result.summary, result.elapsed_s);
@@ -125,9 +131,8 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
       return 0;
     case JobResult::Outcome::interrupted:
       console.message(fmt::format("{}", last));
-      console.message(fmt::format("job {} stopped by {} after {}; every process exited cleanly; run dir {}",
-                                  job.id, signal_name(result.signal), clock_text(result.elapsed_s),
-                                  job.run_dir.string()));
+      console.message(fmt::format("job {} stopped by {} after {}; every process exited cleanly; run dir {}", job.id,
+                                  signal_name(result.signal), clock_text(result.elapsed_s), job.run_dir.string()));
       return 128 + result.signal;
     case JobResult::Outcome::failed:
       console.warning(fmt::format("job {} failed after {}: {}", job.id, clock_text(result.elapsed_s), result.failure));

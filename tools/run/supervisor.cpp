@@ -51,8 +51,9 @@ Supervisor::Impl::Slot::Slot(Impl& impl, Role role, std::uint32_t index, std::ui
       index(index),
       row(row),
       name(fmt::format("{}.{}", shm::role_name(role), index)),
-      output(impl.io, [this, &impl](std::string_view line, bool is_err) { impl.console.child_line(name, line, is_err); },
-             [this, &impl] { impl.complete_exit_if_drained(*this); }),
+      output(
+          impl.io, [this, &impl](std::string_view line, bool is_err) { impl.console.child_line(name, line, is_err); },
+          [this, &impl] { impl.complete_exit_if_drained(*this); }),
       restart_timer(impl.io) {}
 
 Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
@@ -72,7 +73,8 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
     const Role role = row < cfg.learners ? Role::learner : Role::actor;
     slots.push_back(std::make_unique<Slot>(*this, role, role == Role::learner ? row : row - cfg.learners, row));
   }
-  if (cfg.dashboard || cfg.metrics_port != 0) endpoint.emplace(io, cfg.metrics_port, dashboard_routes(this->job.run_dir, &control));
+  if (cfg.dashboard || cfg.metrics_port != 0)
+    endpoint.emplace(io, cfg.metrics_port, dashboard_routes(this->job.run_dir, &control));
 }
 
 JobPhase Supervisor::Impl::phase() const {
@@ -161,7 +163,8 @@ std::optional<std::string> Supervisor::Impl::unmet_duty_text() const {
   const std::uint32_t rollout = cfg.settings.rollout_actors;  // they act, they owe no evaluation
   for (const auto& s : slots) {
     if (s->role == Role::learner) final_version = std::max(final_version, s->reported_version);
-    else if (s->index >= rollout) duties.push_back({.name = s->name, .reported_version = s->reported_version, .last_exit = s->last_exit});
+    else if (s->index >= rollout)
+      duties.push_back({.name = s->name, .reported_version = s->reported_version, .last_exit = s->last_exit});
   }
   return unmet_duty(duties, final_version);
 }

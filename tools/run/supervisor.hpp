@@ -29,9 +29,9 @@ namespace tandem::run {
 struct JobResult {
   enum class Outcome { succeeded, interrupted, failed };
   Outcome outcome = Outcome::failed;
-  int signal = 0;           // the signal that interrupted the job
-  std::string failure;      // what failed, and its last lines
-  JobSummary summary;       // the control block's last state
+  int signal = 0;       // the signal that interrupted the job
+  std::string failure;  // what failed, and its last lines
+  JobSummary summary;   // the control block's last state
   double elapsed_s = 0;
 };
 

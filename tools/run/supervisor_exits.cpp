@@ -73,7 +73,10 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
   const bool ok = status.success() && s.hung.empty();
   s.last_exit = s.hung.empty() ? status.describe() : s.hung;
   control.end_process(s.row, ok ? ProcessState::exited : ProcessState::failed, status.value());
-  metrics.event({{"event", "exit"}, {"process", s.name}, {"pid", s.last_pid}, {"status", status.value()},
+  metrics.event({{"event", "exit"},
+                 {"process", s.name},
+                 {"pid", s.last_pid},
+                 {"status", status.value()},
                  {"hung", !s.hung.empty()}});
   s.done = d.action != Action::restart;
   if (!d.note.empty()) console.message(fmt::format("{} {}", s.name, d.note));

@@ -42,14 +42,14 @@ struct Supervisor::Impl {
     std::uint64_t exit_deadline_ns = 0;
     std::uint32_t restarts = 0;
     std::uint32_t crashes_in_row = 0;
-    std::string last_failure;              // the policy's failure signature of its latest failure
-    std::uint32_t same_failures = 0;       // failures in a row with that signature
-    std::uint64_t reported_version = 0;    // newest weight version it reported, over its incarnations
-    std::string last_exit;                 // how its latest incarnation ended
+    std::string last_failure;            // the policy's failure signature of its latest failure
+    std::uint32_t same_failures = 0;     // failures in a row with that signature
+    std::uint64_t reported_version = 0;  // newest weight version it reported, over its incarnations
+    std::string last_exit;               // how its latest incarnation ended
     std::uint64_t spawned_ns = 0;
-    std::string hung;                  // why the launcher killed it, when it did
-    bool signalled_for_stop = false;   // the launcher sent it SIGTERM/SIGKILL because it did not stop
-    bool done = false;                 // exited and will not run again
+    std::string hung;                 // why the launcher killed it, when it did
+    bool signalled_for_stop = false;  // the launcher sent it SIGTERM/SIGKILL because it did not stop
+    bool done = false;                // exited and will not run again
     boost::asio::steady_timer restart_timer;
   };
 

@@ -48,9 +48,10 @@ void Supervisor::Impl::on_signal(int sig) {
   if (signals_received == 1) {
     // A signal while the job already ends (finished, failed) only hurries it; it decides nothing.
     if (phase() == JobPhase::running) interrupt_signal = sig;
-    console.message(fmt::format("{}: asking the job to stop (learners checkpoint); {} s until SIGTERM, "
-                                "or interrupt again to terminate now",
-                                signal_name(sig), format_seconds(cfg.stop_timeout_s)));
+    console.message(
+        fmt::format("{}: asking the job to stop (learners checkpoint); {} s until SIGTERM, "
+                    "or interrupt again to terminate now",
+                    signal_name(sig), format_seconds(cfg.stop_timeout_s)));
     begin_stop(shm::StopReason::interrupted, cfg.stop_timeout_s);
   } else if (signals_received == 2) {
     console.message(fmt::format("{} again: terminating every process now", signal_name(sig)));

@@ -21,12 +21,14 @@ RestartLimits watch_limits(const JobConfig& cfg, RestartLimits limits, shm::Role
 }
 
 // The policy names run.heartbeat_timeout_s as the limit; say which limit it really was.
-std::string name_the_limit(std::string reason, const JobConfig& cfg, const RestartLimits& used, const RestartLimits& set) {
+std::string name_the_limit(std::string reason, const JobConfig& cfg, const RestartLimits& used,
+                           const RestartLimits& set) {
   if (used.heartbeat_timeout_s == set.heartbeat_timeout_s) return reason;
   const std::string from = fmt::format("run.heartbeat_timeout_s = {}", format_seconds(used.heartbeat_timeout_s));
   if (const auto at = reason.find(from); at != std::string::npos)
-    reason.replace(at, from.size(), fmt::format("learner ranks: half of ddp.collective_timeout_s = {}",
-                                                format_seconds(cfg.settings.ddp.collective_timeout_s)));
+    reason.replace(at, from.size(),
+                   fmt::format("learner ranks: half of ddp.collective_timeout_s = {}",
+                               format_seconds(cfg.settings.ddp.collective_timeout_s)));
   return reason;
 }
 

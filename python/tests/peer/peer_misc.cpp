@@ -46,14 +46,24 @@ nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json(nullptr)
 
 nlohmann::json snapshot_json(const shm::ControlBlock& block, std::uint32_t row) {
   const shm::ProcessSnapshot s = block.snapshot(row);
-  nlohmann::json j = {{"name", s.name()}, {"pid", s.pid}, {"state", static_cast<std::uint32_t>(s.state)},
-                      {"heartbeat_age_ms", (static_cast<double>(monotonic_ns()) - static_cast<double>(s.heartbeat_ns)) / 1e6},
-                      {"version_seen", s.version_seen}, {"restarts", s.restarts}};
+  nlohmann::json j = {
+      {"name", s.name()},
+      {"pid", s.pid},
+      {"state", static_cast<std::uint32_t>(s.state)},
+      {"heartbeat_age_ms", (static_cast<double>(monotonic_ns()) - static_cast<double>(s.heartbeat_ns)) / 1e6},
+      {"version_seen", s.version_seen},
+      {"restarts", s.restarts}};
   if (s.metrics) {
     const shm::ProcessMetrics& m = *s.metrics;
-    j["metrics"] = {{"step", m.step}, {"version", m.version}, {"samples", m.samples}, {"epoch", m.epoch},
-                    {"loss", number(m.loss)}, {"accuracy", number(m.accuracy)}, {"samples_per_s", number(m.samples_per_s)},
-                    {"episode_return", number(m.episode_return)}, {"env_steps", m.env_steps}};
+    j["metrics"] = {{"step", m.step},
+                    {"version", m.version},
+                    {"samples", m.samples},
+                    {"epoch", m.epoch},
+                    {"loss", number(m.loss)},
+                    {"accuracy", number(m.accuracy)},
+                    {"samples_per_s", number(m.samples_per_s)},
+                    {"episode_return", number(m.episode_return)},
+                    {"env_steps", m.env_steps}};
   }
   return j;
 }
@@ -85,8 +95,8 @@ int run_control(const std::string& job, std::uint32_t learners, std::uint32_t ac
 int run_poke(const std::string& name, const std::string& field, std::uint64_t offset, int value) {
   const shm::DatasetCache cache = shm::DatasetCache::attach(name);
   const std::uint64_t at = static_cast<std::uint64_t>(cache.field(field).data - cache.segment().base()) + offset;
-  shm::Segment seg = shm::Segment::attach(shm::dataset_segment_name(name), shm::Kind::dataset, shm::kDatasetLayoutVersion,
-                                          shm::Segment::Access::read_write, "");
+  shm::Segment seg = shm::Segment::attach(shm::dataset_segment_name(name), shm::Kind::dataset,
+                                          shm::kDatasetLayoutVersion, shm::Segment::Access::read_write, "");
   seg.base()[at] = static_cast<std::byte>(value);
   std::cout << nlohmann::json{{"poked", at}}.dump() << std::endl;
   return 0;

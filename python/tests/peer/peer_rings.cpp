@@ -39,7 +39,8 @@ int run_consume(Args a) {
   while (verified < a.count) {
     const auto slot = rings.peek(a.actor);
     if (!slot) {
-      if (std::chrono::steady_clock::now() > deadline) fail("rings-consume: only {} of {} slots came", verified, a.count);
+      if (std::chrono::steady_clock::now() > deadline)
+        fail("rings-consume: only {} of {} slots came", verified, a.count);
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
@@ -61,7 +62,8 @@ int run_consume(Args a) {
 // (k + position) % 2, policy_version k + 1, episodes min(k, max_episodes).
 void fill(const shm::SlotView& s, const shm::ExperienceDescriptor& d, std::uint64_t k, std::uint64_t seed) {
   auto floats = [&](float* p, std::uint64_t n) {
-    for (std::uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(k) + static_cast<float>(i) / 1024.0f + static_cast<float>(seed);
+    for (std::uint64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>(k) + static_cast<float>(i) / 1024.0f + static_cast<float>(seed);
   };
   const std::uint64_t T = d.steps, E = d.envs;
   floats(s.observations(), (T + 1) * E * d.obs_dim);

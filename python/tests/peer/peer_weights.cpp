@@ -73,8 +73,11 @@ int run_publish(const Args& a) {
     const auto r = publisher.publish(step);
     (r.outcome == learner::Publisher::Outcome::skipped ? skipped : committed) += 1;
   }
-  std::cout << nlohmann::json{{"committed", committed}, {"skipped", skipped},
-                              {"last_version", publisher.slab().latest_version()}}.dump() << std::endl;
+  std::cout << nlohmann::json{{"committed", committed},
+                              {"skipped", skipped},
+                              {"last_version", publisher.slab().latest_version()}}
+                   .dump()
+            << std::endl;
   wait_line();  // "quit"
   return 0;
 }
@@ -84,7 +87,8 @@ int run_follow(const Args& a) {
   FlatParams flat = FlatParams::flatten(*model);
   actor::Follower follower(a.slab, flat, {.mode = actor::LoadMode::copy, .model = "peer"});
   if (a.seconds <= 0) {  // dump mode
-    while (follower.reader().latest_version() < a.min_version) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (follower.reader().latest_version() < a.min_version)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     (void)follower.update();
     dump(flat, a.dump);
     std::cout << nlohmann::json{{"version", follower.version()}}.dump() << std::endl;
@@ -108,8 +112,13 @@ int run_follow(const Args& a) {
       if (!shm::check_verify_pattern(lease->data(), lease->bytes(), lease->version())) ++torn;
     }
   }
-  std::cout << nlohmann::json{{"loads", loads}, {"leases", leases}, {"torn", torn}, {"increasing", increasing},
-                              {"last_version", last}}.dump() << std::endl;
+  std::cout << nlohmann::json{{"loads", loads},
+                              {"leases", leases},
+                              {"torn", torn},
+                              {"increasing", increasing},
+                              {"last_version", last}}
+                   .dump()
+            << std::endl;
   return 0;
 }
 
