@@ -22,6 +22,7 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
   record["time_s"] = to_millisecond(time_s);
   record["process"] = p.name();
   record["role"] = std::string(shm::role_name(p.role));
+  record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
   if (p.metrics) {
     const auto& m = *p.metrics;
     record["step"] = m.step;
