@@ -234,8 +234,10 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
       else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
       if (std::isnan(v)) continue;
-      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\",group=\"{}\"}} {}\n", f.name, job, p.name(),
-                         shm::role_name(p.role), p.group.empty() ? shm::role_name(p.role) : p.group, v);
+      // A user's program group is one more label; the built-in groups' are their role's.
+      const bool user_group = !p.group.empty() && p.group != shm::role_name(p.role);
+      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"{}}} {}\n", f.name, job, p.name(),
+                         shm::role_name(p.role), user_group ? fmt::format(",group=\"{}\"", p.group) : "", v);
     }
   }
   out += fmt::format(

@@ -22,7 +22,6 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
   record["time_s"] = to_millisecond(time_s);
   record["process"] = p.name();
   record["role"] = std::string(shm::role_name(p.role));
-  record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
   if (p.metrics) {
     const auto& m = *p.metrics;
     record["step"] = m.step;
@@ -46,6 +45,7 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
     put_finite(record, "exposed_comm_s", m.exposed_comm_s);
   }
   record["restarts"] = p.restarts;
+  record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
   return record;
 }
 
