@@ -50,9 +50,11 @@ std::string known_keys_near(std::span<const ConfigKey> schema, std::string_view 
   return out;
 }
 
-bool is_foreign(std::span<const std::string_view> foreign, std::string_view key) {
-  const auto table = key.substr(0, key.find('.'));
-  return std::find(foreign.begin(), foreign.end(), table) != foreign.end();
+// The foreign table `key` lies in ("" = none): a top-level table ("run") or a dotted one ("run.group").
+std::string_view foreign_table_of(std::span<const std::string_view> foreign, std::string_view key) {
+  for (const auto table : foreign)
+    if (key == table || (key.starts_with(table) && key.size() > table.size() && key[table.size()] == '.')) return table;
+  return {};
 }
 
 // Parses a TOML value literal ("3", "true", "\"x\"", "[1,2]"); a bare word becomes a string.
@@ -165,8 +167,8 @@ Config Config::parse(std::string_view text, std::string_view origin, std::span<c
     return std::string(it->key);
   };
   auto skip = [&](std::string_view key) {
-    if (!is_foreign(foreign_tables, key)) return false;
-    std::string table(key.substr(0, key.find('.')));
+    const std::string table(foreign_table_of(foreign_tables, key));
+    if (table.empty()) return false;
     if (std::find(config.skipped_.begin(), config.skipped_.end(), table) == config.skipped_.end())
       config.skipped_.push_back(table);
     return true;
@@ -222,11 +224,15 @@ Config Config::parse(std::string_view text, std::string_view origin, std::span<c
 Config Config::load(const std::filesystem::path& file, std::span<const std::string> overrides,
                     std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables,
                     std::span<const RenamedKey> renamed) {
+  return parse(read_config_text(file), file.string(), overrides, schema, foreign_tables, renamed);
+}
+
+std::string read_config_text(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) fail("config {}: cannot be read (does the file exist?)", file.string());
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), file.string(), overrides, schema, foreign_tables, renamed);
+  return text.str();
 }
 
 const toml::node& Config::node(std::string_view key, ConfigType type) const {

@@ -41,8 +41,9 @@ struct ConfigKey {
 class Config {
  public:
   // text: TOML document (may be empty); origin names it in errors (a path or "<default>").
-  // foreign_tables: top-level tables that belong to another program (a child's config may hold the
-  // launcher's [run]): skipped, with their --set overrides, and listed by skipped_tables().
+  // foreign_tables: tables that belong to another program (a child's config may hold the launcher's
+  // [run]) or that their owner checks itself (the launcher's program groups, "run.group"): skipped,
+  // with their --set overrides, and listed by skipped_tables(). A dotted name skips that sub-table only.
   // renamed: former spellings of schema keys; a document that gives both spellings of one key is
   // refused, naming both.
   static Config parse(std::string_view text, std::string_view origin, std::span<const std::string> overrides,
@@ -73,6 +74,9 @@ class Config {
   std::vector<std::string> skipped_;
   std::vector<std::string> notes_;
 };
+
+// A config file's text; a UserError naming the file when it cannot be read.
+std::string read_config_text(const std::filesystem::path& file);
 
 // The schema as a commented TOML document: one entry per key with its doc and default.
 std::string describe_schema(std::span<const ConfigKey> schema);

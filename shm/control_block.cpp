@@ -15,7 +15,10 @@
 
 namespace tandem::shm {
 
-std::string ProcessSnapshot::name() const { return fmt::format("{}.{}", role_name(role), index); }
+std::string ProcessSnapshot::name() const {
+  if (group.empty()) return fmt::format("{}.{}", role_name(role), index);
+  return fmt::format("{}.{}", group, group_index);
+}
 
 namespace {
 
@@ -44,6 +47,11 @@ ControlBlock ControlBlock::create(const Spec& spec) {
     fail("a job needs 1 to {} learner ranks, not {}", kMaxLearners, spec.learners);
   if (spec.actors > kMaxActors) fail("a job has at most {} actors, not {}", kMaxActors, spec.actors);
   const std::uint32_t rows = spec.learners + spec.actors;
+  if (!spec.groups.empty() && spec.groups.size() != rows)
+    throw std::logic_error(fmt::format("control block: {} row groups for {} rows", spec.groups.size(), rows));
+  for (const auto& g : spec.groups)
+    if (g.name.size() > kGroupNameBytes)
+      fail("program group name '{}' is too long ({} bytes, at most {})", g.name, g.name.size(), kGroupNameBytes);
   Segment seg = Segment::create(job_segment_name(spec.job, "ctl"), Kind::control, kControlLayoutVersion,
                                 kJobBytes + rows * sizeof(ProcessRow),
                                 "a job with this id is running or crashed: choose another run.job, or "
@@ -71,6 +79,12 @@ ControlBlock ControlBlock::create(const Spec& spec) {
     ProcessRow& r = block.row(i);
     r.role = i < spec.learners ? Role::learner : Role::actor;
     r.index = i < spec.learners ? i : i - spec.learners;
+    std::memset(r.group, 0, sizeof r.group);
+    r.no_heartbeat = 0;
+    if (!spec.groups.empty()) {
+      std::memcpy(r.group, spec.groups[i].name.data(), spec.groups[i].name.size());
+      r.no_heartbeat = spec.groups[i].heartbeat ? 0 : 1;
+    }
     r.state.store(static_cast<std::uint32_t>(ProcessState::empty), std::memory_order_relaxed);
     r.exit_status.store(-1, std::memory_order_relaxed);
   }
@@ -173,6 +187,19 @@ ProcessSnapshot ControlBlock::snapshot(std::uint32_t index) const {
   s.heartbeat_ns = r.heartbeat_ns.load(std::memory_order_relaxed);
   s.version_seen = r.version_seen.load(std::memory_order_relaxed);
   s.metrics = read_metrics(index);
+  s.group.assign(r.group, strnlen(r.group, sizeof r.group));
+  s.heartbeat = r.no_heartbeat == 0;
+  s.group_index = s.index;
+  // Rows of a group are contiguous (the format): its place is the count of the same group's rows
+  // before it. The role's own group starts at index 0, so it needs no walk.
+  if (!s.group.empty() && s.group != role_name(s.role)) {
+    s.group_index = 0;
+    for (std::uint32_t i = index; i > 0; --i) {
+      const ProcessRow& before = row(i - 1);
+      if (before.role != r.role || std::memcmp(before.group, r.group, sizeof r.group) != 0) break;
+      ++s.group_index;
+    }
+  }
   return s;
 }
 

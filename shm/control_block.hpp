@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "shm/control_block_format.hpp"
 #include "shm/segment.hpp"
@@ -30,7 +31,16 @@ struct ProcessSnapshot {
   std::uint64_t heartbeat_ns = 0;
   std::uint64_t version_seen = 0;
   std::optional<ProcessMetrics> metrics;  // none: no record yet, or its writer died mid-record
-  std::string name() const;               // "learner.0", "actor.3"
+  std::string group;                      // its program group; "" in a block written before groups
+  std::uint32_t group_index = 0;          // its place in the group (= index for the role's own group)
+  bool heartbeat = true;                  // false: supervised by exit status only (no_heartbeat)
+  std::string name() const;               // "learner.0", "actor.3", "logger.0"
+};
+
+// A row's program group as the launcher labels it at create (control_block_format.hpp: group).
+struct RowGroup {
+  std::string name;  // at most kGroupNameBytes bytes; "" = the role's name
+  bool heartbeat = true;
 };
 
 // The block itself: the launcher creates it, `tandem status` attaches read-only, ControlClient
@@ -42,6 +52,7 @@ class ControlBlock {
     std::uint32_t learners = 1;
     std::uint32_t actors = 0;
     std::string run_dir;
+    std::vector<RowGroup> groups{};  // one per row (learners, then actors), or empty: every row its role's
   };
   // Launcher: creates and marks ready (rows empty, stop clear). The segment is removed when the
   // handle is destroyed (every exit path of the launcher).

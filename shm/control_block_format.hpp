@@ -6,8 +6,8 @@
 // control_client.hpp.
 //
 // Who writes what (everything else is read-only for everyone):
-//  - The launcher writes the descriptor and the rows' identity (role, index) before mark_ready(); they
-//    never change afterwards. It writes JobControl.stop (the stop request) and its own heartbeat.
+//  - The launcher writes the descriptor and the rows' identity (role, index, group, no_heartbeat)
+//    before mark_ready(); they never change afterwards. Rows of one program group are contiguous. It writes JobControl.stop (the stop request) and its own heartbeat.
 //  - In a row, the launcher writes pid, restarts, spawned_ns, exit_status and `state` only while no
 //    process owns the row: before it spawns the row's process (begin_spawn) and after it has reaped it
 //    (end_process). Between those two points the row's process owns heartbeat_ns, version_seen,
@@ -50,6 +50,7 @@ inline constexpr std::uint32_t kControlLayoutVersion = 1;
 inline constexpr std::size_t kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 inline constexpr std::uint32_t kMaxLearners = 256;
 inline constexpr std::uint32_t kMaxActors = 4096;
+inline constexpr std::size_t kGroupNameBytes = 15;  // a program group's name, at most 15 bytes
 
 enum class Role : std::uint32_t { learner = 1, actor = 2 };
 std::string_view role_name(Role role);  // "learner", "actor"
@@ -160,17 +161,18 @@ static_assert(offsetof(JobControl, nccl_id_state) == 24);
 static_assert(offsetof(JobControl, nccl_id) == 64);
 static_assert(sizeof(JobControl) == 512);
 
-struct alignas(64) ProcessRow {             // 256 bytes; rows_offset + i * 256
-  Role role;                                // immutable once ready
-  std::uint32_t index;                      // learner rank or actor index; immutable once ready
-  std::atomic<std::int32_t> pid;            // launcher at spawn (and the process at attach); 0 = none
-  std::atomic<std::uint32_t> state;         // ProcessState (see the contract for who writes which)
-  std::atomic<std::uint32_t> restarts;      // launcher: how many times this row was respawned
-  std::atomic<std::int32_t> exit_status;    // launcher at reap: exit code, or 128 + signal; -1 = none
-  std::atomic<std::uint64_t> spawned_ns;    // launcher, monotonic
-  std::atomic<std::uint64_t> heartbeat_ns;  // process, monotonic (launcher initialises it at spawn)
-  std::atomic<std::uint64_t> version_seen;  // process: last weight version it picked up
-  std::uint64_t reserved[2];
+struct alignas(64) ProcessRow {                      // 256 bytes; rows_offset + i * 256
+  Role role;                                         // immutable once ready
+  std::uint32_t index;                               // learner rank or actor index; immutable once ready
+  std::atomic<std::int32_t> pid;                     // launcher at spawn (and the process at attach); 0 = none
+  std::atomic<std::uint32_t> state;                  // ProcessState (see the contract for who writes which)
+  std::atomic<std::uint32_t> restarts;               // launcher: how many times this row was respawned
+  std::atomic<std::int32_t> exit_status;             // launcher at reap: exit code, or 128 + signal; -1 = none
+  std::atomic<std::uint64_t> spawned_ns;             // launcher, monotonic
+  std::atomic<std::uint64_t> heartbeat_ns;           // process, monotonic (launcher initialises it at spawn)
+  std::atomic<std::uint64_t> version_seen;           // process: last weight version it picked up
+  char group[kGroupNameBytes];                       // its program group (run.group), NUL-padded; "" = its role's name
+  std::uint8_t no_heartbeat;                         // 1: its program does not join the block; exit status only
   std::atomic<std::uint64_t> metrics_seq;            // byte 64: seqlock, odd while the record is being written
   std::atomic<std::uint64_t> metrics[kMetricWords];  // byte 72: ProcessMetrics, word by word
 };
@@ -179,6 +181,7 @@ static_assert(offsetof(ProcessRow, pid) == 8);
 static_assert(offsetof(ProcessRow, exit_status) == 20);
 static_assert(offsetof(ProcessRow, heartbeat_ns) == 32);
 static_assert(offsetof(ProcessRow, version_seen) == 40);
+static_assert(offsetof(ProcessRow, group) == 48 && offsetof(ProcessRow, no_heartbeat) == 63);
 static_assert(offsetof(ProcessRow, metrics_seq) == 64);
 static_assert(offsetof(ProcessRow, metrics) == 72);
 static_assert(sizeof(ProcessRow) == 256);

@@ -256,8 +256,8 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
   check_struct(tables, "ProcessRow", sizeof(ProcessRow),
                {MEMBER(ProcessRow, role), MEMBER(ProcessRow, index), MEMBER(ProcessRow, pid), MEMBER(ProcessRow, state),
                 MEMBER(ProcessRow, restarts), MEMBER(ProcessRow, exit_status), MEMBER(ProcessRow, spawned_ns),
-                MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, reserved),
-                MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
+                MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, group),
+                MEMBER(ProcessRow, no_heartbeat), MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
   // clang-format off
   check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics),
                {MEMBER(ProcessMetrics, updated_ns), MEMBER(ProcessMetrics, step), MEMBER(ProcessMetrics, version),

@@ -54,6 +54,7 @@ struct JobFixture {
   std::string job;
   std::filesystem::path dir;
   std::map<std::string, std::string> keys;  // [run] key -> TOML value
+  std::string tables;                       // TOML written after [run]'s keys: [run.learner], [[run.group]]
   // The launcher checks the job's data before it starts anything: a small cache the config names.
   std::string data = unique_name("runtestdata");
 };

@@ -1,10 +1,8 @@
 #include "tools/run/job_config.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -24,8 +22,8 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.job", T::string, "\"job\"", "job name; the job id adds a random suffix (see run.unique_id), e.g. job-3f9a"},
     {"run.unique_id", T::boolean, "true", "append a random 4-hex-digit suffix to run.job, so jobs of one name can run side by side"},
     {"run.learners", T::integer, "1", "learner ranks (WORLD_SIZE); rank r gets RANK=r, LOCAL_RANK=r", 1, 256},
-    {"run.actors", T::integer, "2", "actor processes", 0, 4096},
-    {"run.learner_program", T::string, "\"tandem-learner\"", "learner program: a path, or a name found next to the tandem binary or on PATH"},
+    {"run.actors", T::integer, "2", "built-in actor processes (group \"actor\", run.actor_program); [[run.group]] adds your own (see the end)", 0, 4096},
+    {"run.learner_program", T::string, "\"tandem-learner\"", "learner program: a path, or a name found next to the tandem binary or on PATH; [run.learner] command = [...] instead takes an argv list"},
     {"run.learner_args", T::string, "\"\"", "learner arguments, split at spaces; {config}, {run_dir}, {job}, {index} are replaced"},
     {"run.actor_program", T::string, "\"tandem-actor\"", "actor program: a path, or a name found next to the tandem binary or on PATH"},
     {"run.actor_args", T::string, "\"\"", "actor arguments, split at spaces; {config}, {run_dir}, {job}, {index} are replaced"},
@@ -48,53 +46,6 @@ const std::vector<ConfigKey> kRunKeys = {
     {"run.deterministic", T::boolean, "false", "RL: run actors and learner in lockstep (synchronous rollouts, fixed seeds, one thread each) so two runs give byte-identical checkpoints; the children see TANDEM_DETERMINISTIC=1"},
 };
 // clang-format on
-
-std::vector<std::string> split_args(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string word; in >> word;) out.push_back(word);
-  return out;
-}
-
-bool executable(const std::filesystem::path& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
-
-std::filesystem::path self_dir() {
-  try {
-    return self_exe().parent_path();
-  } catch (const std::filesystem::filesystem_error&) {  // no /proc: bare names are looked up on PATH only
-    return {};
-  }
-}
-
-// A path is used as given; a bare name is looked for next to the tandem binary, then on PATH.
-std::filesystem::path resolve_program(const std::string& key, const std::string& value) {
-  if (value.empty()) fail("config: {} is empty: set it to the program to run", key);
-  if (value.find('/') != std::string::npos) {
-    std::filesystem::path p = std::filesystem::absolute(value);
-    if (!executable(p)) fail("config: {} = \"{}\" is not an executable file: build it or fix the path", key, value);
-    return p;
-  }
-  const auto here = self_dir();
-  std::vector<std::filesystem::path> candidates;
-  if (!here.empty()) {
-    candidates.push_back(here / value);
-    // In a build tree the programs sit in sibling folders: build/tools/tandem, build/learner/tandem-learner.
-    candidates.push_back(here.parent_path() / "learner" / value);
-    candidates.push_back(here.parent_path() / "actor" / value);
-  }
-  if (const char* path = std::getenv("PATH")) {
-    std::istringstream dirs(path);
-    for (std::string dir; std::getline(dirs, dir, ':');)
-      if (!dir.empty()) candidates.push_back(std::filesystem::path(dir) / value);
-  }
-  for (const auto& c : candidates)
-    if (executable(c)) return c;
-  fail("config: {} = \"{}\" was found neither next to {} nor on PATH: build it, or set {} to its path", key, value,
-       here.empty() ? std::string("the tandem binary") : here.string(), key);
-}
 
 // The multi-node flags, checked against each other and the config before anything starts: a rank
 // placed wrongly would otherwise wait out ddp.rendezvous_timeout_s.
@@ -140,11 +91,15 @@ std::vector<ConfigKey> job_schema() {
 JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std::string> overrides,
                           const NodeFlags& nodes) {
   const auto schema = job_schema();
-  Config config = file.empty() ? Config::parse(kDefaultJobConfig, "<default: examples/fmnist-cnn.toml>", overrides,
-                                               schema, {}, renamed_keys())
-                               : Config::load(file, overrides, schema, {}, renamed_keys());
+  const std::string text = file.empty() ? std::string(kDefaultJobConfig) : read_config_text(file);
+  const std::string origin = file.empty() ? "<default: examples/fmnist-cnn.toml>" : file.string();
+  // The program groups are tables the schema cannot describe: job_groups.cpp checks them.
+  static constexpr std::string_view kGroupTables[] = {kLearnerTable, kGroupTable};
+  Config config = Config::parse(text, origin, overrides, schema, kGroupTables, renamed_keys());
+  const toml::table document = toml::parse(text, origin);  // Config::parse has refused a bad document
   for (const auto& note : config.notes()) fmt::print(stderr, "tandem: {}\n", note);
   JobConfig j{.config = std::move(config)};
+  j.group_tables = run::group_tables(document);
   const Config& c = j.config;
 
   j.job_name = c.string("run.job");
@@ -159,11 +114,12 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   }
   j.learners = static_cast<std::uint32_t>(c.integer("run.learners"));
   j.actors = static_cast<std::uint32_t>(c.integer("run.actors"));
-  j.learner = {resolve_program("run.learner_program", c.string("run.learner_program")),
-               split_args(c.string("run.learner_args"))};
-  if (j.actors > 0)
-    j.actor = {resolve_program("run.actor_program", c.string("run.actor_program")),
-               split_args(c.string("run.actor_args"))};
+  j.groups = program_groups(j.group_tables, {.learners = j.learners,
+                                             .actors = j.actors,
+                                             .learner_program = c.string("run.learner_program"),
+                                             .learner_args = c.string("run.learner_args"),
+                                             .actor_program = c.string("run.actor_program"),
+                                             .actor_args = c.string("run.actor_args")});
   j.runs_dir = c.string("run.runs_dir");
   j.run_dir = c.string("run.run_dir");
   if (j.runs_dir.empty()) fail("config: run.runs_dir is empty: set it to a directory, e.g. \"runs\"");
@@ -194,8 +150,26 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   j.settings = JobSettings::parse(
       c,
       {.learners = j.world_size(), .local_learners = j.learners, .actors = j.actors, .deterministic = j.deterministic});
-  check_job_inputs(j.settings);  // what the children would otherwise find out at start
+  // What the built-in programs would otherwise find out at start; a job of only the user's own
+  // programs needs no dataset cache or env.
+  if (std::any_of(j.groups.begin(), j.groups.end(), [](const auto& g) { return g.builtin && g.count > 0; }))
+    check_job_inputs(j.settings);
   return j;
+}
+
+std::uint32_t JobConfig::actor_rows() const {
+  std::uint32_t rows = 0;
+  for (const auto& g : groups)
+    if (g.role == shm::Role::actor) rows += g.count;
+  return rows;
+}
+
+std::string JobConfig::resolved_toml() const {
+  toml::table all = toml::parse(config.to_toml());
+  if (toml::table* run = all["run"].as_table()) put_group_tables(group_tables, *run);
+  std::ostringstream out;
+  out << all;
+  return out.str() + "\n";
 }
 
 std::string child_toml(const Config& config) {

@@ -6,7 +6,8 @@
 //
 // What children get: the run directory holds config.toml (everything, resolved, for the record) and
 // job.toml (the same without [run]); TANDEM_CONFIG names job.toml. Program arguments may use the
-// placeholders {config} (job.toml), {run_dir}, {job} and {index} (rank or actor index).
+// placeholders {config} (job.toml), {run_dir}, {job} and {index} (rank, or place in its group).
+// Program groups ([run.learner], [[run.group]]) are checked by tools/run/job_groups.hpp.
 #pragma once
 
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "common/config.hpp"
 #include "common/settings/job.hpp"
+#include "tools/run/job_groups.hpp"
 
 namespace tandem::run {
 
@@ -23,11 +25,6 @@ namespace tandem::run {
 std::span<const ConfigKey> run_keys();
 // Everything a job config may contain: run_keys() plus the programs' tables.
 std::vector<ConfigKey> job_schema();
-
-struct ProgramSpec {
-  std::filesystem::path path;     // resolved, executable
-  std::vector<std::string> args;  // split at whitespace, placeholders not yet substituted
-};
 
 enum class StatusMode { automatic, live, plain, off };
 
@@ -50,10 +47,12 @@ struct JobConfig {
   JobSettings settings{};
   std::string job_name{};  // run.job
   bool unique_id = true;
-  std::uint32_t learners = 1;
-  std::uint32_t actors = 0;
-  ProgramSpec learner{};
-  ProgramSpec actor{};
+  std::uint32_t learners = 1;  // this node's learner ranks (run.learners)
+  std::uint32_t actors = 0;    // the built-in actor group's (run.actors): what the programs' settings see
+  // Every program group in control-block row order: the learner, the built-in actors (when
+  // run.actors > 0), then [[run.group]]s (job_groups.hpp).
+  std::vector<ProgramGroup> groups{};
+  GroupTables group_tables{};  // as the document gave them, for the run directory's config.toml
   std::filesystem::path runs_dir{};
   std::filesystem::path run_dir{};  // empty: runs_dir / job id
   std::uint32_t max_restarts = 0;
@@ -80,6 +79,9 @@ struct JobConfig {
                         const NodeFlags& nodes = {});
 
   std::uint32_t world_size() const { return nnodes * learners; }
+  std::uint32_t actor_rows() const;  // every actor group's processes: the control block's actor rows
+  // The resolved config (defaults filled in, groups included) as TOML, for <run_dir>/config.toml.
+  std::string resolved_toml() const;
   std::uint32_t global_rank(std::uint32_t local_rank) const { return node_rank * learners + local_rank; }
 };
 

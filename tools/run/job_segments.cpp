@@ -4,9 +4,13 @@
 
 namespace tandem::run {
 
-JobSegments JobSegments::create(const std::string& job, std::uint32_t learners, std::uint32_t actors,
+JobSegments JobSegments::create(const std::string& job, std::uint32_t learners, const std::vector<shm::RowGroup>& rows,
                                 const std::string& run_dir) {
-  auto control = shm::ControlBlock::create({.job = job, .learners = learners, .actors = actors, .run_dir = run_dir});
+  auto control = shm::ControlBlock::create({.job = job,
+                                            .learners = learners,
+                                            .actors = static_cast<std::uint32_t>(rows.size()) - learners,
+                                            .run_dir = run_dir,
+                                            .groups = rows});
   return JobSegments(job, std::move(control));
 }
 

@@ -19,7 +19,8 @@ namespace tandem::run {
 
 class JobSegments {
  public:
-  static JobSegments create(const std::string& job, std::uint32_t learners, std::uint32_t actors,
+  // `rows`: each control-block row's program group, the `learners` ranks first.
+  static JobSegments create(const std::string& job, std::uint32_t learners, const std::vector<shm::RowGroup>& rows,
                             const std::string& run_dir);
   JobSegments(JobSegments&& other) noexcept
       : job_(std::exchange(other.job_, {})), control_(std::move(other.control_)), owned_(std::move(other.owned_)) {}

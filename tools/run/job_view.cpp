@@ -87,8 +87,15 @@ JobSummary summarize(const shm::ControlBlock& block) {
         j.policy_lag_avg = m.policy_lag_avg;
       }
     } else {
-      ++j.actors;
-      if (alive(p.state)) ++j.actors_alive;
+      const bool user_group = !p.group.empty() && p.group != shm::role_name(p.role);
+      if (user_group) {
+        if (j.groups.empty() || j.groups.back().name != p.group) j.groups.push_back({.name = p.group});
+        ++j.groups.back().count;
+        if (alive(p.state)) ++j.groups.back().alive;
+      } else {
+        ++j.actors;
+        if (alive(p.state)) ++j.actors_alive;
+      }
       if (p.metrics) add_to(actors_env_steps_per_s, p.metrics->env_steps_per_s);
       if (!p.metrics || std::isnan(p.metrics->accuracy)) continue;
       // The newest evaluated version; among equals, the latest report.
@@ -124,6 +131,7 @@ std::string status_text(const JobSummary& j, double elapsed_s) {
                        number(j.rank_allreduce_s, "{:.3f}s"), number(j.rank_exposed_s, "{:.3f}s"));
   if (j.have_eval) out += fmt::format(" | eval acc {} (v{})", number(j.eval_accuracy), j.eval_version);
   if (j.actors > 0) out += fmt::format(" | actors {}/{}", j.actors_alive, j.actors);
+  for (const auto& g : j.groups) out += fmt::format(" | {} {}/{}", g.name, g.alive, g.count);
   out += fmt::format(" | restarts {} | {}", j.restarts, clock_text(elapsed_s));
   return out;
 }
@@ -146,7 +154,9 @@ std::string status_table(const shm::ControlBlock& block) {
   for (std::uint32_t i = 0; i < block.row_count(); ++i) {
     const auto p = block.snapshot(i);
     const bool live = alive(p.state);
-    const std::string beat = live ? fmt::format("{:.1f}s ago", (now - std::min(now, p.heartbeat_ns)) / 1e9) : "-";
+    const std::string beat = !live          ? "-"
+                             : !p.heartbeat ? "none"  // heartbeat = false: supervised by exit status only
+                                            : fmt::format("{:.1f}s ago", (now - std::min(now, p.heartbeat_ns)) / 1e9);
     std::string state(shm::state_name(p.state));
     if (p.state == ProcessState::failed && p.exit_status >= 0) state += fmt::format("({})", p.exit_status);
     const auto& m = p.metrics;
@@ -203,7 +213,7 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       if (name == "tandem_process_up") v = alive(p.state) ? 1 : 0;
       else if (name == "tandem_process_restarts_total") v = p.restarts;
       else if (name == "tandem_heartbeat_age_seconds")
-        v = alive(p.state) ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
+        v = alive(p.state) && p.heartbeat ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
       else if (!m) continue;
       else if (name == "tandem_step") v = static_cast<double>(m->step);
       else if (name == "tandem_weight_version") v = static_cast<double>(m->version);
@@ -224,8 +234,10 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
       else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
       if (std::isnan(v)) continue;
-      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"}} {}\n", f.name, job, p.name(),
-                         shm::role_name(p.role), v);
+      // A user's program group is one more label; the built-in groups' are their role's.
+      const bool user_group = !p.group.empty() && p.group != shm::role_name(p.role);
+      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"{}}} {}\n", f.name, job, p.name(),
+                         shm::role_name(p.role), user_group ? fmt::format(",group=\"{}\"", p.group) : "", v);
     }
   }
   out += fmt::format(

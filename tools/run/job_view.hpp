@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shm/control_block.hpp"
 
@@ -15,7 +16,12 @@ namespace tandem::run {
 
 struct JobSummary {
   std::uint32_t learners = 0, learners_alive = 0;
-  std::uint32_t actors = 0, actors_alive = 0;
+  std::uint32_t actors = 0, actors_alive = 0;  // the built-in actors (group "actor")
+  struct Group {
+    std::string name;
+    std::uint32_t count = 0, alive = 0;
+  };
+  std::vector<Group> groups;            // the user's program groups (run.group), in row order
   std::uint32_t restarts = 0;           // over all processes
   bool have_learner = false;            // rank 0 has reported
   std::uint64_t step = 0;               // rank 0
@@ -37,7 +43,7 @@ struct JobSummary {
 };
 JobSummary summarize(const shm::ControlBlock& block);
 
-// "step 1200 | 35.1k samples/s | loss 0.4123 | v12 | eval acc 0.8731 (v11) | actors 2/2 | restarts 0 | 1:02"
+// "step 1200 | 35.1k samples/s | loss 0.4123 | v12 | eval acc 0.8731 (v11) | actors 2/2 | logger 1/1 | restarts 0 | 1:02"
 std::string status_text(const JobSummary& summary, double elapsed_s);
 // The table `tandem status` prints.
 std::string status_table(const shm::ControlBlock& block);

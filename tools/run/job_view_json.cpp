@@ -65,7 +65,8 @@ nlohmann::ordered_json status_json(const shm::ControlBlock& block) {
     row["pid"] = p.pid;
     row["state"] = std::string(shm::state_name(p.state));
     row["exit_status"] = p.exit_status >= 0 ? nlohmann::ordered_json(p.exit_status) : nullptr;
-    row["heartbeat_age_s"] = alive(p.state)
+    row["heartbeat"] = p.heartbeat;
+    row["heartbeat_age_s"] = alive(p.state) && p.heartbeat
                                  ? nlohmann::ordered_json(std::round((now - std::min(now, p.heartbeat_ns)) / 1e6) / 1e3)
                                  : nullptr;
     if (!p.metrics) row["version"] = p.version_seen;

@@ -45,6 +45,7 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
     put_finite(record, "exposed_comm_s", m.exposed_comm_s);
   }
   record["restarts"] = p.restarts;
+  record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
   return record;
 }
 

@@ -97,7 +97,7 @@ void add_run_commands(CLI::App& app) {
                   "the rendezvous port, the same on every node (default: run.master_port)");
   on_run(run, [] {
     if (explain) {
-      fmt::print("{}", describe_schema(run::job_schema()));
+      fmt::print("{}{}", describe_schema(run::job_schema()), run::program_groups_doc());
       fmt::print("\n# Former spellings, loaded (with a note) until the next release:\n");
       for (const auto& r : renamed_keys()) fmt::print("#   {} -> {}\n", r.old_key, r.key);
       return 0;

@@ -98,7 +98,7 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
   std::filesystem::create_directories(job.run_dir, ec);
   if (ec)
     fail("cannot create the run directory {}: {}: set run.runs_dir or run.run_dir", job.run_dir.string(), ec.message());
-  write_file(job.run_dir / "config.toml", cfg.config.to_toml());
+  write_file(job.run_dir / "config.toml", cfg.resolved_toml());
   job.child_config = job.run_dir / "job.toml";
   write_file(job.child_config, child_toml(cfg.config));
   job.master_port = cfg.master_port != 0 ? cfg.master_port : free_port();

@@ -28,6 +28,13 @@ RestartLimits limits_of(const JobConfig& cfg) {
           .start_timeout_s = cfg.start_timeout_s};
 }
 
+// Each control-block row's group, learners first: what `tandem status` names the processes by.
+std::vector<shm::RowGroup> row_groups(const JobConfig& cfg) {
+  std::vector<shm::RowGroup> rows;
+  for (const auto& g : cfg.groups) rows.insert(rows.end(), g.count, {.name = g.name, .heartbeat = g.heartbeat});
+  return rows;
+}
+
 const char* outcome_name(JobResult::Outcome outcome) {
   switch (outcome) {
     case JobResult::Outcome::succeeded: return "succeeded";
@@ -46,11 +53,13 @@ Supervisor::~Supervisor() = default;
 
 JobResult Supervisor::run() { return impl_->run(); }
 
-Supervisor::Impl::Slot::Slot(Impl& impl, Role role, std::uint32_t index, std::uint32_t row)
-    : role(role),
-      index(index),
+Supervisor::Impl::Slot::Slot(Impl& impl, const ProgramGroup& group, std::uint32_t group_index, std::uint32_t row)
+    : group(group),
+      group_index(group_index),
+      role(group.role),
+      index(group.first_index + group_index),
       row(row),
-      name(fmt::format("{}.{}", shm::role_name(role), index)),
+      name(fmt::format("{}.{}", group.name, group_index)),
       output(
           impl.io, [this, &impl](std::string_view line, bool is_err) { impl.console.child_line(name, line, is_err); },
           [this, &impl] { impl.complete_exit_if_drained(*this); }),
@@ -65,14 +74,13 @@ Supervisor::Impl::Impl(const JobConfig& config, Job job, Console& console)
       signals(io, SIGINT, SIGTERM, SIGHUP),  // before any segment exists: a Ctrl-C now still cleans up
       child_exits(io, SIGCHLD),
       tick_timer(io),
-      segments(JobSegments::create(this->job.id, cfg.learners, cfg.actors, this->job.run_dir.string())),
+      segments(JobSegments::create(this->job.id, config.learners, row_groups(config), this->job.run_dir.string())),
       control(segments.control()),
       metrics(this->job.run_dir / "metrics.jsonl", this->job.id, started_ns, control.row_count()),
       stop(cfg.kill_timeout_s) {
-  for (std::uint32_t row = 0; row < control.row_count(); ++row) {
-    const Role role = row < cfg.learners ? Role::learner : Role::actor;
-    slots.push_back(std::make_unique<Slot>(*this, role, role == Role::learner ? row : row - cfg.learners, row));
-  }
+  for (const auto& group : cfg.groups)  // in row order (job_groups.hpp)
+    for (std::uint32_t i = 0; i < group.count; ++i)
+      slots.push_back(std::make_unique<Slot>(*this, group, i, static_cast<std::uint32_t>(slots.size())));
   if (cfg.dashboard || cfg.metrics_port != 0)
     endpoint.emplace(io, cfg.metrics_port, dashboard_routes(this->job.run_dir, &control));
 }
@@ -95,9 +103,13 @@ ProcessHistory Supervisor::Impl::history(const Slot& s) const {
 
 void Supervisor::Impl::spawn(Slot& s) {
   control.begin_spawn(s.row, s.restarts);
-  s.child = ChildProcess::spawn(child_spec(cfg, job, s.role, s.index));
+  s.child = ChildProcess::spawn(child_spec(cfg, job, s.group, s.group_index));
   s.last_pid = s.child.pid();
   control.set_pid(s.row, s.child.pid());
+  // A program that never joins cannot say it runs: the launcher says so for it (its row's state is
+  // the launcher's: control_block_format.hpp, no_heartbeat).
+  if (!s.group.heartbeat) control.set_state(s.row, ProcessState::running);
+  s.asked_by_sigterm = false;
   s.spawned_ns = monotonic_ns();
   s.hung.clear();
   s.signalled_for_stop = false;
@@ -163,16 +175,18 @@ std::optional<std::string> Supervisor::Impl::unmet_duty_text() const {
   const std::uint32_t rollout = cfg.settings.rollout_actors;  // they act, they owe no evaluation
   for (const auto& s : slots) {
     if (s->role == Role::learner) final_version = std::max(final_version, s->reported_version);
-    else if (s->index >= rollout)
+    else if (s->group.builtin && s->index >= rollout)  // a user group's programs owe only a clean exit
       duties.push_back({.name = s->name, .reported_version = s->reported_version, .last_exit = s->last_exit});
   }
   return unmet_duty(duties, final_version);
 }
 
 JobResult Supervisor::Impl::run() {
-  console.message(fmt::format("job {}: {} learner{}, {} actor{}; run dir {}", job.id, cfg.learners,
-                              cfg.learners == 1 ? "" : "s", cfg.actors, cfg.actors == 1 ? "" : "s",
-                              job.run_dir.string()));
+  std::string shape;
+  for (const auto& g : cfg.groups)
+    if (g.count > 0 || g.role == Role::learner)
+      shape += fmt::format("{}{} {}{}", shape.empty() ? "" : ", ", g.count, g.name, g.count == 1 ? "" : "s");
+  console.message(fmt::format("job {}: {}; run dir {}", job.id, shape, job.run_dir.string()));
   if (endpoint) console.message(announce_dashboard(job.run_dir, endpoint->port()));
   wait_for_signal();
   wait_for_child_exit();

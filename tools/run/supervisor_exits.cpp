@@ -58,8 +58,22 @@ void Supervisor::Impl::note_reported_version(Slot& s) {
   s.reported_version = std::max(s.reported_version, v);
 }
 
-void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& status) {
+void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& reaped) {
   note_reported_version(s);
+  // Asked to stop by SIGTERM (it never joins), dying of it or exiting 128 + SIGTERM (a shell) is its
+  // clean exit.
+  const bool stopped_by_term = s.asked_by_sigterm && !s.signalled_for_stop &&
+                               (reaped.signal == SIGTERM || (reaped.signal == 0 && reaped.code == 128 + SIGTERM));
+  const ExitStatus status = stopped_by_term ? ExitStatus{} : reaped;
+  // A program that said it joins (heartbeat = true) but exited before it did most likely never
+  // calls tandem.job(): exit 0 is still its success by the policy, but say what looks wrong.
+  const auto state = static_cast<ProcessState>(control.row(s.row).state.load(std::memory_order_relaxed));
+  if (s.group.heartbeat && !s.group.builtin && state == ProcessState::starting && !s.signalled_for_stop &&
+      s.hung.empty())
+    console.warning(fmt::format(
+        "{} (pid {}) {} without joining the job: if it never calls `with tandem.job() as job:`, set heartbeat = "
+        "false in {}",
+        s.name, s.last_pid, status.describe(), group_table(s.group)));
   const auto& tail = s.output.tail().lines();
   const Exited exited{status, s.hung, s.signalled_for_stop, tail.empty() ? std::string() : tail.back()};
   Decision d = decide(exited, history(s), phase(), limits);

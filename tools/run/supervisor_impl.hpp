@@ -30,9 +30,11 @@ namespace tandem::run {
 struct Supervisor::Impl {
   // One row of the job: a learner rank or an actor, across its restarts.
   struct Slot {
-    Slot(Impl& impl, shm::Role role, std::uint32_t index, std::uint32_t row);
+    Slot(Impl& impl, const ProgramGroup& group, std::uint32_t group_index, std::uint32_t row);
+    const ProgramGroup& group;
+    std::uint32_t group_index;  // its place in the group
     shm::Role role;
-    std::uint32_t index;
+    std::uint32_t index;  // the role's index: group.first_index + group_index
     std::uint32_t row;
     std::string name;
     ChildProcess child;
@@ -49,6 +51,7 @@ struct Supervisor::Impl {
     std::uint64_t spawned_ns = 0;
     std::string hung;                 // why the launcher killed it, when it did
     bool signalled_for_stop = false;  // the launcher sent it SIGTERM/SIGKILL because it did not stop
+    bool asked_by_sigterm = false;    // a program that never joins: SIGTERM was its stop request
     bool done = false;                // exited and will not run again
     boost::asio::steady_timer restart_timer;
   };

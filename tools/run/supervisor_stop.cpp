@@ -15,6 +15,13 @@ void Supervisor::Impl::begin_stop(shm::StopReason reason, double grace_s) {
   if (!stop.begin(monotonic_ns(), grace_s)) return;  // already stopping: only sooner
   stop_reason = reason;
   control.request_stop(reason);
+  // A program that never joins cannot see the stop flag: SIGTERM is its stop request, as under
+  // torchrun or Slurm, and exiting on it is a clean exit (supervisor_exits.cpp).
+  for (auto& s : slots) {
+    if (s->group.heartbeat || !s->child.running()) continue;
+    s->asked_by_sigterm = true;
+    s->child.signal(SIGTERM);
+  }
   metrics.event({{"event", "stop"}, {"reason", std::string(shm::stop_reason_name(reason))}});
 }
 

@@ -37,7 +37,7 @@ std::string name_the_limit(std::string reason, const JobConfig& cfg, const Resta
 void Supervisor::Impl::check_heartbeats() {
   const std::uint64_t now = monotonic_ns();
   for (auto& s : slots) {
-    if (!s->child.running()) continue;
+    if (!s->child.running() || !s->group.heartbeat) continue;  // heartbeat = false: its exit status only
     const auto& row = control.row(s->row);
     const auto state = static_cast<shm::ProcessState>(row.state.load(std::memory_order_relaxed));
     const std::uint64_t beat = row.heartbeat_ns.load(std::memory_order_relaxed);
@@ -48,6 +48,11 @@ void Supervisor::Impl::check_heartbeats() {
     const Decision d = decide(watched, history(*s), phase(), used);
     if (d.action != Decision::Action::kill_hung) continue;
     s->hung = name_the_limit(d.reason, cfg, used, limits);
+    if (!watched.reported_running && !s->group.builtin)  // the usual cause with a user's program
+      s->hung += fmt::format(
+          "; a program with heartbeat = true must join with `with tandem.job() as job:` (Python) soon after it "
+          "starts, or set heartbeat = false in {}",
+          group_table(s->group));
     console.warning(fmt::format("{} (pid {}) {}: killing it", s->name, s->last_pid, s->hung));
     s->child.signal(SIGKILL);
   }
