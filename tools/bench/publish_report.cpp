@@ -86,6 +86,7 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
                {"readers", o.readers},
                {"seconds", o.seconds},
                {"verify", o.verify},
+               {"copy", m.gpu ? "d2d snapshot" : (o.copy_in_call ? "in call" : "overlapped")},
                {"interval_ms", rounded(m.interval_ms, 3)},
                {"publishes", m.calls},
                {"committed", m.commit_ms.size()},

@@ -122,7 +122,7 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   // `tandem shm gc`, which removes segments whose creator is gone.
   if (m.device_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
   learner::PublisherOptions when;
-  when.overlap_host_copy = true;  // as the learner publishes on the CPU: the copy overlaps the step
+  when.overlap_host_copy = !o.copy_in_call;  // as the learner publishes on the CPU: the copy overlaps the step
   learner::Publisher pub(slab, params.source, when, device_slab ? &device_slab->writer : nullptr);
   auto fill = [&](std::uint64_t version) {
     if (o.verify) params.fill_verify_pattern(version);
