@@ -11,7 +11,7 @@ to --actors evaluator processes (multiprocessing, spawned: no `tandem run` neede
   it first. Evaluators follow with ``tandem.WeightFollower.load_into(model)``: the newest complete
   version, never torn.
 * baseline: what users write today: ``shared.load_state_dict({k: v.cpu() ...})`` into a model in
-  shared memory (``share_memory_()``) under a lock, with a version counter the evaluators poll; they
+  shared memory (``share_memory()``) under a lock, with a version counter the evaluators poll; they
   copy it out under the same lock.
 
 Reported per mode: the training thread's time blocked per publish, and publish-to-visible latency
@@ -120,7 +120,8 @@ def run_mode(args, mode: str) -> dict:
         def publish(step):
             return pub.publish(step)
     else:
-        shared = make_model(args.params_mb).share_memory_()
+        shared = make_model(args.params_mb)
+        shared.share_memory()  # Module.share_memory(): every tensor's storage into shared memory
         version, lock = ctx.Value("q", 0, lock=False), ctx.Lock()
         target = (baseline_evaluator, (args.params_mb, args.check, shared, version, lock, final, ready, out))
 
