@@ -39,7 +39,10 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
          source_.bytes, slab_.descriptor().slot_bytes, slab_.name());
   if (device_slab_ && (!on_device() || source_.bytes > device_slab_->descriptor().slot_bytes))
     throw std::logic_error("publisher: a device slab needs a CUDA source that fits its slots");
-  if (!on_device()) return;
+  if (!on_device()) {
+    if (options_.overlap_host_copy) copier_ = std::thread([this] { copier_loop(); });
+    return;
+  }
 
   // CUDA path: page-lock the slots in place once; every D2H then runs at pinned bandwidth.
   cuda::set_device(source_.device);
@@ -60,13 +63,14 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
 }
 
 Publisher::~Publisher() {
-  if (!committer_.joinable()) return;
   {
     std::unique_lock lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
-  committer_.join();
+  // Each thread finishes what is in flight before it exits: the last publish still lands.
+  if (committer_.joinable()) committer_.join();
+  if (copier_.joinable()) copier_.join();
 }
 
 Publisher::Result Publisher::maybe_publish(std::uint64_t step) {
@@ -87,34 +91,18 @@ Publisher::Result Publisher::publish(std::uint64_t step) {
   const std::uint64_t version = next_version_++;
   Result r = on_device() ? publish_device(step, version, t0) : publish_host(step, version, t0);
   const double call_us = double(monotonic_ns() - t0) / 1e3;
-  std::lock_guard lock(mutex_);
-  stats_.calls++;
-  stats_.total_call_us += call_us;
-  stats_.max_call_us = std::max(stats_.max_call_us, call_us);
-  if (!on_device() && r.outcome == Outcome::skipped) stats_.skipped++;  // the device path counts in start_transfer
-  if (r.outcome == Outcome::committed) stats_.committed++;
-  return r;
-}
-
-// CPU: the whole publish is one copy into the slot, on this thread.
-Publisher::Result Publisher::publish_host(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
-  auto slot = slab_.begin_write();
-  if (!slot) return {Outcome::skipped, version};
-  try {
-    if (source_.snapshot) source_.snapshot(slot->data, nullptr);
-    else std::memcpy(slot->data, source_.data, source_.bytes);
-  } catch (...) {
-    slab_.abort(*slot);
-    throw;
+  {
+    std::lock_guard lock(mutex_);
+    stats_.calls++;
+    stats_.total_call_us += call_us;
+    stats_.max_call_us = std::max(stats_.max_call_us, call_us);
+    if (!on_device() && r.outcome == Outcome::skipped) stats_.skipped++;  // the device path counts in start_transfer
+    if (r.outcome == Outcome::committed) stats_.committed++;
   }
-  const std::uint64_t copied = monotonic_ns();
-  slab_.commit(*slot, version, step, source_.bytes, t0);
-  PublishTiming t;
-  t.version = version;
-  t.snapshot_ms = double(copied - t0) / 1e6;
-  t.visible_ms = double(monotonic_ns() - t0) / 1e6;
-  record(t);
-  return {Outcome::committed, version};
+  // The copier is woken only after this thread's last lock: woken first, it would take the mutex
+  // and, preempted on a busy machine, keep the training thread waiting for milliseconds.
+  if (r.outcome == Outcome::in_flight && copier_.joinable()) changed_.notify_all();
+  return r;
 }
 
 void Publisher::record(const PublishTiming& t) {
@@ -129,6 +117,17 @@ std::vector<PublishTiming> Publisher::take_timings() {
 PublisherStats Publisher::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;
+}
+
+void Publisher::flush() {
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      return !host_copy_ &&
+             std::none_of(staging_.begin(), staging_.end(), [](auto& s) { return s->state != Staging::State::free; });
+    });
+  }
+  rethrow_async_error();
 }
 
 void Publisher::rethrow_async_error() {
@@ -262,17 +261,6 @@ void Publisher::committer_loop() {
   }
 }
 
-void Publisher::flush() {
-  if (!on_device()) return;
-  {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] {
-      return std::none_of(staging_.begin(), staging_.end(), [](auto& s) { return s->state != Staging::State::free; });
-    });
-  }
-  rethrow_async_error();
-}
-
 void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream) {
   if (bytes < 16) throw std::invalid_argument("verify pattern needs at least 16 bytes");
   auto* p = static_cast<unsigned char*>(device_data);
@@ -294,7 +282,6 @@ void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
 bool Publisher::wait_copy(Staging&, const cuda::Event&, std::unique_lock<std::mutex>&) { return false; }
 void Publisher::commit_device(Staging&) {}
-void Publisher::flush() {}
 void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
 }

@@ -1,11 +1,26 @@
 // Publisher: makes the learner's flat parameters visible in the weight slab (shm/weight_slab.hpp)
-// while the training thread waits for no more than a device-to-device snapshot.
+// while the training thread waits for no more than a device-to-device snapshot (GPU), or for nothing
+// but a slot hand-off and a fence before the optimizer step (CPU, overlapped).
 //
 // Contract
-//  * Threads. publish(), maybe_publish(), flush() and stats() are called by the training thread
-//    only. The CUDA path owns one internal "committer" thread; the CPU path has no thread.
-//  * CPU source (device = -1): publish() takes a free slot, runs one memcpy (or `snapshot`) into it
-//    and commits, all on the calling thread. No free slot: the publish is skipped and counted.
+//  * Threads. publish(), maybe_publish(), wait_before_update(), flush() and stats() are called by the
+//    training thread only. The CUDA path owns one internal "committer" thread; the overlapped CPU
+//    path one internal "copier" thread; the plain CPU path none.
+//  * CPU source (device = -1), plain (overlap_host_copy = false): publish() takes a free slot, runs
+//    one memcpy (or `snapshot`) into it and commits, all on the calling thread. No free slot: the
+//    publish is skipped and counted.
+//  * CPU source, overlapped (overlap_host_copy = true; publisher_host.cpp): publish() takes a free
+//    slot and hands it to the copier, which copies the source into it (memcpy or `snapshot`) while
+//    training runs its next forward and backward, then commits. The source must not change until
+//    the copy is done: the training thread calls wait_before_update() before anything writes the
+//    weights (the optimizer step), and that returns once the copier has read them. Forgetting the
+//    fence does not tear a slot (the seqlock still holds) but may publish a mix of two steps. Buffers
+//    that the forward pass itself updates in place (BatchNorm running statistics) are copied while
+//    it runs: each of their elements is this step's value or the next step's; parameters are exact. A
+//    publish() while a copy is still running first waits for it (one copy in flight at most).
+//    Ordering: the slot and the job pass between the two threads under `mutex_` (unlock releases,
+//    lock acquires), so the slab writer is still used by one thread at a time, and every read of the
+//    source by the copier happens-before wait_before_update() returns.
 //  * CUDA source: `data` lives on `device` and is updated by work on `stream` (the training stream).
 //    publish() enqueues on `stream` a D2D snapshot (or `snapshot`, e.g. a bf16 conversion) into one
 //    of two device staging buffers and returns: that copy is the only thing training waits for.
@@ -27,9 +42,12 @@
 //    snapshot wins; the dropped one counts as `coalesced`). Nothing queues, nothing grows.
 //  * Versions are assigned when publish() is called, so they are strictly increasing; a coalesced
 //    or skipped publish leaves a gap. next_version() is the version the next publish() will carry.
-//  * Errors. CUDA failures on the committer thread are rethrown by the next publish()/flush().
+//  * Errors. CUDA failures on the committer thread, and a failing `snapshot` on the copier, are
+//    rethrown by the next publish()/flush().
 //  * Lifetime: the slab, the source memory and the stream outlive the Publisher; ~Publisher
 //    flushes (waits for the in-flight copy and commits it).
+//  * wait_before_update() is a no-op on the CUDA path (the snapshot is ordered before the optimizer's
+//    kernels on `stream`) and on the plain CPU path, so callers may call it unconditionally.
 #pragma once
 
 #include <condition_variable>
@@ -77,11 +95,14 @@ struct PublisherOptions {
   // Versions continue after this one (a resumed run: its checkpoint's version), so that a job's
   // versions never go backwards across a resume.
   std::uint64_t after_version = 0;
+  // CPU sources: copy on the copier thread, overlapping training; the caller then owes a
+  // wait_before_update() before each weight update (see the contract). Ignored for CUDA sources.
+  bool overlap_host_copy = false;
 };
 
 struct PublishTiming {  // one committed publish
   std::uint64_t version = 0;
-  double snapshot_ms = 0;        // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the memcpy
+  double snapshot_ms = 0;        // CUDA: the D2D snapshot on the training stream (GPU time); CPU: the copy
   double d2h_ms = 0;             // CUDA: the D2H copy (GPU time); CPU: 0
   double visible_ms = 0;         // publish() called -> committed (readers can lease it)
   double device_copy_ms = 0;     // device slab: the D2D copy into its slot (GPU time); 0 without one
@@ -91,7 +112,11 @@ struct PublishTiming {  // one committed publish
 struct PublisherStats {
   std::uint64_t calls = 0, committed = 0, skipped = 0, coalesced = 0;
   std::uint64_t device_committed = 0, device_skipped = 0;  // the device slab's commits and skips
-  double max_call_us = 0, total_call_us = 0;               // host time inside publish(): the training thread's blocking
+  double max_call_us = 0, total_call_us = 0;               // host time inside publish()
+  // Overlapped CPU path: time inside wait_before_update(), which also blocks the training thread.
+  std::uint64_t fences = 0;
+  double max_fence_us = 0, total_fence_us = 0;
+  double blocked_us() const { return total_call_us + total_fence_us; }  // the training thread's total
 };
 
 class Publisher {
@@ -113,6 +138,9 @@ class Publisher {
   Result publish(std::uint64_t step);
   Result maybe_publish(std::uint64_t step);  // publish() when every_steps / every_ms say it is due
   void flush();                              // returns once nothing is in flight
+  // Call before anything changes the source's bytes (the optimizer step): returns once no copy
+  // still reads them. Cheap (one uncontended lock) when nothing is in flight.
+  void wait_before_update();
 
   std::uint64_t next_version() const { return next_version_; }
   PublisherStats stats() const;
@@ -121,7 +149,14 @@ class Publisher {
 
  private:
   struct Staging;
+  struct HostCopy {  // one publish handed to the copier
+    shm::WeightSlabWriter::Slot slot;
+    std::uint64_t version = 0, step = 0, call_ns = 0;
+  };
   Result publish_host(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
+  Result hand_to_copier(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
+  void copier_loop();
+  void copy_into(std::byte* dst);  // the source (or `snapshot`) into a host slot
   Result publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
   void start_transfer(Staging& s);  // mutex held
   void committer_loop();
@@ -150,6 +185,10 @@ class Publisher {
   std::vector<std::unique_ptr<Staging>> staging_;
   bool stopping_ = false;
   std::thread committer_;
+
+  // Overlapped CPU path only: the copy handed to the copier, set until committed (or aborted).
+  std::optional<HostCopy> host_copy_;
+  std::thread copier_;
 };
 
 // The verify pattern (shm::fill_verify_pattern) written into device memory on `stream`: a memset

@@ -38,7 +38,8 @@ void LearnerRuntime::publish_from(FlatParams& flat, std::uint64_t resumed_versio
     options.when.every_ms = p.every_ms;
   }
   options.when.after_version = resumed_version;
-  options.replace_dead_writer = true;  // a slab of this job whose writer died is stale
+  options.when.overlap_host_copy = true;  // both loops fence their optimizer steps (wait_before_update)
+  options.replace_dead_writer = true;     // a slab of this job whose writer died is stale
   publisher_.emplace(slab_name_, flat, options);
   if (process_.client()) publisher_->slab().persist();
 }

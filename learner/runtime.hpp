@@ -5,7 +5,8 @@
 //  * The device: learner.device for this rank ("cuda": its local rank's GPU), checked against what
 //    LibTorch sees and made CUDA's current device; LibTorch's threads (one in RL deterministic mode).
 //  * Publishing into /tandem.<job>.weights: each node's local rank 0 owns the ModelPublisher, whose
-//    versions continue after the resumed checkpoint's. Under `tandem run` the slab outlives the
+//    versions continue after the resumed checkpoint's. On the CPU the copy overlaps the next step
+//    (publisher.hpp): the loop calls wait_before_update() before every optimizer step. Under `tandem run` the slab outlives the
 //    learner: an actor restarted after the end still evaluates the final weights (the launcher
 //    removes the job's segments when the job ends).
 //  * Checkpoints: global rank 0 writes <run_dir>/ckpt-<step>.safetensors every
@@ -74,6 +75,10 @@ class LearnerRuntime {
   bool stop_agreed() const;
   // After a step: publishes (on schedule, or every step) and beats the heartbeat.
   void step_taken(std::uint64_t step);
+  // Before the optimizer changes the weights: waits for a publish copy still reading them (CPU).
+  void wait_before_update() {
+    if (publisher_) publisher_->publisher().wait_before_update();
+  }
   void tick() { process_.tick(); }
   // To the control block; `seen`: m.version is also this process's newest seen version.
   void report(const shm::ProcessMetrics& m, bool seen = false);

@@ -181,11 +181,18 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     for (auto& [name, p] : model.named_parameters())
       if (p.requires_grad()) params.push_back(p);
     sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
-    trainer.set_before_update([&] { sync->finish(trainer.step()); });
     runtime.vote_with(*sync);
   }
   runtime.publish_from(flat, resume(trainer, runtime.run_dir(), sync ? &*sync : nullptr, rank),
                        learner::LearnerRuntime::Publish::on_schedule);
+  // The gradients first (their all-reduce runs while a CPU publish copy finishes), then the fence.
+  // A CUDA model's publish needs no fence (stream order), which keeps its step capturable.
+  if (sync)
+    trainer.set_before_update([&] {
+      sync->finish(trainer.step());
+      runtime.wait_before_update();
+    });
+  else if (!cuda) trainer.set_before_update([&] { runtime.wait_before_update(); });
   runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
     metadata["job"] = process.job();
     trainer.save_checkpoint(path, metadata);

@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "common/clock.hpp"
@@ -228,6 +229,22 @@ void Segment::mark_ready() {
 }
 
 void Segment::persist() { unlink_on_destroy_ = false; }
+
+void Segment::prefault_for_write(std::size_t offset, std::size_t bytes) {
+  if (offset + bytes > size_) throw std::logic_error("segment: prefault range outside the mapping");
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::byte* begin = base_ + offset / page * page;
+  const std::size_t len = static_cast<std::size_t>(base_ + offset + bytes - begin);
+#ifdef MADV_POPULATE_WRITE  // Linux 5.14+: populates the page tables without touching the data
+  if (::madvise(begin, len, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  // Older kernels: one write per page. The range is fresh from posix_fallocate, so writing back the
+  // byte that is there changes nothing a reader could see (the segment is not ready yet).
+  for (std::size_t i = 0; i < len; i += page) {
+    auto* b = reinterpret_cast<volatile unsigned char*>(begin + i);
+    *b = *b;
+  }
+}
 
 void Segment::unlink_now() {
   if (!name_.empty()) unlink(name_);

@@ -108,6 +108,10 @@ class Segment {
   void mark_ready();  // creator only, once, after descriptor and payload are written
   void persist();     // creator only: keep the object after this handle is destroyed
   void unlink_now();  // remove the name now (mappings stay valid until destroyed)
+  // Creator only: maps [offset, offset + bytes) of this process's mapping writable now, so that a
+  // later first write takes no page faults (posix_fallocate reserved the pages, but each is still
+  // faulted into this mapping on first touch: ~0.8 s for 2.4 GB, on whichever call touches it first).
+  void prefault_for_write(std::size_t offset, std::size_t bytes);
 
   const std::string& name() const { return name_; }
   SegmentHeader& header() const { return *reinterpret_cast<SegmentHeader*>(base_); }

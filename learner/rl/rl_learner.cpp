@@ -112,6 +112,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const bool deterministic = settings.shape.deterministic;
   at::Generator order = at::detail::createCPUGenerator(settings.learner.seed);
   rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, s, order);
+  updater.set_before_step([&] { runtime.wait_before_update(); });
   rl::SlotGatherer gatherer(rings, rollout_actors, s.slots_per_update, deterministic ? settings.slots_per_actor() : 0);
   const std::uint64_t slot_steps = std::uint64_t{s.rollout_steps} * static_cast<std::uint64_t>(settings.env.envs);
   log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}",

@@ -13,6 +13,7 @@
 #include <ATen/core/Generator.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <vector>
 
 #include "common/torch/models.hpp"
@@ -63,6 +64,8 @@ class RlUpdater {
             at::Generator generator);
 
   UpdateStats update(const Batch& batch, double lr);
+  // Runs before every optimizer step (the publisher's fence: LearnerRuntime::wait_before_update).
+  void set_before_step(std::function<void()> fn) { before_step_ = std::move(fn); }
 
  private:
   struct Heads {
@@ -81,6 +84,7 @@ class RlUpdater {
   Algo algo_;
   RlSettings s_;
   at::Generator generator_;
+  std::function<void()> before_step_;
 };
 
 }  // namespace tandem::rl

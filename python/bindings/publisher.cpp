@@ -4,7 +4,9 @@
 // views of one flat buffer, so an optimizer built before or after keeps working and a publish is one
 // copy of that buffer. The Publisher's contract applies (learner/publisher.hpp): call from the
 // training thread; on a GPU, publish() enqueues a snapshot on the stream that was current at
-// construction and returns, and a committer thread copies it into the slab.
+// construction and returns, and a committer thread copies it into the slab; on the CPU with
+// `overlap`, publish() hands a slot to the copier thread and wait_before_update() is the fence
+// before the optimizer step.
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
 #include <pybind11/stl.h>
@@ -30,6 +32,7 @@ struct PublisherArgs {
   std::uint64_t after_version = 0;
   bool replace_dead_writer = true;
   bool persist = false;  // keep the slab after this process (under `tandem run`: the launcher removes it)
+  bool overlap = false;  // CPU: copy on the copier thread; the caller fences (tandem/weights.py hooks the optimizer)
 };
 
 class PyWeightPublisher {
@@ -45,6 +48,7 @@ class PyWeightPublisher {
     o.device_slab = a.device_slab;
     o.replace_dead_writer = a.replace_dead_writer;
     o.when.after_version = a.after_version;
+    o.when.overlap_host_copy = a.overlap;
     py::gil_scoped_release release;
     publisher_.emplace(slab, params_, o);
     if (a.persist) publisher_->slab().persist();
@@ -65,6 +69,11 @@ class PyWeightPublisher {
     open().publisher().flush();
   }
 
+  void wait_before_update() {
+    py::gil_scoped_release release;
+    open().publisher().wait_before_update();
+  }
+
   std::uint64_t publish_final(std::uint64_t step, double timeout_s) {
     py::gil_scoped_release release;
     return open().publish_final(step, timeout_s);
@@ -82,6 +91,11 @@ class PyWeightPublisher {
     out["device_skipped"] = s.device_skipped;
     out["max_call_us"] = s.max_call_us;
     out["mean_call_us"] = s.calls ? s.total_call_us / static_cast<double>(s.calls) : 0.0;
+    out["fences"] = s.fences;
+    out["max_fence_us"] = s.max_fence_us;
+    out["total_fence_us"] = s.total_fence_us;
+    // The training thread's time in publish() and the fences, per publish call.
+    out["mean_blocked_us"] = s.calls ? s.blocked_us() / static_cast<double>(s.calls) : 0.0;
     out["latest_version"] = slab.latest_version;
     out["reclaimed"] = slab.reclaimed;
     return out;
@@ -140,13 +154,15 @@ void bind_publisher(py::module_& m) {
       .def_readwrite("device_slab", &PublisherArgs::device_slab)
       .def_readwrite("after_version", &PublisherArgs::after_version)
       .def_readwrite("replace_dead_writer", &PublisherArgs::replace_dead_writer)
-      .def_readwrite("persist", &PublisherArgs::persist);
+      .def_readwrite("persist", &PublisherArgs::persist)
+      .def_readwrite("overlap", &PublisherArgs::overlap);
 
   py::class_<PyWeightPublisher>(m, "WeightPublisher")
       .def(py::init<NamedTensors, const std::string&, const PublisherArgs&>(), py::arg("named_tensors"),
            py::arg("slab"), py::arg("options"))
       .def("publish", &PyWeightPublisher::publish, py::arg("step") = 0)
       .def("flush", &PyWeightPublisher::flush)
+      .def("wait_before_update", &PyWeightPublisher::wait_before_update)
       .def("publish_final", &PyWeightPublisher::publish_final, py::arg("step"), py::arg("timeout_s") = 60.0)
       .def("stats", &PyWeightPublisher::stats)
       .def("take_timings", &PyWeightPublisher::take_timings)

@@ -1,10 +1,13 @@
 """The weight slab /dev/shm/tandem.<job>.weights: WeightPublisher (one writer) and WeightFollower (readers).
 
 A publisher flattens the model's parameters and buffers into one buffer (they stay the same
-Parameter objects, now views of it) and publishes a version with one copy of that buffer: on the CPU a
-memcpy into a free slot; on a GPU a device-to-device snapshot on the current stream, after which
-``publish()`` returns and a C++ thread copies the snapshot into the slab and commits it (training
-waits for the snapshot only). Readers never see a torn version (seqlock per slot) and may lease a
+Parameter objects, now views of it) and publishes a version with one copy of that buffer: on a GPU a
+device-to-device snapshot on the current stream, after which ``publish()`` returns and a C++ thread
+copies the snapshot into the slab and commits it (training waits for the snapshot only). On the CPU,
+given the ``optimizer`` (or ``overlap=True``), ``publish()`` hands a free slot to a C++ copier thread
+and returns; the copy runs during the next forward and backward, and the optimizer's step first
+waits for it (``wait_before_update()``), so the published bytes are the weights at the call. Without
+either, the CPU copy runs inside ``publish()``. Readers never see a torn version (seqlock per slot) and may lease a
 slot to keep its bytes stable while they use them. Python and C++ sides interoperate both ways.
 """
 
@@ -49,13 +52,18 @@ class WeightPublisher:
     GPU (CUDA IPC). A slab left by a writer that has exited is replaced; one whose writer runs is a
     SegmentExistsError. ``persist`` keeps the slab after close (default: under ``tandem run``, as the
     C++ learner does, so actors still evaluate the final version; the launcher removes it at the end).
-    Publish from the training thread.
+    ``optimizer``: a CPU publish overlaps training and every ``optimizer.step()`` first waits for the
+    copy (a step pre-hook; on torch < 2.0 the instance's ``step`` is wrapped). ``overlap=True`` without
+    an optimizer: the same, and the caller calls ``wait_before_update()`` before changing the weights.
+    BatchNorm running statistics, which the forward pass updates in place, may then be published from
+    the next step. Publish from the training thread.
     """
 
     def __init__(self, model: Model, job: Optional[str] = None, *, slab: Optional[str] = None,
                  model_name: str = "model", bf16: bool = False, slots: int = 4, leases: int = 256,
                  device_slab: bool = False, after_version: int = 0, replace_dead_writer: bool = True,
-                 persist: Optional[bool] = None):
+                 persist: Optional[bool] = None, optimizer: Optional[torch.optim.Optimizer] = None,
+                 overlap: Optional[bool] = None):
         o = _tandem.PublisherOptions()
         o.model = model_name
         o.bf16 = bf16
@@ -65,7 +73,14 @@ class WeightPublisher:
         o.after_version = after_version
         o.replace_dead_writer = replace_dead_writer
         o.persist = bool(os.environ.get("TANDEM_JOB")) if persist is None else persist
+        o.overlap = optimizer is not None if overlap is None else overlap
         self._c = _tandem.WeightPublisher(_named_tensors(model), slab or slab_name(job), o)
+        if optimizer is not None:
+            _fence_before_step(optimizer, self._fence)
+
+    def _fence(self) -> None:
+        if not self._c.closed:  # the optimizer may outlive the publisher
+            self._c.wait_before_update()
 
     def publish(self, step: int = 0) -> Optional[int]:
         """Publishes the current weights as the next version and returns it, or None when every free slot
@@ -76,6 +91,11 @@ class WeightPublisher:
     def flush(self) -> None:
         """Returns once no publish is in flight."""
         self._c.flush()
+
+    def wait_before_update(self) -> None:
+        """Returns once no publish copy still reads the weights: call before changing them (the optimizer
+        given at construction calls it itself). A no-op on a GPU and without overlap."""
+        self._c.wait_before_update()
 
     def publish_final(self, step: int, timeout_s: float = 60.0) -> int:
         """Publishes and commits ``step``'s weights, retrying while readers hold every slot."""
@@ -115,6 +135,20 @@ class WeightPublisher:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _fence_before_step(optimizer: torch.optim.Optimizer, fence) -> None:
+    """Runs ``fence()`` before every ``optimizer.step()``."""
+    if hasattr(optimizer, "register_step_pre_hook"):  # torch >= 2.0
+        optimizer.register_step_pre_hook(lambda *_: fence())
+        return
+    step = optimizer.step  # torch 1.x: the bound method, wrapped on this instance only
+
+    def fenced_step(*args, **kwargs):
+        fence()
+        return step(*args, **kwargs)
+
+    optimizer.step = fenced_step
 
 
 class TensorInfo(NamedTuple):

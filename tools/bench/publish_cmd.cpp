@@ -38,6 +38,8 @@ void add_publish_commands(CLI::App& app) {
   cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of publish_peer.py (default: found in the source tree)");
   cmd->add_flag("--cpu", o.cpu, "publish from host memory even when a GPU is visible");
+  cmd->add_flag("--copy-in-call", o.copy_in_call,
+                "CPU: copy inside publish() on the training thread instead of overlapping it (the old path)");
   cmd->add_option("--device", o.device, "GPU index")->capture_default_str();
   cmd->add_option("--interval-ms", o.interval_ms,
                   "time between publishes (default: 1.5 x one copy, >= 5 ms; 0: flat out)");

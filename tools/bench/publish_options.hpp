@@ -29,6 +29,7 @@ struct PublishBenchOptions {
   std::string json;
   bool peer = false;
   bool cpu = false;
+  bool copy_in_call = false;  // CPU: the copy inside publish(), as before the copier thread
   int device = 0;
   double interval_ms = -1;  // -1: auto (1.5 x one copy, at least 5 ms)
   std::uint32_t slots = shm::kDefaultSlots;

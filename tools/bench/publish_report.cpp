@@ -20,6 +20,13 @@ double percentile(std::vector<double> v, double q) {
 
 double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
+// CPU: each publish's call plus the fence that followed it (the copy overlaps the sleep between).
+std::vector<double> blocked_us(const PublishMeasurement& m) {
+  std::vector<double> out = m.call_us;
+  for (std::size_t i = 0; i < out.size() && i < m.fence_us.size(); ++i) out[i] += m.fence_us[i];
+  return out;
+}
+
 void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, double blocked_ms, double bound_ms) {
   fmt::print("\n{:<44} {:>10} {:>10} {:>10}\n", "", "median", "p99", "max");
   auto row = [](const char* what, const std::vector<double>& v, double scale = 1) {
@@ -27,6 +34,8 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
                max_of(v) * scale);
   };
   row("publish() call, training thread (ms)", m.call_us, 1e-3);
+  if (!m.gpu) row("fence before the update, training thread (ms)", m.fence_us, 1e-3);
+  if (!m.gpu) row("training blocked: call + fence (ms)", blocked_us(m), 1e-3);
   row(m.gpu ? "snapshot D2D on the training stream (ms)" : "memcpy into the slot (ms)", m.snapshot_ms);
   if (m.gpu) row("D2H into the slot (ms)", m.d2h_ms);
   row("publish() -> committed (ms)", m.commit_ms);
@@ -38,7 +47,8 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
     row("device slab: publish() -> seen by a same-GPU reader (ms)", m.device.visible_ms);
     row("device reader load: lease + D2D into its buffer (ms)", m.device.load_ms);
   }
-  fmt::print("training blocked per publish (call + snapshot, median): {:.3f} ms\n", blocked_ms);
+  fmt::print("training blocked per publish ({}, median): {:.3f} ms\n", m.gpu ? "call + snapshot" : "call + fence",
+             blocked_ms);
   if (m.gpu)
     fmt::print("pinned D2H reference: {:.1f} GB/s -> 1.15 x bytes / bandwidth = {:.2f} ms\n", m.pinned_gbps, bound_ms);
   fmt::print("publishes {}, committed {}, coalesced {}, skipped (no free slot) {}\n", m.calls, m.commit_ms.size(),
@@ -65,7 +75,8 @@ Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
 int report_publish(const PublishBenchOptions& o, const ModelSize& size, const PublishMeasurement& m) {
   const auto& readers = m.readers;
   const double bound_ms = m.gpu ? 1.15 * double(size.bytes) / (m.pinned_gbps * 1e6) : 0;
-  const double blocked_ms = percentile(m.call_us, 0.5) / 1e3 + (m.gpu ? percentile(m.snapshot_ms, 0.5) : 0);
+  const double blocked_ms = m.gpu ? percentile(m.call_us, 0.5) / 1e3 + percentile(m.snapshot_ms, 0.5)
+                                  : percentile(blocked_us(m), 0.5) / 1e3;
   print_table(o, m, blocked_ms, bound_ms);
 
   Json line = {{"bench", "publish"},
@@ -75,6 +86,7 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
                {"readers", o.readers},
                {"seconds", o.seconds},
                {"verify", o.verify},
+               {"copy", m.gpu ? "d2d snapshot" : (o.copy_in_call ? "in call" : "overlapped")},
                {"interval_ms", rounded(m.interval_ms, 3)},
                {"publishes", m.calls},
                {"committed", m.commit_ms.size()},
@@ -88,6 +100,9 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
                {"visible_ms_median", rounded(percentile(readers.visible_ms, 0.5), 4)},
                {"visible_ms_p99", rounded(percentile(readers.visible_ms, 0.99), 4)},
                {"blocked_ms_median", rounded(blocked_ms, 4)},
+               {"fence_ms_median", rounded(percentile(m.fence_us, 0.5) / 1e3, 4)},
+               {"blocked_ms_p99", rounded(m.gpu ? 0 : percentile(blocked_us(m), 0.99) / 1e3, 4)},
+               {"blocked_ms_max", rounded(m.gpu ? 0 : max_of(blocked_us(m)) / 1e3, 4)},
                {"reader_load_ms_median", rounded(percentile(readers.load_ms, 0.5), 4)},
                {"reads", readers.reads},
                {"torn_reads", readers.torn},

@@ -121,7 +121,9 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   // UnlinkOnSignal guards one name (the host slab's); an interrupted run leaves the device slab to
   // `tandem shm gc`, which removes segments whose creator is gone.
   if (m.device_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
-  learner::Publisher pub(slab, params.source, {}, device_slab ? &device_slab->writer : nullptr);
+  learner::PublisherOptions when;
+  when.overlap_host_copy = !o.copy_in_call;  // as the learner publishes on the CPU: the copy overlaps the step
+  learner::Publisher pub(slab, params.source, when, device_slab ? &device_slab->writer : nullptr);
   auto fill = [&](std::uint64_t version) {
     if (o.verify) params.fill_verify_pattern(version);
   };
@@ -157,13 +159,22 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   std::uint64_t step = 1;
+  using us = std::chrono::duration<double, std::micro>;
   while (std::chrono::steady_clock::now() - start < std::chrono::duration<double>(o.seconds)) {
-    fill(pub.next_version());
+    // The sleep below stands for forward and backward; fill, for the optimizer step that the fence guards.
     auto t0 = std::chrono::steady_clock::now();
+    pub.wait_before_update();
+    if (!m.gpu && step > 1) m.fence_us.push_back(us(std::chrono::steady_clock::now() - t0).count());
+    fill(pub.next_version());
+    t0 = std::chrono::steady_clock::now();
     (void)pub.publish(step++);  // skips and coalesces are counted in stats() and reported
-    m.call_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    next += std::chrono::microseconds(static_cast<std::int64_t>(m.interval_ms * 1000));
-    std::this_thread::sleep_until(next);
+    m.call_us.push_back(us(std::chrono::steady_clock::now() - t0).count());
+    const auto interval = std::chrono::microseconds(static_cast<std::int64_t>(m.interval_ms * 1000));
+    next += interval;
+    // CPU: the whole interval stands for forward and backward, which the copy overlaps; the fill
+    // (the optimizer step) comes on top, as it does in training. GPU: a fixed publish cadence.
+    if (m.gpu) std::this_thread::sleep_until(next);
+    else std::this_thread::sleep_for(interval);
   }
   pub.flush();
   for (int tries = 0; tries < 1000; ++tries) {  // the final version tells readers to stop

@@ -15,6 +15,7 @@ struct PublishMeasurement {
   double interval_ms = 0;
   double pinned_gbps = 0;                              // a plain D2H into cudaHostAlloc'd memory, best of 3 (GPU only)
   std::vector<double> call_us;                         // publish() on the training thread
+  std::vector<double> fence_us;                        // CPU: wait_before_update() before the next fill
   std::vector<double> snapshot_ms, d2h_ms, commit_ms;  // per committed version, from the publisher
   std::uint64_t calls = 0, coalesced = 0, skipped = 0;
   ReaderReport readers;  // every reader's, together
