@@ -30,7 +30,7 @@ const std::vector<ConfigKey> kActor = {
 const std::vector<ConfigKey> kEnv = {
     {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
-    {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL_PYTHON.md)"},
+    {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL.md)"},
     {"env.kwargs", T::string, "\"{}\"", "with env.name = \"python\": the env's keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}'"},
     {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
