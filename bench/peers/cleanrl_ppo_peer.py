@@ -30,7 +30,9 @@ What differs from ppo.py, and why:
 Prints progress lines and one JSON line starting with {"bench": "cleanrl_ppo_peer".
 """
 import argparse
+import importlib.util
 import json
+import pathlib
 import time
 
 _t_import = time.perf_counter()
@@ -95,8 +97,12 @@ class PythonEnvs:
     """--env MODULE:CLASS: E Python envs behind NumpyCartPole's interface (tandem.pyenv.VecPyEnv)."""
 
     def __init__(self, name, kwargs, num_envs, seed):
-        from tandem.pyenv import VecPyEnv  # only here: the default peer needs no tandem
-        self.vec = VecPyEnv(name, kwargs, num_envs, seed)
+        # By path: the pure-Python file alone, not the tandem package (its extension, its rings).
+        path = pathlib.Path(__file__).resolve().parents[2] / "python" / "tandem" / "pyenv.py"
+        spec = importlib.util.spec_from_file_location("tandem_pyenv", path)
+        pyenv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pyenv)
+        self.vec = pyenv.VecPyEnv(name, kwargs, num_envs, seed)
         self.obs_dim, self.num_actions = self.vec.spec["obs_dim"], self.vec.spec["num_actions"]
 
     def observations(self):

@@ -211,10 +211,11 @@ def main(argv=None) -> int:
     ap.add_argument("--index", type=int, default=0, help="by hand: the ring (else $TANDEM_INDEX)")
     args = ap.parse_args(argv)
     try:
-        ctx = tandem.job() if tandem.in_job() else contextlib.nullcontext()
+        # The C++ actor's rule: the heartbeat stops once the loop has not ticked for two minutes (hung).
+        ctx = tandem.job(hang_timeout_s=120.0) if tandem.in_job() else contextlib.nullcontext()
         with ctx as job:
             return run(args, job)
-    except EnvError as e:
+    except (EnvError, tandem.Error) as e:  # one line: the env, or a slab / ring that does not fit
         print(f"tandem-actor: {e}", file=sys.stderr)
         return 1
 
