@@ -25,7 +25,7 @@ def ours(seed, extra):
     cmd = ["build/tools/tandem", "run", "examples/python-cartpole-ppo.toml", "--set", "run.status=\"plain\"",
            "--set", "run.dashboard=false", "--set", f"env.seed={seed}", "--set", f"model.seed={seed}", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    m = SOLVED.search(out.stdout)
+    m = SOLVED.search(out.stdout + out.stderr)  # the children's lines may come on either
     if out.returncode != 0 or not m:
         return {"solved": False, "rc": out.returncode, "tail": out.stdout[-400:] + out.stderr[-400:]}
     steps, secs = int(m.group(2)), float(m.group(3))
