@@ -31,7 +31,7 @@ def main():
                                           action_dim=1, logits_dim=2)
     with tempfile.NamedTemporaryFile("w", suffix=".toml") as cfg:
         cfg.write(f'[env]\nname = "cartpole"\nenvs = {envs}\n[learner]\nalgo = "ppo"\n[actor]\nrole = "rollout"\n'
-                  f'[rl]\nrollout_steps = {T}\nminibatches = 1\n')
+                  f'[model]\nname = "actor_critic_mlp"\n[rl]\nrollout_steps = {T}\nminibatches = 1\n')
         cfg.flush()
         cmd = (["build/actor/tandem-actor", cfg.name] if kind == "c++" else
                [sys.executable, "-m", "tandem.rollout_actor", "--env", "examples.python.envs.cartpole:CartPole",
