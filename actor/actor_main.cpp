@@ -1,7 +1,8 @@
 // tandem-actor [config.toml] [--set key=value ...]: an actor of a job. With learner.algo = "ppo" or
 // "vtrace" it is a rollout actor (actor.role = "rollout": actor/rollout_loop.hpp) or, for
 // actor.role = "evaluator" and the last actor.evaluators actors of a rollout job, an RL evaluator
-// (actor/rl_evaluator.hpp). With learner.algo = "supervised", role `evaluator`:
+// (actor/rl_evaluator.hpp); for env.name = "python" it becomes the Python rollout actor
+// (actor/python_actor.hpp). With learner.algo = "supervised", role `evaluator`:
 // follows the learner's weight slab /tandem.<job>.weights and evaluates each new version on the
 // cache's test split in place, at most every actor.min_interval_s (the newest version wins). Results
 // go into the control block (step = evaluations, version, accuracy, loss, seconds) and as JSON lines
@@ -25,6 +26,7 @@
 #include "actor/evaluation_loop.hpp"
 #include "actor/evaluator.hpp"
 #include "actor/follower.hpp"
+#include "actor/python_actor.hpp"
 #include "actor/rl_evaluator.hpp"
 #include "actor/rollout_loop.hpp"
 #include "common/clock.hpp"
@@ -88,6 +90,8 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
 
 int run(const ProgramArgs& args) {
   const JobSettings settings = JobSettings::parse(load_program_config(args.file, args.overrides), program_shape(1, 1));
+  // Before the control-block row is attached: the Python program joins it itself (tandem.job()).
+  if (settings.learner.rl() && settings.env.is_python()) actor::exec_python_actor(settings);
   catch_stop_signals();
   keep_freed_memory_for_reuse();
   shm::JobProcess process("actor");

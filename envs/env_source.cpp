@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "envs/python_env.hpp"
 
 namespace tandem::envs {
 namespace {
@@ -22,20 +23,34 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kBuiltin 
 }  // namespace
 
 std::string env_id(const EnvSettings& settings) {
-  if (settings.name == "plugin") return "";
+  if (settings.name == "plugin" || settings.is_python()) return "";
   for (const auto& [name, id] : kBuiltin)
     if (name == settings.name) return std::string(id);
   std::string names;
   for (const auto& [name, id] : kBuiltin) names += fmt::format("{}, ", name);
-  fail("config: env.name = \"{}\" is not one of: {}plugin", settings.name, names);
+  fail("config: env.name = \"{}\" is not one of: {}plugin, python", settings.name, names);
 }
 
-EnvSource::EnvSource(const EnvSettings& settings) : builtin_(env_id(settings)) {
+void check_env(const EnvSettings& settings) {
+  if (settings.is_python()) (void)python_env_spec(settings);
+  else (void)env_id(settings);
+}
+
+EnvSource::EnvSource(const EnvSettings& settings) : builtin_(env_id(settings)), python_(settings.is_python()) {
+  if (python_) {
+    spec_ = python_env_spec(settings);
+    return;
+  }
   if (builtin_.empty()) plugin_ = PluginLibrary::open(settings.plugin);
   spec_ = make()->spec();
 }
 
 std::unique_ptr<Env> EnvSource::make() const {
+  if (python_)
+    fail(
+        "env '{}' is written in Python: only the Python rollout actor steps it (an RL evaluator cannot): set "
+        "actor.evaluators = 0",
+        spec_.name);
   if (plugin_) return PluginEnv::create(plugin_, "", spec_);  // spec_ is empty (unchecked) the first time
   return make_env(builtin_);
 }

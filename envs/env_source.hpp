@@ -17,20 +17,27 @@
 
 namespace tandem::envs {
 
-// The make_env() name of env.name ("cartpole" -> "CartPole-v1"); "" for "plugin". Any other name is a
-// UserError naming the choices.
+// The make_env() name of env.name ("cartpole" -> "CartPole-v1"); "" for "plugin" and "python". Any
+// other name is a UserError naming the choices.
 std::string env_id(const EnvSettings& settings);
+
+// The launcher's check before anything starts: env.name exists, and a Python env imports and answers
+// (envs/python_env.hpp).
+void check_env(const EnvSettings& settings);
 
 class EnvSource {
  public:
-  explicit EnvSource(const EnvSettings& settings);  // opens env.plugin once, when env.name = "plugin"
+  // Opens env.plugin once (env.name = "plugin"), or asks a Python env for its spaces once.
+  explicit EnvSource(const EnvSettings& settings);
   const EnvSpec& spec() const { return spec_; }
+  // A UserError for a Python env: only the Python rollout actor steps it.
   std::unique_ptr<Env> make() const;
   std::vector<std::unique_ptr<Env>> make(int count) const;
 
  private:
   std::string builtin_;                    // make_env's name, when not a plugin
   std::shared_ptr<PluginLibrary> plugin_;  // when env.name = "plugin"
+  bool python_ = false;                    // env.name = "python"
   EnvSpec spec_;
 };
 

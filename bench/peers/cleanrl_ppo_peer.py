@@ -22,12 +22,17 @@ What differs from ppo.py, and why:
     time-to-solve, the wall seconds from the start of main() (after `import torch`, which it reports
     apart as import_s) until the mean return of the last 100 finished episodes is >= 475. It stops
     there, or at --total-steps (CleanRL's 500000 by default; the lr schedule runs over it).
+  * --env MODULE:CLASS runs a Gymnasium-API env written in Python (docs/RL.md) instead, stepped one env
+    after another with auto-reset by tandem.pyenv.VecPyEnv, the loop tandem's Python rollout actor uses
+    (SyncVectorEnv's loop, without gymnasium), so a comparison differs only in what runs around the env.
   * torch runs on the CPU with its default thread count (what ppo.py does on a machine without CUDA).
 
 Prints progress lines and one JSON line starting with {"bench": "cleanrl_ppo_peer".
 """
 import argparse
+import importlib.util
 import json
+import pathlib
 import time
 
 _t_import = time.perf_counter()
@@ -86,6 +91,29 @@ class NumpyCartPole:
             self.steps[done] = 0
             self.returns[done] = 0.0
         return self.observations(), reward, terminated, truncated, finished_returns, finished_lengths
+
+
+class PythonEnvs:
+    """--env MODULE:CLASS: E Python envs behind NumpyCartPole's interface (tandem.pyenv.VecPyEnv)."""
+
+    def __init__(self, name, kwargs, num_envs, seed):
+        # By path: the pure-Python file alone, not the tandem package (its extension, its rings).
+        path = pathlib.Path(__file__).resolve().parents[2] / "python" / "tandem" / "pyenv.py"
+        spec = importlib.util.spec_from_file_location("tandem_pyenv", path)
+        pyenv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pyenv)
+        self.vec = pyenv.VecPyEnv(name, kwargs, num_envs, seed)
+        self.obs_dim, self.num_actions = self.vec.spec["obs_dim"], self.vec.spec["num_actions"]
+
+    def observations(self):
+        return self.vec.obs.copy()
+
+    def step(self, actions):
+        v = self.vec
+        v.step(actions)
+        returns = np.array([r for _, r, _ in v.done_episodes])
+        lengths = np.array([n for _, _, n in v.done_episodes])
+        return v.obs.copy(), v.rewards.copy(), v.terminated.astype(bool), v.truncated.astype(bool), returns, lengths
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -159,6 +187,8 @@ def gae(rewards, values, dones, next_value, next_done, gamma, lam):
 
 def add_recipe_args(ap):
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--env", default="", help="MODULE:CLASS of a Python env (default: NumpyCartPole)")
+    ap.add_argument("--env-kwargs", default="{}", help="its keyword arguments, JSON")
     ap.add_argument("--total-steps", type=int, default=500000, help="step budget (CleanRL's total_timesteps)")
     ap.add_argument("--learning-rate", type=float, default=2.5e-4)
     ap.add_argument("--num-envs", type=int, default=4)
@@ -180,7 +210,8 @@ def main():
     t0 = time.perf_counter()
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    envs = NumpyCartPole(args.num_envs, args.seed)
+    envs = (PythonEnvs(args.env, json.loads(args.env_kwargs), args.num_envs, args.seed) if args.env
+            else NumpyCartPole(args.num_envs, args.seed))
     agent = Agent(envs.obs_dim, envs.num_actions)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     T, E = args.num_steps, args.num_envs
@@ -222,7 +253,7 @@ def main():
             print(f"step {global_step}  {global_step / elapsed:.0f} steps/s  "
                   f"mean return (last {len(recent)}) {np.mean(recent) if recent else 0:.1f}", flush=True)
     elapsed = time.perf_counter() - train_t0
-    print(json.dumps({"bench": "cleanrl_ppo_peer", "env": "CartPole-v1", "torch": torch.__version__,
+    print(json.dumps({"bench": "cleanrl_ppo_peer", "env": args.env or "CartPole-v1", "torch": torch.__version__,
                       "threads": torch.get_num_threads(), "envs": E, "rollout_steps": T,
                       "env_steps": global_step, "episodes": episodes, "train_s": round(elapsed, 3),
                       "env_steps_per_s": round(global_step / elapsed, 1), "solved": solve_s is not None,

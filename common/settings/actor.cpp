@@ -28,8 +28,10 @@ const std::vector<ConfigKey> kActor = {
 
 // clang-format off
 const std::vector<ConfigKey> kEnv = {
-    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin)"},
+    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
+    {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL.md)"},
+    {"env.kwargs", T::string, "\"{}\"", "with env.name = \"python\": the env's keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}'"},
     {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
 };
@@ -85,6 +87,8 @@ std::span<const ConfigKey> ActorSettings::keys() { return kActor; }
 EnvSettings EnvSettings::parse(const Config& c) {
   EnvSettings s{.name = c.string("env.name"),
                 .plugin = c.string("env.plugin"),
+                .python = c.string("env.python"),
+                .kwargs = c.string("env.kwargs"),
                 .envs = static_cast<int>(c.integer("env.envs")),
                 .seed = static_cast<std::uint64_t>(c.integer("env.seed"))};
   std::error_code ec;
@@ -100,6 +104,14 @@ EnvSettings EnvSettings::parse(const Config& c) {
         "config: env.plugin = \"{}\" is set but env.name = \"{}\": set env.name = \"plugin\" to load it, or "
         "remove env.plugin",
         s.plugin, s.name);
+  if (s.is_python() && s.python.find(':') == std::string::npos)
+    fail(
+        "config: env.name = \"python\" needs env.python = \"module:Class\" (now \"{}\"): name your env's module and "
+        "class, e.g. \"examples.python.envs.cartpole:CartPole\"",
+        s.python);
+  if (!s.is_python() && (!s.python.empty() || s.kwargs != "{}"))
+    fail("config: env.python / env.kwargs are set but env.name = \"{}\": set env.name = \"python\", or remove them",
+         s.name);
   return s;
 }
 

@@ -33,10 +33,14 @@ struct ActorSettings {
 };
 
 struct EnvSettings {
-  std::string name = "cartpole";  // a built-in env, or "plugin"
+  std::string name = "cartpole";  // a built-in env, "plugin" or "python"
   std::string plugin;             // the shared library, exactly when name = "plugin"
+  std::string python;             // module:Class, exactly when name = "python" (envs/python_env.hpp)
+  std::string kwargs = "{}";      // the Python env's keyword arguments, a JSON object
   int envs = 8;                   // per rollout actor
   std::uint64_t seed = 0;
+
+  bool is_python() const { return name == "python"; }
 
   static EnvSettings parse(const Config& config);
   static std::span<const ConfigKey> keys();

@@ -108,6 +108,14 @@ void check_rl(JobSettings& s) {
   } else {
     s.rollout_actors = 1;  // started by hand: one ring
   }
+  // A Python env is stepped only by the Python rollout actor (tandem.rollout_actor), which runs
+  // actor_critic_mlp's twin and has no lockstep; the C++ RL evaluator cannot play it.
+  if (s.env.is_python() && (s.actor.evaluators > 0 || s.shape.deterministic || s.model.name != "actor_critic_mlp"))
+    fail(
+        "config: env.name = \"python\" runs Python rollout actors only, with model.name = \"actor_critic_mlp\" and "
+        "run.deterministic = false: set actor.evaluators = 0 (now {}), run.deterministic = false, model.name = "
+        "\"actor_critic_mlp\"",
+        s.actor.evaluators);
   if (s.model.builtin() && s.model.name != "actor_critic_mlp")
     fail(
         "config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "

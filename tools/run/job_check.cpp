@@ -7,7 +7,7 @@ namespace tandem::run {
 
 void check_job_inputs(const JobSettings& s) {
   if (s.learner.rl()) {
-    (void)envs::env_id(s.env);
+    envs::check_env(s.env);
     return;
   }
   const shm::JobData data = shm::attach_job_data(s, s.shape.actors.value_or(0) > 0);
