@@ -8,7 +8,7 @@ HeartbeatThread::HeartbeatThread(const ControlClient& client, std::chrono::milli
       period_(period),
       stall_limit_ns_(static_cast<std::uint64_t>(std::chrono::nanoseconds(stall_limit).count())),
       last_tick_ns_(monotonic_ns()),
-      thread_([this](std::stop_token stop) { run(std::move(stop)); }) {
+      thread_([this](const std::stop_token& stop) { run(stop); }) {
   client_.heartbeat();
 }
 
@@ -17,7 +17,7 @@ bool HeartbeatThread::beats_at(std::uint64_t now_ns) const {
   return stall_limit_ns_ == 0 || now_ns <= last || now_ns - last < stall_limit_ns_;
 }
 
-void HeartbeatThread::run(std::stop_token stop) {
+void HeartbeatThread::run(const std::stop_token& stop) {
   std::unique_lock lock(mutex_);
   while (!stop.stop_requested()) {
     if (beats_at(monotonic_ns())) client_.heartbeat();

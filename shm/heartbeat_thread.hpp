@@ -37,7 +37,7 @@ class HeartbeatThread {
   [[nodiscard]] bool beats_at(std::uint64_t now_ns) const;
 
  private:
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
   const ControlClient& client_;
   const std::chrono::milliseconds period_;
   const std::uint64_t stall_limit_ns_;

@@ -38,7 +38,8 @@ TEST_CASE(
   REQUIRE(line.is_object());
   const auto& throughput = line.at("job").at("throughput");
   for (const auto& [algo, epochs, minibatches] : {std::tuple{"ppo", 4, 4}, std::tuple{"vtrace", 1, 1}}) {
-    CAPTURE(algo);
+    const std::string algo_name = algo;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(algo_name);
     REQUIRE(throughput.contains(algo));
     CHECK(throughput.at(algo).at("update_epochs") == epochs);
     CHECK(throughput.at(algo).at("minibatches") == minibatches);

@@ -83,7 +83,8 @@ TEST_CASE("config: NaN and infinities are refused for real keys, from the file a
                                                                                 {"", {"learner.lr=nan"}},
                                                                                 {"", {"learner.lr=+inf"}}};
   for (const auto& [text, set] : inputs) {
-    CAPTURE(text);
+    const std::string& input = text;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(input);
     const std::string message = error_of(text, set);
     CHECK(message.find("learner.lr = ") != std::string::npos);
     CHECK(message.find("is not a finite number") != std::string::npos);
@@ -154,7 +155,8 @@ TEST_CASE("config: inputs that crash toml++ 3.3.0 are refused with one line nami
       {"s = \"\"\"\n\n\"\"\"\nt = \"\"\"\\   \n\n  \xc2\xa7\"\"\"\n", "test.toml:6: a non-ASCII character right after"},
   };
   for (const auto& [text, expect] : rows) {
-    CAPTURE(text);
+    const std::string& input = text;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(input);
     const std::string message = error_of(text);
     CHECK(message.find(expect) != std::string::npos);
     CHECK(message.find('\n') == std::string::npos);
@@ -168,7 +170,8 @@ TEST_CASE("config: valid TOML with non-ASCII in strings and comments, and nested
       "a = [\n  [1, 2],\n  [{x = 1}],\n  [ ],\n]\n[t]\n[[u]]\n[ \"q\" ]\n['r'.s]\n",
   };
   for (const auto& text : ok) {
-    CAPTURE(text);
+    const std::string& input = text;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(input);
     CHECK_NOTHROW(tandem::check_toml_text(text, "ok.toml"));
   }
 }

@@ -56,7 +56,7 @@ std::uint64_t mapping_pss(const void* base) {
 // creating `marker`) and then stalls: the parent interrupts a load that is surely in progress.
 TANDEM_CHILD("preload-stalls") {
   const auto& args = test::child_args();
-  const std::string marker = args.at(2);
+  const std::string& marker = args.at(2);
   data::PreloadOptions o{args.at(0), args.at(1), "npy", false, 1, [marker](std::uint64_t, std::uint64_t) {
                            test::write_bytes(marker, "loading");
                            for (;;) ::pause();
@@ -85,6 +85,7 @@ TANDEM_CHILD("exec-tandem") {
   std::vector<std::string> args = {test::tandem_binary()};
   for (const auto& a : test::child_args()) args.push_back(a);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
@@ -111,7 +112,7 @@ TEST_CASE("tandem data preload: SIGTERM while the segment is created or filled l
 // reports the Pss of its mapping in `<dir>/pss.<id>` and waits for the parent to finish.
 TANDEM_CHILD("pss-reader") {
   const auto& args = test::child_args();
-  const std::string name = args.at(0), id = args.at(2);
+  const std::string &name = args.at(0), &id = args.at(2);
   const fs::path dir = args.at(1);
   shm::DatasetCache cache = shm::DatasetCache::attach(name);
   const auto* base = reinterpret_cast<const volatile unsigned char*>(cache.segment().base());

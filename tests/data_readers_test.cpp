@@ -144,7 +144,7 @@ TEST_CASE("data: a float or multi-column y keeps its dtype and shape") {
   auto f = cache.field("y");
   CHECK(f.dtype == shm::DType::f64);
   CHECK(f.stride == 16);
-  CHECK(std::memcmp(f.data, y.data(), 48) == 0);
+  CHECK(std::memcmp(f.data, y.data(), 48) == 0);  // NOLINT(bugprone-suspicious-memory-comparison): bitwise, on purpose
 }
 
 TEST_CASE("data: npy files a cache cannot hold are refused by name before anything is created") {
@@ -309,7 +309,7 @@ TEST_CASE("data cli: info names what a cache holds; rm and info of a missing cac
   test::CommandResult pre = run_tandem("data preload " + c.name + " --from " + dir.path().string() + " --threads 2");
   CHECK(pre.status == 0);
   CHECK(pre.output.find("40 samples (train 30, test 10)") != std::string::npos);
-  CHECK(pre.output.find("\033") == std::string::npos);  // no progress bar when stderr is not a terminal
+  CHECK(pre.output.find('\033') == std::string::npos);  // no progress bar when stderr is not a terminal
 
   std::string info = test::squeeze(run_tandem("data info " + c.name).output);
   CHECK(info.find("x uint8 1x3x2") != std::string::npos);

@@ -26,6 +26,7 @@ std::string plugin(const char* variable) {
 TEST_CASE("env plugins: the example corridor plugin runs in a VecEnv, reaching its goal and its time limit") {
   auto library = PluginLibrary::open(plugin("TANDEM_CORRIDOR_PLUGIN"));
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(2);
   for (int i = 0; i < 2; ++i) envs.push_back(PluginEnv::create(library, "length=6", EnvSpec{"", 2, 2}));
   VecEnv vec(std::move(envs), 9, 0);
   CHECK(vec.spec().max_episode_steps == 100);

@@ -27,6 +27,7 @@ namespace {
 
 VecEnv make_vec(const std::string& name, int n, std::uint64_t job_seed = 1, std::uint32_t actor = 0) {
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(n);
   for (int i = 0; i < n; ++i) envs.push_back(make_env(name));
   return VecEnv(std::move(envs), job_seed, actor);
 }
@@ -98,7 +99,8 @@ TEST_CASE("envs: every reset lands in Gymnasium's reset range and spreads over i
 
 TEST_CASE("envs: each env's time limit truncates at exactly its length, and truncation bootstraps") {
   for (const auto& [name, limit] : std::vector<std::pair<std::string, int>>{{"Pendulum-v1", 200}, {"null", 1000}}) {
-    CAPTURE(name);
+    const std::string& env = name;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(env);
     VecEnv vec = make_vec(name, 2);
     const std::vector<float> torque(vec.size(), 0.0f);
     for (int t = 1; t <= limit; ++t) {
@@ -188,7 +190,8 @@ TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape g
 
 TEST_CASE("envs: stepping a VecEnv allocates nothing, auto-resets included") {
   for (const std::string name : {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "null"}) {
-    CAPTURE(name);
+    const std::string& env = name;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(env);
     const long at_start = allocations;
     VecEnv vec = make_vec(name, 8);
     REQUIRE(allocations > at_start);  // the counter sees this binary's allocations

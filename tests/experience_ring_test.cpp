@@ -180,7 +180,7 @@ TEST_CASE("experience rings: create refuses a shape it cannot lay out, naming th
 TEST_CASE("experience rings: attach refuses every crafted descriptor field with one line naming the segment") {
   const std::string job = test::unique_name("exp");
   ExperienceRings rings = ExperienceRings::create(job, small_shape());
-  const std::string name = rings.segment_name();
+  const std::string& name = rings.segment_name();
   struct Case {
     std::string expect;
     std::function<void(ExperienceDescriptor&)> edit;

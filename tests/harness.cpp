@@ -103,6 +103,7 @@ void Child::kill(int sig) {
 Child spawn_program(const std::vector<std::string>& argv_s, int output_fd) {
   std::vector<std::string> copy = argv_s;
   std::vector<char*> argv;
+  argv.reserve(copy.size() + 1);
   for (auto& s : copy) argv.push_back(s.data());
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();

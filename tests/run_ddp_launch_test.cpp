@@ -80,6 +80,7 @@ int join_rendezvous(int rank) {
 // (a 'd') means the peer died, and this rank fails at once with an error of its own.
 bool lost_a_peer(const std::vector<int>& peers, std::vector<bool>& done, int wait_ms) {
   std::vector<pollfd> fds;
+  fds.reserve(peers.size());
   for (int fd : peers) fds.push_back({fd, POLLIN, 0});
   if (::poll(fds.data(), fds.size(), wait_ms) <= 0) return false;
   for (std::size_t i = 0; i < fds.size(); ++i) {

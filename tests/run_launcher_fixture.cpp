@@ -111,7 +111,7 @@ JobFixture::~JobFixture() {
 
 std::string JobFixture::write() const {
   std::string text = "[run]\n";
-  for (const auto& [k, v] : keys) text += k + " = " + v + "\n";
+  for (const auto& [k, v] : keys) text += fmt::format("{} = {}\n", k, v);
   text += tables + "\n";
   text += fmt::format("[data]\nname = \"{}\"\n[supervised]\nsteps = 1000\n", data);
   const fs::path file = dir / "job.toml";

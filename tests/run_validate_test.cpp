@@ -68,7 +68,7 @@ struct ValidateJob {
   test::TempDir dir;
   std::string job = test::unique_name("validate-job");
   std::string config(const std::string& data, const std::string& extra = "") const {
-    const std::string path = dir.file("job.toml");
+    std::string path = dir.file("job.toml");
     std::ofstream(path) << fmt::format(R"({}[run]
 job = "{}"
 unique_id = false
@@ -181,7 +181,8 @@ TEST_CASE("tandem run: config text that crashes toml++ 3.3.0 is one line naming 
       {"s = \"\"\"\\\n\xc2\xa7\"\"\"\n", "job.toml:2: a non-ASCII character right after a line-ending backslash"},
   };
   for (const auto& [text, expect] : rows) {
-    CAPTURE(text);
+    const std::string& input = text;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    CAPTURE(input);
     check_refused(run_tandem(job.config(cache.name, text), {}), expect, job);
   }
 }
@@ -247,7 +248,7 @@ batch_size = 256
 
 // A config for a PPO job whose programs are /bin/true: one rollout actor and one evaluator.
 std::string rl_config(const ValidateJob& job) {
-  const std::string path = job.dir.file("rl.toml");
+  std::string path = job.dir.file("rl.toml");
   std::ofstream(path) << fmt::format(R"([run]
 job = "{}"
 unique_id = false

@@ -84,6 +84,7 @@ int check_slot(const NodeGroup& group, float scale) {
   const float* mine = group.slot(group.rank());
   for (std::size_t i = 0; i < kSlotFloats; ++i) {
     const float want = i < kSlotFloats - kSlotTail ? sum[i] : value_of(group.rank(), i);
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): the claim is bitwise equality
     if (std::memcmp(&mine[i], &want, sizeof want) != 0) return 1;
   }
   return 0;

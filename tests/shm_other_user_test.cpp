@@ -67,8 +67,9 @@ TEST_CASE("another user's segments: shm gc, shm rm, data rm, data info and statu
   CHECK(gc.output.find("skipped /" + cache.segment + ": " + owned) != std::string::npos);
   CHECK(gc.output.find("removed /" + cache.segment) == std::string::npos);
 
-  for (const std::string& command : {tandem + " shm rm " + cache.segment, tandem + " data rm " + cache.name,
-                                     tandem + " data info " + cache.name, tandem + " status " + job}) {
+  for (const std::string& command :
+       {fmt::format("{} shm rm {}", tandem, cache.segment), fmt::format("{} data rm {}", tandem, cache.name),
+        fmt::format("{} data info {}", tandem, cache.name), fmt::format("{} status {}", tandem, job)}) {
     auto r = test::run_command(as_nobody(command));
     INFO(command, "\n", r.output);
     CHECK(r.status >= 1);

@@ -8,8 +8,9 @@ signature) on the job's dataset cache with tandem.HostFeed, publishes its weight
 with tandem.WeightPublisher every learner.publish_every_steps steps, and reports its metrics row through
 tandem.job(); the C++ evaluators (tandem-actor) follow the slab and evaluate every version, and
 `tandem status` and the dashboard show this process like the built-in learner. The job's keys come from
-$TANDEM_CONFIG (the run dir's job.toml): data.name, data.mean/std, data.train_split, learner.batch_size,
-epochs (or steps), lr, momentum, nesterov, weight_decay, seed, publish_every_steps, report_every_steps.
+$TANDEM_CONFIG (the run dir's job.toml): data.name, mean, std, train_split; supervised.batch_size,
+epochs (or steps), feed_workers; optimizer.lr, momentum, nesterov, weight_decay; learner.seed, threads,
+report_every_steps; publish.every_steps.
 """
 import os
 import time
@@ -46,20 +47,22 @@ def floats(text):
 def main():
     config = tomllib.load(open(os.environ["TANDEM_CONFIG"], "rb"))
     data, learner, model_keys = config["data"], config["learner"], config["model"]
+    supervised, optim, publish = config["supervised"], config["optimizer"], config["publish"]
     torch.manual_seed(model_keys["seed"])
     torch.set_num_threads(learner["threads"])
     with tandem.job() as job:
-        feed = tandem.HostFeed(data["name"], learner["batch_size"], split=data["train_split"], seed=learner["seed"],
+        feed = tandem.HostFeed(data["name"], supervised["batch_size"], split=data["train_split"], seed=learner["seed"],
                                mean=floats(data["mean"]), std=floats(data["std"]), device="cpu",
-                               workers=learner["feed_workers"])
+                               workers=supervised["feed_workers"])
         _, channels, height, width = feed.dataset["x"].shape
         model = Cnn(channels, height, width, model_keys["num_classes"])
-        publisher = tandem.WeightPublisher(model, model_name=model_keys["name"])
-        optimizer = torch.optim.SGD(model.parameters(), lr=learner["lr"], momentum=learner["momentum"],
-                                    nesterov=learner["nesterov"], weight_decay=learner["weight_decay"])
-        total = learner["steps"] or learner["epochs"] * len(feed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=optim["lr"], momentum=optim["momentum"],
+                                    nesterov=optim["nesterov"], weight_decay=optim["weight_decay"])
+        # optimizer=: the copy into the slab overlaps the next forward and backward, fenced before step().
+        publisher = tandem.WeightPublisher(model, model_name=model_keys["name"], optimizer=optimizer)
+        total = supervised["steps"] or supervised["epochs"] * len(feed)
         print(f"python learner: cnn twin (signature {publisher.signature:016x}), {total} steps of "
-              f"{learner['batch_size']} on '{data['name']}', publishing to /{publisher.slab}", flush=True)
+              f"{supervised['batch_size']} on '{data['name']}', publishing to /{publisher.slab}", flush=True)
         publisher.publish(0)
         step, samples, correct, losses, window = 0, 0, 0, [], time.perf_counter()
         while step < total and not job.should_stop:
@@ -73,13 +76,13 @@ def main():
                 samples += y.shape[0]
                 losses.append(float(loss))
                 correct += int((logits.argmax(1) == y).sum())
-                if step % learner["publish_every_steps"] == 0:
+                if publish["every_steps"] and step % publish["every_steps"] == 0:
                     publisher.publish(step)
                 if step % learner["report_every_steps"] == 0:
                     seconds = time.perf_counter() - window
-                    n = learner["report_every_steps"] * learner["batch_size"]
+                    n = learner["report_every_steps"] * supervised["batch_size"]
                     job.report(step=step, epoch=feed.epoch, samples=samples, loss=sum(losses) / len(losses),
-                               accuracy=correct / n, samples_per_s=n / seconds, lr=learner["lr"],
+                               accuracy=correct / n, samples_per_s=n / seconds, lr=optim["lr"],
                                version=publisher.next_version - 1)
                     losses, correct, window = [], 0, time.perf_counter()
                 if step >= total or job.should_stop:

@@ -16,7 +16,7 @@ void widen(const std::byte* in, std::int64_t* out, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, in + i * sizeof(T), sizeof(T));  // inputs need not be aligned
-    out[i] = static_cast<std::int64_t>(v);
+    out[i] = static_cast<std::int64_t>(v);           // NOLINT(bugprone-signed-char-misuse): int8 labels are signed
   }
 }
 }  // namespace

@@ -156,8 +156,10 @@ void draw(const std::vector<Panel>& panels, const std::filesystem::path& out, in
     const int columns = panels.size() > 1 ? 2 : 1;
     const int rows = static_cast<int>((panels.size() + columns - 1) / columns);
     const double w = static_cast<double>(width) / columns, h = static_cast<double>(height) / rows;
-    for (std::size_t i = 0; i < panels.size(); ++i)
-      draw_panel(cr.get(), panels[i], static_cast<double>(i % columns) * w, static_cast<double>(i / columns) * h, w, h);
+    for (std::size_t i = 0; i < panels.size(); ++i) {
+      const std::size_t column = i % columns, row = i / columns;
+      draw_panel(cr.get(), panels[i], static_cast<double>(column) * w, static_cast<double>(row) * h, w, h);
+    }
   }
   cairo_surface_flush(surface.get());
   cairo_status_t status = ext == ".png" ? cairo_surface_write_to_png(surface.get(), out.c_str()) : CAIRO_STATUS_SUCCESS;

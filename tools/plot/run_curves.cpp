@@ -54,11 +54,13 @@ std::vector<Panel> run_curves(const std::filesystem::path& run_dir) {
     if (!r.contains("event") && r.value("role", "") == "learner" && r.contains("process"))
       learners[r["process"].get<std::string>()].push_back(&r);
   std::vector<const Json*> eval_rows;
+  eval_rows.reserve(evals.size());
   for (const Json& r : evals) eval_rows.push_back(&r);
   const std::vector<const Json*> rank0 = learners.count("learner.0") ? learners["learner.0"]
                                                                      : std::vector<const Json*>{};
   auto per_rank = [&](const char* field, const std::string& label) {
     std::vector<Series> out;
+    out.reserve(learners.size());
     for (const auto& [name, rows] : learners)
       out.push_back(
           series_of(learners.size() == 1 ? label : label + " rank " + name.substr(name.find('.') + 1), rows, field));
