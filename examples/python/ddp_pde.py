@@ -81,6 +81,7 @@ def job_defaults():
                                   std=get("data", "std"), global_batch=get("supervised", "batch_size"),
                                   steps=get("supervised", "steps"), seed=get("learner", "seed"),
                                   threads=get("learner", "threads"), report=get("learner", "report_every_steps"),
+                                  feed_workers=get("supervised", "feed_workers"),
                                   lr=get("optimizer", "lr")).items() if v is not None}
 
 
@@ -101,6 +102,7 @@ def arguments(world):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--feed-workers", type=int, default=1, help="--data tandem: HostFeed gather threads per rank")
     p.add_argument("--report", type=int, default=10, help="steps between metrics rows and log lines")
     p.add_argument("--out", type=pathlib.Path, help="rank 0 writes the timed result here (JSON)")
     p.set_defaults(**job_defaults())
@@ -114,7 +116,7 @@ def arguments(world):
 
 def batches(a, rank, world):
     if a.data == "tandem":
-        return TandemBatches(a.cache, a.batch, rank, world, a.seed, a.mean, a.std)
+        return TandemBatches(a.cache, a.batch, rank, world, a.seed, a.mean, a.std, a.feed_workers)
     check_npy_dir(pathlib.Path(a.dir))
     if a.data == "memory":
         return MemoryBatches(pathlib.Path(a.dir), a.batch, rank, world, a.seed, a.mean, a.std)

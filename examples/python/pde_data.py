@@ -40,13 +40,13 @@ def shard_order(n, rank, world, seed, epoch):
 
 
 class TandemBatches:
-    """tandem.HostFeed over the node's dataset cache: one C++ gather thread per rank, zero-copy reads."""
+    """tandem.HostFeed over the node's dataset cache: C++ gather threads reading the one mapped copy."""
 
-    def __init__(self, cache, batch, rank, world, seed, mean, std):
+    def __init__(self, cache, batch, rank, world, seed, mean, std, workers):
         import tandem
         try:
             self.feed = tandem.HostFeed(cache, batch, split="train", rank=rank, world_size=world, seed=seed,
-                                        mean=mean, std=std, device="cpu", workers=1, drop_last=True)
+                                        mean=mean, std=std, device="cpu", workers=workers, drop_last=True)
         except tandem.SegmentNotFoundError as e:
             raise BadInput(f"{e} (ddp_pde.py --cache {cache})") from None
         self.cache = cache
