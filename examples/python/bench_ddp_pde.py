@@ -32,10 +32,11 @@ CONFIG = ROOT / "examples" / "ddp-pde.toml"
 GIB = 2**30
 
 
-def variants(workers, loads):
+def variants(workers, memory_workers):
     out = [("tandem", "--data tandem"), ("memory", "--data memory")]
-    for load in loads:
-        out += [(f"loader-{load}-w{w}", f"--data loader --load {load} --workers {w}") for w in workers]
+    out += [(f"loader-mmap-w{w}", f"--data loader --load mmap --workers {w}") for w in workers]
+    # Files read whole by each worker: the memory growth with ranks x workers (slower to start, so one count).
+    out += [(f"loader-read-w{w}", f"--data loader --load memory --workers {w}") for w in memory_workers]
     return out
 
 
@@ -140,10 +141,11 @@ def main():
     p.add_argument("--tandem", type=pathlib.Path, default=ROOT / "build" / "tools" / "tandem")
     p.add_argument("--runs-dir", type=pathlib.Path, default=ROOT / "runs" / "bench-ddp-pde")
     p.add_argument("--models", default="light,heavy")
-    p.add_argument("--steps", default="120,40", help="steps per run, per model in --models order")
+    p.add_argument("--steps", default="120,30", help="steps per run, per model in --models order")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--workers", default="0,2,4", help="DataLoader workers per rank")
-    p.add_argument("--loads", default="mmap,memory", help="how the DataLoader's workers open the files")
+    p.add_argument("--read-workers", default="4", help="DataLoader workers per rank for the variant whose workers "
+                   "read the files whole (np.load without mmap); empty: none")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--no-kill", action="store_true", help="skip the SIGKILLed-rank case")
@@ -160,7 +162,7 @@ def main():
     results = []
     for _ in range(a.repeat):
         for model in models:
-            for name, script_args in variants(workers, a.loads.split(",")):
+            for name, script_args in variants(workers, [int(w) for w in a.read_workers.split(",") if w]):
                 results.append(run_variant(a, name, script_args, model, steps[model], a.ranks))
     report = dict(summary=summary(results, models), runs=results)
     if not a.no_kill:
