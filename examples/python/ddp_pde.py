@@ -126,7 +126,10 @@ def batches(a, rank, world):
 
 def main():
     # torchrun's variables: the launcher (or torchrun) sets them; init_process_group reads them itself.
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise BadInput(f"{', '.join(missing)} not set: start it with torchrun or tandem run (examples/ddp-pde.toml)")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     a = arguments(world)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)

@@ -49,7 +49,10 @@ class TandemBatches:
                                         mean=mean, std=std, device="cpu", workers=workers, drop_last=True)
         except tandem.SegmentNotFoundError as e:
             raise BadInput(f"{e} (ddp_pde.py --cache {cache})") from None
-        self.cache = cache
+        shape = tuple(self.feed.dataset["x"].shape)
+        if len(shape) != 3 or shape[1] != 2:
+            raise BadInput(f"dataset cache '{cache}' holds x of shape {shape}, not (N, 2, points): preload a "
+                           f"make_pde_dataset.py directory (tandem data preload {cache} --from DIR --force)")
         self.shared_bytes = os.stat(f"/dev/shm/{self.feed.dataset.segment}").st_size
 
     def describe(self):
