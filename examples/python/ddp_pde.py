@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from pde_data import BadInput, LoaderBatches, MemoryBatches, TandemBatches, check_npy_dir, tree_memory
+from pde_data import MEMORY_FIELDS, BadInput, LoaderBatches, MemoryBatches, TandemBatches, check_npy_dir, tree_memory
 
 REGIMES = 4  # make_pde_dataset.REGIMES: the label says which (nu, c) the target was solved with
 
@@ -174,9 +174,14 @@ def main():
                 if step >= a.steps or (joined and joined.should_stop):
                     break
         if memory is not None:
-            gathered = [None] * world
-            dist.all_gather_object(gathered, dict(seconds=seconds, memory=memory, first_loss=first_loss,
-                                                  last_loss=mean_loss))
+            # A tensor all_gather whose tensors live until the end: all_gather_object's temporaries are
+            # freed by Gloo's worker thread, which then needs the GIL; if that races with the process
+            # group's destructor (holding the GIL, joining that thread), torch 1.13 deadlocks at exit.
+            mine = torch.tensor([seconds] + [memory[k] for k in MEMORY_FIELDS], dtype=torch.float64)
+            everyone = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(everyone, mine)
+            gathered = [dict(seconds=float(t[0]), memory={k: int(v) for k, v in zip(MEMORY_FIELDS, t[1:].tolist())})
+                        for t in everyone]
             if rank == 0:
                 result = dict(data=a.data, load=a.load if a.data == "loader" else None,
                               workers=a.workers if a.data == "loader" else None, model=a.model, ranks=world,

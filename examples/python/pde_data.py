@@ -153,6 +153,7 @@ class LoaderBatches:
         del self.loader  # stops the persistent workers now, not at interpreter exit
 
 
+MEMORY_FIELDS = ("processes", "pss", "pss_anon", "pss_file", "pss_shmem")
 FIELDS = {"Pss:": "pss", "Pss_Anon:": "pss_anon", "Pss_File:": "pss_file", "Pss_Shmem:": "pss_shmem"}
 
 
@@ -168,7 +169,7 @@ def tree_memory(pid):
     """PSS of a process and all its descendants (a rank and its DataLoader workers), in bytes, from
     /proc/<pid>/smaps_rollup: shared pages are divided among the processes that map them, so sums over
     processes count each page once."""
-    total = dict(processes=0, pss=0, pss_anon=0, pss_file=0, pss_shmem=0)
+    total = dict.fromkeys(MEMORY_FIELDS, 0)
     for p in [pid] + descendants(pid):
         try:
             lines = pathlib.Path(f"/proc/{p}/smaps_rollup").read_text().splitlines()
