@@ -141,7 +141,7 @@ def main():
     p.add_argument("--tandem", type=pathlib.Path, default=ROOT / "build" / "tools" / "tandem")
     p.add_argument("--runs-dir", type=pathlib.Path, default=ROOT / "runs" / "bench-ddp-pde")
     p.add_argument("--models", default="light,heavy")
-    p.add_argument("--steps", default="120,30", help="steps per run, per model in --models order")
+    p.add_argument("--steps", default="200,30", help="steps per run, per model in --models order")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--workers", default="0,2,4", help="DataLoader workers per rank")
     p.add_argument("--read-workers", default="4", help="DataLoader workers per rank for the variant whose workers "

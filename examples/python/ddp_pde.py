@@ -59,8 +59,8 @@ class Surrogate(torch.nn.Module):
         return u0[:, 0] + self.project(h)[:, 0]  # predict the change from u0
 
 
-# light: ~0.5k multiply-adds per grid point, so the data path shows; heavy: ~6.5k, compute-bound.
-MODELS = {"light": dict(width=16, depth=0, kernel=5), "heavy": dict(width=24, depth=2, kernel=5)}
+# light: ~0.06k multiply-adds per grid point, so the data path shows; heavy: ~6.5k, compute-bound.
+MODELS = {"light": dict(width=8, depth=0, kernel=3), "heavy": dict(width=24, depth=2, kernel=5)}
 
 
 def memory_total(ranks, shared_bytes):
