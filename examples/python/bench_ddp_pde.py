@@ -80,7 +80,9 @@ def run_variant(a, name, script_args, model, steps, ranks):
         sys.exit(f"bench: {name} {model} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
     r = json.loads(found[-1])
     r.update(variant=name, load_before=load_before, load_after=os.getloadavg()[0])
-    print(f"bench: {model:5} {name:18} {r['samples_per_s']:8.0f} samples/s  memory {r['memory_bytes'] / GIB:5.2f} GiB"
+    print(f"bench: {model:5} {name:18} {r['samples_per_s']:8.0f} samples/s  {r['cpu_ms_per_sample']:6.3f} CPU-ms/sample"
+          f"  waiting {100 * r['data_wait_fraction']:4.1f}%"
+          f"  memory {r['memory_bytes'] / GIB:5.2f} GiB"
           f"  loss {r['first_loss']:.4f} -> {r['last_loss']:.4f}  load {load_before:.1f}", flush=True)
     return r
 
@@ -112,7 +114,8 @@ def kill_a_rank(a):
 
 
 def summary(results, models):
-    print("\nbench: median samples/s (2 ranks), memory = PSS of the ranks and their workers, cache counted whole")
+    print("\nbench: medians; CPU-ms/sample = CPU time of the ranks and their workers per sample; waiting = share of the timed window the slowest rank waited for batches; memory = PSS of "
+          "the ranks and their workers, the cache counted whole")
     out = {}
     for model in models:
         rows = {}
@@ -121,15 +124,18 @@ def summary(results, models):
                 rows.setdefault(r["variant"], []).append(r)
         med = {v: statistics.median(x["samples_per_s"] for x in rs) for v, rs in rows.items()}
         mem = {v: statistics.median(x["memory_bytes"] for x in rs) for v, rs in rows.items()}
+        cpu = {v: statistics.median(x["cpu_ms_per_sample"] for x in rs) for v, rs in rows.items()}
+        wait = {v: statistics.median(x["data_wait_fraction"] for x in rs) for v, rs in rows.items()}
         loaders = {v: s for v, s in med.items() if v.startswith("loader")}
         best = max(loaders, key=loaders.get) if loaders else None
         for v in med:
-            print(f"  {model:5} {v:18} {med[v]:8.0f} samples/s  {mem[v] / GIB:5.2f} GiB")
-        line = f"  {model:5} tandem / memory = {med['tandem'] / med['memory']:.3f}"
+            print(f"  {model:5} {v:18} {med[v]:8.0f} samples/s  {cpu[v]:6.3f} CPU-ms/sample  waiting {100 * wait[v]:4.1f}%  {mem[v] / GIB:5.2f} GiB")
+        line = f"  {model:5} samples/s: tandem / memory = {med['tandem'] / med['memory']:.2f}"
         if best:
-            line += f", tandem / best DataLoader ({best}) = {med['tandem'] / med[best]:.2f}"
+            line += (f", tandem / best DataLoader ({best}) = {med['tandem'] / med[best]:.2f}; CPU per sample: "
+                     f"{best} / tandem = {cpu[best] / cpu['tandem']:.2f}, memory / tandem = {cpu['memory'] / cpu['tandem']:.2f}")
         print(line)
-        out[model] = dict(median=med, memory=mem, best_loader=best)
+        out[model] = dict(median=med, cpu_ms_per_sample=cpu, memory=mem, data_wait_fraction=wait, best_loader=best)
     return out
 
 
@@ -141,12 +147,12 @@ def main():
     p.add_argument("--tandem", type=pathlib.Path, default=ROOT / "build" / "tools" / "tandem")
     p.add_argument("--runs-dir", type=pathlib.Path, default=ROOT / "runs" / "bench-ddp-pde")
     p.add_argument("--models", default="light,heavy")
-    p.add_argument("--steps", default="200,30", help="steps per run, per model in --models order")
+    p.add_argument("--steps", default="160,26", help="steps per run, per model in --models order")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--workers", default="0,2,4", help="DataLoader workers per rank")
     p.add_argument("--read-workers", default="4", help="DataLoader workers per rank for the variant whose workers "
                    "read the files whole (np.load without mmap); empty: none")
-    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--no-kill", action="store_true", help="skip the SIGKILLed-rank case")
     p.add_argument("--json", type=pathlib.Path)

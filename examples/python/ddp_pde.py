@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from pde_data import MEMORY_FIELDS, BadInput, LoaderBatches, MemoryBatches, TandemBatches, check_npy_dir, tree_memory
+from pde_data import MEMORY_FIELDS, BadInput, LoaderBatches, MemoryBatches, TandemBatches, check_npy_dir, tree_cpu_seconds, tree_memory
 
 REGIMES = 4  # make_pde_dataset.REGIMES: the label says which (nu, c) the target was solved with
 
@@ -146,9 +146,12 @@ def main():
               f"({sum(p.numel() for p in model.parameters())} parameters), {a.steps} steps of {a.batch} "
               f"from {source.describe()}", flush=True)
         step, losses, first_loss, t0, window = 0, [], None, None, time.perf_counter()
+        waited = 0.0  # timed seconds spent waiting for a batch: where a data path shows as the bottleneck
         memory = None
         while step < a.steps and not (joined and joined.should_stop):
-            for x, regime in source.epoch():
+            batches_left, asked = source.epoch(), time.perf_counter()
+            for x, regime in batches_left:
+                waited += time.perf_counter() - asked if t0 is not None else 0.0
                 u0, target = x[:, :1], x[:, 1]  # the two rows of each sample (make_pde_dataset.py)
                 loss = F.mse_loss(model(u0, regime), target)
                 optimizer.zero_grad(set_to_none=True)
@@ -157,7 +160,7 @@ def main():
                 step += 1
                 losses.append(float(loss))
                 if step == a.warmup:
-                    t0 = time.perf_counter()
+                    t0, cpu0 = time.perf_counter(), tree_cpu_seconds(os.getpid())
                 if step % a.report == 0 or step == a.steps:
                     mean_loss = sum(losses) / len(losses)
                     first_loss = mean_loss if first_loss is None else first_loss
@@ -170,23 +173,28 @@ def main():
                     losses, window = [], time.perf_counter()
                 if step == a.steps:
                     # Measured while the loader's workers still live: they are part of the cost.
-                    seconds, memory = time.perf_counter() - t0, tree_memory(os.getpid())
+                    seconds, cpu = time.perf_counter() - t0, tree_cpu_seconds(os.getpid()) - cpu0
+                    memory = tree_memory(os.getpid())
                 if step >= a.steps or (joined and joined.should_stop):
                     break
+                asked = time.perf_counter()
         if memory is not None:
             # A tensor all_gather whose tensors live until the end: all_gather_object's temporaries are
             # freed by Gloo's worker thread, which then needs the GIL; if that races with the process
             # group's destructor (holding the GIL, joining that thread), torch 1.13 deadlocks at exit.
-            mine = torch.tensor([seconds] + [memory[k] for k in MEMORY_FIELDS], dtype=torch.float64)
+            mine = torch.tensor([seconds, waited, cpu] + [memory[k] for k in MEMORY_FIELDS], dtype=torch.float64)
             everyone = [torch.empty_like(mine) for _ in range(world)]
             dist.all_gather(everyone, mine)
-            gathered = [dict(seconds=float(t[0]), memory={k: int(v) for k, v in zip(MEMORY_FIELDS, t[1:].tolist())})
+            gathered = [dict(seconds=float(t[0]), waited=float(t[1]), cpu=float(t[2]),
+                             memory={k: int(v) for k, v in zip(MEMORY_FIELDS, t[3:].tolist())})
                         for t in everyone]
             if rank == 0:
                 result = dict(data=a.data, load=a.load if a.data == "loader" else None,
                               workers=a.workers if a.data == "loader" else None, model=a.model, ranks=world,
                               batch_per_rank=a.batch, timed_steps=a.steps - a.warmup,
                               samples_per_s=world * a.batch * (a.steps - a.warmup) / max(r["seconds"] for r in gathered),
+                              cpu_ms_per_sample=1e3 * sum(r["cpu"] for r in gathered) / (world * a.batch * (a.steps - a.warmup)),
+                              data_wait_fraction=max(r["waited"] / r["seconds"] for r in gathered),
                               first_loss=first_loss, last_loss=mean_loss,
                               ranks_memory=[r["memory"] for r in gathered], source=source.describe(),
                               memory_bytes=memory_total([r["memory"] for r in gathered], source.shared_bytes))

@@ -181,3 +181,17 @@ def tree_memory(pid):
             if key in FIELDS:
                 total[FIELDS[key]] += int(rest[0]) * 1024
     return total
+
+
+def tree_cpu_seconds(pid):
+    """User + system CPU seconds of a process (all its threads) and its live descendants: the cost of a
+    step whatever share of the cores the machine's other work leaves the job."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in [pid] + descendants(pid):
+        try:
+            fields = pathlib.Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14 and 15 of stat
+    return total
