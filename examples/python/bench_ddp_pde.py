@@ -9,8 +9,8 @@ already in each rank's memory (the upper bound), and by a Dataset + DataLoader o
 
 It writes the dataset (make_pde_dataset.py) unless --dir already holds one of --samples, preloads
 it into /dev/shm/tandem.data.<--cache> (`tandem data preload --force`, as before any job on a
-node), runs every variant --repeat times interleaved (so a change in the machine's load hits them
-all), and prints the median samples/s, the ratios the targets are stated in, and the memory: PSS
+node), runs every variant --repeat times interleaved, each repeat in a rotated order (so a change in
+the machine's load hits them all), and prints the median samples/s, the ratios the targets are stated in, and the memory: PSS
 summed over the ranks and their DataLoader workers, with the cache counted whole. --json FILE keeps
 every run's result. The launcher itself (and torchrun's agent, for a torchrun baseline) is left out.
 """
@@ -166,9 +166,12 @@ def main():
     print(f"bench: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     prepare(a)
     results = []
-    for _ in range(a.repeat):
+    order = variants(workers, [int(w) for w in a.read_workers.split(",") if w])
+    for repeat in range(a.repeat):
         for model in models:
-            for name, script_args in variants(workers, [int(w) for w in a.read_workers.split(",") if w]):
+            # Each repeat starts at another variant: the one after the 8 GiB loader-read run (the kernel
+            # freeing its memory) or first after the preload is not always the same one.
+            for name, script_args in order[repeat % len(order):] + order[:repeat % len(order)]:
                 results.append(run_variant(a, name, script_args, model, steps[model], a.ranks))
     report = dict(summary=summary(results, models), runs=results)
     if not a.no_kill:
