@@ -162,7 +162,7 @@ def main():
     a.dir, a.runs_dir = a.dir.resolve(), a.runs_dir.resolve()
     models = a.models.split(",")
     steps = dict(zip(models, (int(s) for s in a.steps.split(","))))
-    workers = [int(w) for w in a.workers.split(",")]
+    workers = [int(w) for w in a.workers.split(",") if w]
     print(f"bench: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M')}", flush=True)
     prepare(a)
     results = []
