@@ -54,17 +54,18 @@ def job_segments(job):
 
 def test_two_ddp_ranks_train_from_the_cache_under_tandem_run(pde_cache, tmp_path):
     job = f"{SESSION}-ddp"
-    p = subprocess.run(job_command(job, pde_cache, tmp_path, 30), cwd=ROOT, env=job_env(), capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(job_command(job, pde_cache, tmp_path, 60, "--lr 0.01"), cwd=ROOT, env=job_env(),
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     losses = [float(v) for v in re.findall(r"\[learner\.0\] ddp_pde: step \d+ loss ([0-9.]+)", p.stdout)]
-    assert len(losses) >= 4 and losses[-1] < losses[0], p.stdout[-3000:]
+    # Means of the first and last reports (5 steps each): single batches of 32 are noisy.
+    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3]), p.stdout[-3000:]
     for rank in (0, 1):
-        assert f"[learner.{rank}] ddp_pde: rank {rank} finished at step 30" in p.stdout, p.stdout[-3000:]
+        assert f"[learner.{rank}] ddp_pde: rank {rank} finished at step 60" in p.stdout, p.stdout[-3000:]
     rows = [json.loads(l) for l in open(tmp_path / job / "metrics.jsonl")]
     for rank in (0, 1):
         steps = [r["step"] for r in rows if r.get("process") == f"learner.{rank}" and "step" in r]
-        assert steps and max(steps) == 30, f"learner.{rank}: {steps}"
+        assert steps and max(steps) == 60, f"learner.{rank}: {steps}"
         assert any(r.get("loss", 0) > 0 for r in rows if r.get("process") == f"learner.{rank}")
     assert job_segments(job) == []
 
