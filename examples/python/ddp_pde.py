@@ -59,7 +59,7 @@ class Surrogate(torch.nn.Module):
         return u0[:, 0] + self.project(h)[:, 0]  # predict the change from u0
 
 
-# light: ~0.06k multiply-adds per grid point, so the data path shows; heavy: ~6.5k, compute-bound.
+# light: ~0.14k multiply-adds per grid point, so the data path shows; heavy: ~6.5k, compute-bound.
 MODELS = {"light": dict(width=8, depth=0, kernel=3), "heavy": dict(width=24, depth=2, kernel=5)}
 
 
