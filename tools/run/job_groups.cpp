@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -121,10 +120,13 @@ std::string name_of(const toml::table& t, std::size_t at) {
   const toml::node* n = t.get("name");
   const std::string what = fmt::format("run.group #{}", at + 1);
   if (n == nullptr || !n->is_string()) fail("config: {}: give it a name, e.g. name = \"logger\"", what);
-  const std::string name = n->as_string()->get();
-  const bool ok = !name.empty() && name.size() <= shm::kGroupNameBytes && std::islower(name[0]) &&
+  std::string name = n->as_string()->get();
+  // Plain ASCII, not the locale's idea of a letter: the name becomes part of row names and labels.
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const bool ok = !name.empty() && name.size() <= shm::kGroupNameBytes && lower(name[0]) &&
                   std::all_of(name.begin(), name.end(),
-                              [](char c) { return std::islower(c) || std::isdigit(c) || c == '_' || c == '-'; });
+                              [&](char c) { return lower(c) || digit(c) || c == '_' || c == '-'; });
   if (!ok)
     fail("config: {}: name \"{}\" is not a group name: use 1-{} of a-z, 0-9, '_', '-', starting with a letter", what,
          name, shm::kGroupNameBytes);
