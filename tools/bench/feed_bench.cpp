@@ -16,8 +16,8 @@
 #include "common/error.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
-#include "learner/feed/synthetic_dataset.hpp"
 #include "shm/dataset_cache.hpp"
+#include "tools/bench/bench_dataset.hpp"
 #include "tools/bench/bench_json.hpp"
 #include "tools/bench/feed_options.hpp"
 #include "tools/bench/peer_process.hpp"
@@ -25,7 +25,6 @@
 namespace tandem::bench {
 namespace {
 
-constexpr std::uint64_t kSyntheticSamples = 50000;
 const std::vector<std::uint64_t> kBatches = {256, 512, 1024};
 
 struct Result {
@@ -142,14 +141,8 @@ Json compare_with_peer(const std::vector<Result>& ours, const Json& peer_line) {
 
 int bench_feed(const FeedBenchOptions& o) {
   if (!(o.seconds > 0)) fail("--seconds must be positive, got {}", o.seconds);
-  std::optional<shm::UnlinkOnSignal> on_signal;
-  std::optional<feed::SyntheticDataset> synthetic;
-  std::string name = o.dataset;
-  if (name.empty()) {
-    name = fmt::format("bench-feed-{}", ::getpid());
-    on_signal.emplace(shm::dataset_segment_name(name));
-    synthetic.emplace(name, kSyntheticSamples, 0, std::vector<std::uint64_t>{3, 32, 32});
-  }
+  const BenchDataset data(o.dataset, "feed");
+  const std::string& name = data.name;
   const auto cache = shm::DatasetCache::attach(name);
 
   feed::FeedOptions base;
@@ -167,7 +160,7 @@ int bench_feed(const FeedBenchOptions& o) {
 
   fmt::print(
       "tandem-bench feed: dataset '{}'{}, split {}: {} samples of {} uint8 ({} bytes read per sample), {} s per run\n",
-      name, synthetic ? " (synthetic)" : "", o.split, layout.end - layout.begin, shape, layout.sample_bytes(),
+      name, data.synthetic ? " (synthetic)" : "", o.split, layout.end - layout.begin, shape, layout.sample_bytes(),
       o.seconds);
   fmt::print("{:<24} {:>6} {:<8} {:>14} {:>8}\n", "feed", "batch", "device", "samples/s", "GB/s");
   std::vector<Result> ours;
@@ -190,7 +183,7 @@ int bench_feed(const FeedBenchOptions& o) {
 
   Json line = {{"bench", "feed"},
                {"dataset", name},
-               {"synthetic", synthetic.has_value()},
+               {"synthetic", data.synthetic.has_value()},
                {"split", o.split},
                {"samples", layout.end - layout.begin},
                {"sample_shape", layout.sample_shape},

@@ -20,9 +20,9 @@
 #include "common/units.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
-#include "learner/feed/synthetic_dataset.hpp"
 #include "learner/model_publisher.hpp"
 #include "shm/dataset_cache.hpp"
+#include "tools/bench/bench_dataset.hpp"
 #include "tools/bench/bench_json.hpp"
 #include "tools/bench/peer_process.hpp"
 #include "tools/bench/python_options.hpp"
@@ -30,7 +30,6 @@
 namespace tandem::bench {
 namespace {
 
-constexpr std::uint64_t kSyntheticSamples = 50000;
 const std::vector<std::uint64_t> kBatches = {256, 512, 1024};
 using Clock = std::chrono::steady_clock;
 
@@ -189,20 +188,14 @@ int bench_python(const PythonBenchOptions& o) {
   if (!(o.seconds > 0) || o.rounds < 1 || o.reps < 1 || o.tensors < 1)
     fail("--seconds, --rounds, --reps and --tensors must be positive");
   const std::uint64_t bytes = o.bytes == "0" ? 0 : parse_size(o.bytes, "--bytes");
-  std::optional<shm::UnlinkOnSignal> on_signal;
-  std::optional<feed::SyntheticDataset> synthetic;
-  std::string name = o.dataset;
-  if (name.empty()) {
-    name = fmt::format("bench-python-{}", ::getpid());
-    on_signal.emplace(shm::dataset_segment_name(name));
-    synthetic.emplace(name, kSyntheticSamples, 0, std::vector<std::uint64_t>{3, 32, 32});
-  }
+  const BenchDataset data(o.dataset, "python");
+  const std::string& name = data.name;
   const auto cache = shm::DatasetCache::attach(name);
   const bool gpu = cuda::device_count() > static_cast<int>(o.device);
   fmt::print(
       "tandem-bench python: dataset '{}'{}, split {}, {} s per feed run, best of {} rounds; publish {} in {} "
       "float32 tensors, median of {}; {}\n",
-      name, synthetic ? " (synthetic)" : "", o.split, o.seconds, o.rounds, format_bytes(bytes), o.tensors, o.reps,
+      name, data.synthetic ? " (synthetic)" : "", o.split, o.seconds, o.rounds, format_bytes(bytes), o.tensors, o.reps,
       gpu ? fmt::format("GPU {}", o.device) : std::string("CPU"));
 
   const std::vector<FeedRate> feeds = measure_feeds(o, name, cache, gpu);
@@ -268,7 +261,7 @@ int bench_python(const PythonBenchOptions& o) {
                           {"met", met}});
   }
 
-  Json line = {{"bench", "python"},     {"dataset", name},    {"synthetic", synthetic.has_value()},
+  Json line = {{"bench", "python"},     {"dataset", name},    {"synthetic", data.synthetic.has_value()},
                {"seconds", o.seconds},  {"rounds", o.rounds}, {"gpus", cuda::device_count()},
                {"feeds", Json::array()}};
   for (const auto& f : feeds)
