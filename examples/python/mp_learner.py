@@ -3,7 +3,7 @@
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/mp_learner.py --params-mb 100 --steps 60
 
-The user's own model and loop (an MLP here) train on the CPU and publish every --publish-every steps
+The user's own model and loop (an MLP here) train on the CPU (or the GPU, --device cuda) and publish every --publish-every steps
 to --actors evaluator processes (multiprocessing, spawned: no `tandem run` needed), twice in one run:
 
 * tandem: ``tandem.WeightPublisher(model, optimizer=opt)``. publish() hands a slab slot to a C++ copier
@@ -42,7 +42,7 @@ def make_model(params_mb: float) -> torch.nn.Module:
 def digest(model: torch.nn.Module) -> str:
     h = hashlib.blake2b(digest_size=16)
     for t in model.state_dict().values():
-        h.update(t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
 
 
@@ -93,7 +93,8 @@ def train(args, model, opt, publish) -> dict:
     """The user's loop. publish(step) -> version, or None when skipped; returns per-version call times."""
     calls, blocked_us = {}, []
     for step in range(1, args.steps + 1):
-        x, y = torch.randn(args.batch, 64), torch.randint(0, 10, (args.batch,))
+        x = torch.randn(args.batch, 64, device=args.device)
+        y = torch.randint(0, 10, (args.batch,), device=args.device)
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -111,7 +112,7 @@ def train(args, model, opt, publish) -> dict:
 def run_mode(args, mode: str) -> dict:
     ctx = mp.get_context("spawn")
     final, ready, out = ctx.Value("q", 0), ctx.Semaphore(0), ctx.Queue()
-    model = make_model(args.params_mb)
+    model = make_model(args.params_mb).to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     if mode == "tandem":
         pub = tandem.WeightPublisher(model, args.job, optimizer=opt, model_name="mlp")
@@ -185,6 +186,7 @@ def main() -> None:
     ap.add_argument("--publish-every", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--actors", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="where the learner trains (the evaluators stay on the CPU)")
     ap.add_argument("--mode", choices=["both", "tandem", "baseline"], default="both")
     ap.add_argument("--job", default=f"mp-learner-{time.monotonic_ns()}", help="names the weight slab")
     ap.add_argument("--check", action="store_true", help="hash every published and loaded version")
@@ -201,7 +203,7 @@ def main() -> None:
         t, b = results
         print(f"training blocked: {b['blocked_ms_median'] / max(t['blocked_ms_median'], 1e-6):.0f}x less than the "
               f"baseline (median)")
-    line = json.dumps({"bench": "mp_learner", "params_mb": args.params_mb, "actors": args.actors,
+    line = json.dumps({"bench": "mp_learner", "params_mb": args.params_mb, "actors": args.actors, "device": args.device,
                        "publish_every": args.publish_every, "results": results})
     print(line)
     if args.json:

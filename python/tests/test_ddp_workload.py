@@ -34,6 +34,7 @@ def job_command(job, cache, run_dir, steps, extra_args=""):
     args = f"examples/python/ddp_pde.py --data tandem --model light {extra_args}"
     sets = {"run.job": f'"{job}"', "run.unique_id": "false", "run.runs_dir": f'"{run_dir}"', "run.status": '"plain"',
             "run.dashboard": "false", "run.metrics_interval_s": "0.1", "run.learner_args": f'"{args}"',
+            "run.learner_program": f'"{sys.executable}"',  # the interpreter running these tests has the package
             "data.name": f'"{cache}"', "supervised.batch_size": "64", "supervised.steps": str(steps),
             "learner.report_every_steps": "5"}
     cmd = [TANDEM, "run", str(ROOT / "examples/ddp-pde.toml")]
