@@ -17,6 +17,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PEER = os.environ.get("TANDEM_PY_PEER", str(ROOT / "build/python/tests/tandem-py-peer"))
 
 
+def status(job):
+    """`tandem status JOB --json`: the job's processes as the launcher shows them."""
+    out = subprocess.run([os.environ.get("TANDEM_BINARY", str(ROOT / "build/tools/tandem")), "status", job, "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
 def shm_names():
     """This session's objects in /dev/shm."""
     return {n for n in os.listdir("/dev/shm") if n.startswith((f"tandem.{SESSION}", f"tandem.data.{SESSION}"))}

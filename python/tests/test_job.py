@@ -9,15 +9,9 @@ import time
 import pytest
 
 import tandem
-from helpers import Peer, child_line, python_child
+from helpers import Peer, child_line, python_child, status
 
 RUNNING, STOPPING = 2, 3
-
-
-def status(job):
-    out = subprocess.run([os.environ.get("TANDEM_BINARY", "build/tools/tandem"), "status", job, "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
 
 
 def test_outside_a_job_tandem_job_says_so_in_one_line(monkeypatch):

@@ -4,16 +4,19 @@ Python rollout actor (tandem.rollout_actor) under `tandem run`."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from helpers import ROOT, SESSION, shm_names
+from helpers import ROOT, SESSION, shm_names, status
 from tandem import pyenv
 
 CARTPOLE = "examples.python.envs.cartpole:CartPole"
+PENDULUM = "examples.python.envs.pendulum:Pendulum"
 TANDEM = os.environ.get("TANDEM_BINARY", str(ROOT / "build/tools/tandem"))
 
 
@@ -116,3 +119,67 @@ def test_a_python_env_that_does_not_import_fails_the_job_before_it_starts(tmp_pa
                          timeout=120)
     assert run.returncode != 0 and "importing examples.python.envs.nope failed" in run.stderr + run.stdout
     assert not list(tmp_path.iterdir()) and shm_names() <= before
+
+
+def start_job(job, tmp_path, *extra_sets, **sets):
+    """`tandem run examples/python-cartpole-ppo.toml` in the background, plain status lines on stdout."""
+    sets = {"run.job": f'"{job}"', "run.unique_id": "false", "run.runs_dir": f'"{tmp_path}"', "run.status": '"plain"',
+            "run.dashboard": "false", "rl.stop_on_return": "false", "env.envs": "8", "learner.report_every_steps": "4", **sets}
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    return subprocess.Popen([TANDEM, "run", "examples/python-cartpole-ppo.toml", *args, *extra_sets],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_python_rollout_actor_sigkilled_mid_run_is_restarted_and_the_job_succeeds(tmp_path):
+    """The Python actor is actor.0's process (tandem-actor execs it): SIGKILL it once it has filled
+    slots; the launcher restarts it, the new one joins the same ring and the run reaches its steps."""
+    job = f"{SESSION}-pykill"
+    run = start_job(job, tmp_path, **{"rl.total_env_steps": "131072"})
+    lines = []
+    try:
+        for line in run.stdout:
+            lines.append(line)
+            if "rollout (python)" in line:
+                break
+        pid = next(p["pid"] for p in status(job)["processes"] if p["process"] == "actor.0")
+        time.sleep(0.3)  # a few slots into the ring
+        os.kill(pid, signal.SIGKILL)
+        lines += run.stdout.readlines()
+        run.wait(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    out = "".join(lines)
+    assert run.returncode == 0, out
+    assert f"actor.0 (pid {pid}) was killed by SIGKILL: restarting it" in out and "succeeded" in out
+    rows = [json.loads(line) for d in tmp_path.iterdir() for line in open(d / "metrics.jsonl")]
+    spawns = [r for r in rows if r.get("event") == "spawn" and r["process"] == "actor.0"]
+    assert [r["restarts"] for r in spawns] == [0, 1] and spawns[1]["pid"] != pid
+    learner = [r for r in rows if r.get("process") == "learner.0" and r.get("step")]
+    assert max(r["step"] for r in learner) >= 131072 // (32 * 8)
+    assert not [n for n in os.listdir("/dev/shm") if job in n]
+
+
+def test_a_continuous_action_python_env_is_trained_by_the_cpp_ppo_learner(tmp_path):
+    """examples/python/envs/pendulum.py (a Box action space): the actor samples float actions of its
+    shape, the learner updates on them, and the episodes' returns are Pendulum's (always negative)."""
+    job = f"{SESSION}-pypend"
+    run = start_job(job, tmp_path, **{"rl.total_env_steps": "8192", "env.python": f'"{PENDULUM}"',
+                                      "env.kwargs": "'{}'"})
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    assert "succeeded" in out
+    rows = [json.loads(line) for d in tmp_path.iterdir() for line in open(d / "metrics.jsonl")]
+    actor = [r for r in rows if r.get("process") == "actor.0" and r.get("env_steps")]
+    learner = [r for r in rows if r.get("process") == "learner.0" and r.get("step")]
+    assert actor and max(r["env_steps"] for r in actor) >= 8192 and learner
+    returns = [r["episode_return"] for r in rows if r.get("process") == "actor.0" and "episode_return" in r]
+    assert returns and all(r < 0 for r in returns)
+
+
+def test_the_spec_probe_reads_a_box_action_space():
+    out = probe(PENDULUM)
+    assert out.returncode == 0, out.stderr
+    spec = json.loads(out.stdout)
+    assert (spec["obs_dim"], spec["num_actions"], spec["action_dim"]) == (3, 0, 1)
+    assert (spec["action_low"], spec["action_high"]) == (-2.0, 2.0)
