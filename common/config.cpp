@@ -57,26 +57,6 @@ std::string_view foreign_table_of(std::span<const std::string_view> foreign, std
   return {};
 }
 
-// Parses a TOML value literal ("3", "true", "\"x\"", "[1,2]"); a bare word becomes a string.
-toml::table parse_literal(std::string_view literal, std::string_view origin, std::string_view key) {
-  const std::string text = fmt::format("v = {}", literal);
-  bool value = true;
-  try {
-    check_toml_text(text, origin);
-  } catch (const UserError&) {  // e.g. a non-ASCII bare word: not a TOML value
-    value = false;
-  }
-  if (value) {
-    try {
-      return toml::parse(text, origin);
-    } catch (const toml::parse_error&) {
-    }
-  }
-  toml::table t;
-  t.insert("v", std::string(literal));
-  return t;
-}
-
 void flatten(const toml::table& table, const std::string& prefix,
              std::vector<std::pair<std::string, const toml::node*>>& out) {
   for (const auto& [k, v] : table) {
@@ -150,6 +130,25 @@ void set_dotted(toml::table& root, std::string_view key, const toml::node& value
 
 }  // namespace
 
+toml::table parse_value_literal(std::string_view literal, std::string_view origin) {
+  const std::string text = fmt::format("v = {}", literal);
+  bool value = true;
+  try {
+    check_toml_text(text, origin);
+  } catch (const UserError&) {  // e.g. a non-ASCII bare word: not a TOML value
+    value = false;
+  }
+  if (value) {
+    try {
+      return toml::parse(text, origin);
+    } catch (const toml::parse_error&) {
+    }
+  }
+  toml::table t;
+  t.insert("v", std::string(literal));
+  return t;
+}
+
 Config Config::parse(std::string_view text, std::string_view origin, std::span<const std::string> overrides,
                      std::span<const ConfigKey> schema, std::span<const std::string_view> foreign_tables,
                      std::span<const RenamedKey> renamed) {
@@ -182,7 +181,7 @@ Config Config::parse(std::string_view text, std::string_view origin, std::span<c
 
   std::map<std::string, toml::table> chosen;  // key -> table {v = typed value}
   for (const auto& k : schema) {
-    toml::table literal = parse_literal(k.default_value, "<default>", k.key);
+    toml::table literal = parse_value_literal(k.default_value, "<default>");
     chosen[std::string(k.key)] = typed_value(k, *literal.get("v"), "<default>");
   }
 
@@ -209,7 +208,7 @@ Config Config::parse(std::string_view text, std::string_view origin, std::span<c
     const ConfigKey* k = find_key(schema, key);
     if (k == nullptr) fail("--set: unknown key '{}' (known: {})", key, known_keys_near(schema, key));
     const std::string_view literal = std::string_view(assignment).substr(eq + 1);
-    toml::table parsed = parse_literal(literal, "--set", key);
+    toml::table parsed = parse_value_literal(literal, "--set");
     // A string key takes the text as written: --set data.std=0.5 means "0.5", not the number.
     if (k->type == ConfigType::string && !parsed.get("v")->is_string())
       parsed.insert_or_assign("v", std::string(literal));

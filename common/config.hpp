@@ -75,6 +75,10 @@ class Config {
   std::vector<std::string> notes_;
 };
 
+// A TOML value literal ("3", "true", "\"x\"", "[1, 2]") as the table {v = value}; text that is no
+// TOML value (a bare word) becomes a string.
+toml::table parse_value_literal(std::string_view literal, std::string_view origin);
+
 // A config file's text; a UserError naming the file when it cannot be read.
 std::string read_config_text(const std::filesystem::path& file);
 

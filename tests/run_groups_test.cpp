@@ -236,3 +236,38 @@ TEST_CASE("program groups: a bad command or group is one line naming it and the 
   }
   fs::remove(not_exec);
 }
+
+TEST_CASE("program groups: --set run.group.NAME.KEY changes that group, and a name no group has is refused" *
+          doctest::timeout(90)) {
+  JobFixture f;
+  f.keys["actors"] = "0";
+  f.keys["learner_args"] = "\"--tandem-child=fake-learner steps=40 step_ms=20\"";
+  f.tables = shell_group("logger", 1, "echo logger {index} up; sleep 60");
+  Launcher run({f.write(), "--set", "run.group.logger.count=3"});
+  const int status = run.wait();
+  const std::string out = run.output();
+  CAPTURE(out);
+  CHECK(status == 0);
+  CHECK(has(out, "1 learner, 3 loggers"));
+  CHECK(has(out, "[logger.2] logger 2 up"));
+  CHECK(has(read_file(f.run_dir() / "config.toml"), "count = 3"));
+
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"run.group.nope.count=2", "--set run.group.nope.count=2: no [[run.group]] is named \"nope\" (the config's "
+                                 "groups: logger)"},
+      {"run.group.count=2", "name the group and its key, e.g. --set run.group.logger.count=2"},
+      {"run.group.logger.counts=2", "unknown key 'counts'"},
+  };
+  for (const auto& [assignment, expect] : refused) {
+    JobFixture bad;
+    bad.tables = f.tables;
+    Launcher refuse({bad.write(), "--set", assignment});
+    const int refused_status = refuse.wait();
+    const std::string said = refuse.output();
+    CAPTURE(said);
+    CHECK(refused_status == 1);
+    CHECK(has(said, expect));
+    CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+    CHECK(segments_of(bad.job).empty());
+  }
+}

@@ -100,6 +100,7 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   for (const auto& note : config.notes()) fmt::print(stderr, "tandem: {}\n", note);
   JobConfig j{.config = std::move(config)};
   j.group_tables = run::group_tables(document);
+  run::apply_group_overrides(j.group_tables, overrides);
   const Config& c = j.config;
 
   j.job_name = c.string("run.job");

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/process.hpp"
 
@@ -215,6 +217,47 @@ std::vector<ProgramGroup> program_groups(const GroupTables& tables, const Legacy
     }
   }
   return groups;
+}
+
+void apply_group_overrides(GroupTables& tables, std::span<const std::string> overrides) {
+  const std::string learner_prefix = fmt::format("{}.", kLearnerTable);
+  const std::string group_prefix = fmt::format("{}.", kGroupTable);
+  for (const auto& assignment : overrides) {
+    const auto eq = assignment.find('=');
+    if (eq == std::string::npos) continue;  // Config::parse has refused it
+    const std::string key = assignment.substr(0, eq);
+    toml::table* target = nullptr;
+    std::string field;
+    if (key.starts_with(learner_prefix)) {
+      if (!tables.learner) tables.learner.emplace();
+      target = &*tables.learner;
+      field = key.substr(learner_prefix.size());
+    } else if (key.starts_with(group_prefix)) {
+      const std::string rest = key.substr(group_prefix.size());
+      const auto dot = rest.find('.');
+      if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size())
+        fail("--set {}: name the group and its key, e.g. --set run.group.logger.count=2", assignment);
+      const std::string name = rest.substr(0, dot);
+      field = rest.substr(dot + 1);
+      std::vector<std::string> names;
+      if (tables.groups) {
+        for (auto& node : *tables.groups) {
+          toml::table* t = node.as_table();
+          if (t == nullptr) continue;  // program_groups names it
+          const std::string group = t->get_as<std::string>("name") ? t->get_as<std::string>("name")->get() : "";
+          if (group == name) target = t;
+          names.push_back(group);
+        }
+      }
+      if (target == nullptr)
+        fail("--set {}: no [[run.group]] is named \"{}\" (the config's groups: {}); add the group to the config",
+             assignment, name, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
+    } else {
+      continue;  // a schema key: Config::parse applied it
+    }
+    toml::table parsed = parse_value_literal(std::string_view(assignment).substr(eq + 1), "--set");
+    parsed.get("v")->visit([&](const auto& value) { target->insert_or_assign(field, value); });
+  }
 }
 
 void put_group_tables(const GroupTables& tables, toml::table& run_table) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct GroupTables {
 inline constexpr std::string_view kLearnerTable = "run.learner";
 inline constexpr std::string_view kGroupTable = "run.group";
 GroupTables group_tables(const toml::table& document);
+
+// Applies `--set run.learner.KEY=VALUE` and `--set run.group.NAME.KEY=VALUE` (a group is named by its
+// name) to the tables; program_groups checks what they then say. Other keys are Config::parse's.
+void apply_group_overrides(GroupTables& tables, std::span<const std::string> overrides);
 
 // The legacy keys' values, read by JobConfig::load.
 struct LegacyPrograms {
