@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "tests/data_files.hpp"
 #include "tests/harness.hpp"
+#include "tests/sanitizer.hpp"
 #include "tools/data/preload.hpp"
 
 using namespace tandem;
@@ -20,17 +21,7 @@ using tandem::test::error_of;
 constexpr std::uint64_t k2to56 = 1ull << 56, k2to61 = 1ull << 61;
 
 // ASan reserves terabytes of shadow address space, so the cap only applies to a plain build.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr const char* kCapped = "";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr const char* kCapped = "";
-#else
-constexpr const char* kCapped = "prlimit --as=1073741824";
-#endif
-#else
-constexpr const char* kCapped = "prlimit --as=1073741824";
-#endif
+constexpr const char* kCapped = test::kAddressSanitizer ? "" : "prlimit --as=1073741824";
 
 // `tandem data preload` of `dir` must fail with one line holding `expected`, exit 1, within 1 GiB of
 // address space and before asking for more than 1 MiB of /dev/shm, leaving no segment.

@@ -14,6 +14,7 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
+#include "tests/sanitizer.hpp"
 
 using namespace tandem;
 using shm::DatasetDescriptor;
@@ -65,11 +66,9 @@ void check_refused(const std::string& command, const std::string& name) {
 
 // A command prefix that bounds memory to 1 GiB. Under ASan, whose shadow reserves terabytes of
 // address space, RLIMIT_AS cannot be used: its allocator's own limit stands in.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr const char* kBoundedMemory = "ASAN_OPTIONS=$ASAN_OPTIONS:max_allocation_size_mb=1024 ";
-#else
-constexpr const char* kBoundedMemory = "prlimit --as=1073741824 ";
-#endif
+constexpr const char* kBoundedMemory = test::kAddressSanitizer
+                                           ? "ASAN_OPTIONS=$ASAN_OPTIONS:max_allocation_size_mb=1024 "
+                                           : "prlimit --as=1073741824 ";
 
 struct BadCache {
   const char* what;
