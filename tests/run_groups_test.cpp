@@ -253,8 +253,9 @@ TEST_CASE("program groups: --set run.group.NAME.KEY changes that group, and a na
   CHECK(has(read_file(f.run_dir() / "config.toml"), "count = 3"));
 
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"run.group.nope.count=2", "--set run.group.nope.count=2: no [[run.group]] is named \"nope\" (the config's "
-                                 "groups: logger)"},
+      {"run.group.nope.count=2",
+       "--set run.group.nope.count=2: no [[run.group]] is named \"nope\" (the config's "
+       "groups: logger)"},
       {"run.group.count=2", "name the group and its key, e.g. --set run.group.logger.count=2"},
       {"run.group.logger.counts=2", "unknown key 'counts'"},
   };
