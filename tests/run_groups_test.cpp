@@ -258,6 +258,7 @@ TEST_CASE("program groups: --set run.group.NAME.KEY changes that group, and a na
        "groups: logger)"},
       {"run.group.count=2", "name the group and its key, e.g. --set run.group.logger.count=2"},
       {"run.group.logger.counts=2", "unknown key 'counts'"},
+      {"run.group=[]", "set one key of the table"},
   };
   for (const auto& [assignment, expect] : refused) {
     JobFixture bad;

@@ -96,13 +96,10 @@ def test_a_python_cartpole_is_trained_by_the_cpp_ppo_learner_under_tandem_run(tm
     """A short job: the Python actor's slots reach the C++ learner, which updates and publishes versions
     the actor follows; the job succeeds and leaves nothing in /dev/shm."""
     job = f"{SESSION}-pyenv"
-    sets = {"run.job": f'"{job}"', "run.runs_dir": f'"{tmp_path}"', "run.status": '"plain"', "run.dashboard": "false",
-            "rl.total_env_steps": "8192", "rl.stop_on_return": "false", "env.envs": "8", "learner.report_every_steps": "4"}
-    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    run = subprocess.run([TANDEM, "run", "examples/python-cartpole-ppo.toml", *args], capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "rollout (python)" in run.stdout and "succeeded" in run.stdout
+    run = start_job(job, tmp_path, **{"rl.total_env_steps": "8192"})
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    assert "rollout (python)" in out and "succeeded" in out
     rows = [json.loads(line) for d in tmp_path.iterdir() for line in open(d / "metrics.jsonl")]
     actor = [r for r in rows if r.get("process") == "actor.0" and r.get("env_steps")]
     learner = [r for r in rows if r.get("process") == "learner.0" and r.get("step")]

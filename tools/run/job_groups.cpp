@@ -226,6 +226,10 @@ void apply_group_overrides(GroupTables& tables, std::span<const std::string> ove
     const auto eq = assignment.find('=');
     if (eq == std::string::npos) continue;  // Config::parse has refused it
     const std::string key = assignment.substr(0, eq);
+    if (key == kLearnerTable || key == kGroupTable)
+      fail(
+          "--set {}: set one key of the table, e.g. --set run.group.logger.count=2 or --set run.learner.heartbeat=false",
+          assignment);
     toml::table* target = nullptr;
     std::string field;
     if (key.starts_with(learner_prefix)) {
@@ -244,7 +248,7 @@ void apply_group_overrides(GroupTables& tables, std::span<const std::string> ove
         for (auto& node : *tables.groups) {
           toml::table* t = node.as_table();
           if (t == nullptr) continue;  // program_groups names it
-          const std::string group = t->get_as<std::string>("name") ? t->get_as<std::string>("name")->get() : "";
+          const std::string group = (*t)["name"].value_or(std::string{});
           if (group == name) target = t;
           names.push_back(group);
         }
