@@ -13,11 +13,8 @@ TANDEM_GPU_TEST_BINARY();
 #include <torch/cuda.h>
 
 #include <chrono>
-#include <optional>
 #include <thread>
-#include <vector>
 
-#include "common/error.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "shm/dataset_cache.hpp"
@@ -130,53 +127,6 @@ TEST_CASE("DeviceFeed and HostFeed on the GPU give the same batches for the same
       CHECK(torch::allclose(a.batches[c].x, b.batches[c].x));
     }
   }
-}
-
-TEST_CASE("DeviceFeed with prefetch gives the steps of one without, across epochs and changes of stream" *
-          doctest::timeout(120)) {
-  Fixture f;
-  auto o = gpu_options();
-  o.batch_size = 50;  // 3000 / 100: 30 steps per epoch
-  feed::DeviceFeed in_line(f.cache, o);
-  o.prefetch = 3;
-  feed::DeviceFeed ahead(f.cache, o);
-  // Steps 19 on are launched behind a 30 ms stall of the default stream, and 20-44 are taken on a
-  // side stream: a hand-over without the wait would let the side stream read them unwritten.
-  static int delay = 30;
-  const auto side = c10::cuda::getStreamFromPool(false, 0);
-  std::vector<feed::Step> expected;
-  std::vector<std::vector<torch::Tensor>> read;  // ahead's batches, copied on the taking stream at once
-  for (int i = 0; i < 70; ++i) {
-    if (i == 16)
-      REQUIRE(cudaLaunchHostFunc(c10::cuda::getCurrentCUDAStream(0).stream(), sleep_ms, &delay) == cudaSuccess);
-    std::optional<c10::cuda::CUDAStreamGuard> on;
-    if (i >= 20 && i < 45) on.emplace(side);
-    expected.push_back(in_line.next());
-    const feed::Step step = ahead.next();
-    CHECK(step.epoch == expected.back().epoch);
-    CHECK(step.index == expected.back().index);
-    read.emplace_back();
-    for (const auto& b : step.batches) {
-      read.back().push_back(b.x.clone());
-      read.back().push_back(b.y.clone());
-    }
-  }
-  torch::cuda::synchronize(0);
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    for (std::uint32_t c = 0; c < o.consumers; ++c) {
-      CAPTURE(i);
-      CHECK(torch::equal(read[i][2 * c], expected[i].batches[c].x));
-      CHECK(torch::equal(read[i][2 * c + 1], expected[i].batches[c].y));
-    }
-}
-
-TEST_CASE("DeviceFeed with prefetch refuses to serve a captured step's rows") {
-  Fixture f;
-  auto o = gpu_options();
-  o.prefetch = 2;
-  feed::DeviceFeed feed(f.cache, o);
-  const auto rows = torch::zeros({32}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA, 0));
-  CHECK_THROWS_WITH_AS(feed.next_rows(rows), doctest::Contains("set prefetch to 0"), UserError);
 }
 
 #else

@@ -192,9 +192,6 @@ TEST_CASE("HostFeed: bad options are one-line errors that name the fix" * doctes
   o = cpu_options();
   o.ring_slots = 1;
   CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("ring_slots is 1"), UserError);
-  o = cpu_options();
-  o.prefetch = 65;
-  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("prefetch is 65"), UserError);
 }
 
 TEST_CASE("DeviceFeed without a GPU fails with one line saying it needs one") {

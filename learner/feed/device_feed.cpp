@@ -4,7 +4,6 @@
 
 #include <future>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,13 +15,11 @@
 #include "shm/dataset_cache.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include "learner/feed/gpu_normalizer.hpp"
-#include "learner/feed/prefetcher.hpp"
 #endif
 
 namespace tandem::feed {
@@ -89,19 +86,8 @@ struct DeviceFeed::Impl {
   std::shared_ptr<DeviceCopy> copy;
   torch::Tensor order;  // this epoch's rows, relative to the split: int64 on the GPU
   bool order_current = false;
-  cudaStream_t last_stream = nullptr;  // of the last step made: the destructor waits for it
+  cudaStream_t last_stream = nullptr;
   std::optional<GpuNormalizer> normalizer;
-
-  // With options.prefetch: a step, and the stream its kernels were launched on.
-  struct Made {
-    Step step;
-    c10::cuda::CUDAStream stream;
-  };
-  std::optional<c10::cuda::CUDAStream> consumer_stream;  // consumer thread: the stream of its last next()
-  std::mutex wanted_mu;
-  std::optional<c10::cuda::CUDAStream> wanted;     // the stream the producer should launch on, under wanted_mu
-  std::optional<c10::cuda::CUDAStream> producing;  // producer thread: the stream it launches on
-  std::unique_ptr<Prefetcher<Made>> prefetcher;    // started by the first next()
 #endif
   std::future<std::vector<std::int64_t>> next_rows;  // last member: destroyed (waited for) first
 
@@ -121,7 +107,6 @@ struct DeviceFeed::Impl {
 
   ~Impl() {
 #ifdef TANDEM_TORCH_CUDA
-    prefetcher.reset();  // joins the producer: it uses every member
     // Kernels already enqueued may still read the split copy and this epoch's order.
     if (last_stream != nullptr && cudaStreamSynchronize(last_stream) != cudaSuccess)
       log::error("DeviceFeed: waiting for the consumer's stream failed: {}", cudaGetErrorString(cudaGetLastError()));
@@ -158,10 +143,6 @@ struct DeviceFeed::Impl {
 
   Step rows_into(const torch::Tensor& rows) {
 #ifdef TANDEM_TORCH_CUDA
-    if (options.prefetch > 0)
-      fail(
-          "DeviceFeed: a captured step reads its rows through next_rows(), which a feed that prefetches cannot "
-          "serve: set prefetch to 0");
     c10::cuda::CUDAGuard guard(device);
     last_stream = c10::cuda::getCurrentCUDAStream(device).stream();
     if (!order_current) upload_order();
@@ -194,26 +175,8 @@ struct DeviceFeed::Impl {
   Step next() {
 #ifdef TANDEM_TORCH_CUDA
     c10::cuda::CUDAGuard guard(device);
-    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device);
-    if (options.prefetch == 0) return make_step(stream);
-    if (consumer_stream != stream) {
-      consumer_stream = stream;
-      std::lock_guard lock(wanted_mu);
-      wanted = stream;
-    }
-    if (!prefetcher) prefetcher = std::make_unique<Prefetcher<Made>>(options.prefetch, [this] { return produce(); });
-    Made made = prefetcher->pop();
-    if (made.stream != stream) hand_over(made, stream);
-    return std::move(made.step);
-#else
-    fail("DeviceFeed needs a CUDA GPU");
-#endif
-  }
-
-#ifdef TANDEM_TORCH_CUDA
-  // One step's allocations and kernels, on `stream`, which is current on the calling thread.
-  Step make_step(const c10::cuda::CUDAStream& stream) {
-    last_stream = stream.stream();
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    last_stream = stream;
     if (!order_current) upload_order();
 
     const std::uint64_t n = sampler.batch_samples(index);
@@ -226,49 +189,15 @@ struct DeviceFeed::Impl {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
       Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float), torch::empty({m}, as_long)};
-      if (m > 0)
-        normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream.stream());
+      if (m > 0) normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }
     advance();
     return step;
-  }
-
-  // The prefetcher's thread: the next step, on the stream the consumer last asked from. The caching
-  // allocator files each allocation under the current stream, so that stream is made current here.
-  Made produce() {
-    c10::cuda::CUDAStream stream = [&] {
-      std::lock_guard lock(wanted_mu);
-      return *wanted;
-    }();
-    if (producing && *producing != stream) follow(*producing, stream);
-    producing = stream;
-    c10::cuda::CUDAStreamGuard on(stream);
-    return Made{make_step(stream), stream};
-  }
-
-  // The consumer moved to another stream: launches on `to` must come after what `from` holds (this
-  // epoch's order was uploaded there), and the order's memory must outlive `to`'s reads of it.
-  void follow(const c10::cuda::CUDAStream& from, const c10::cuda::CUDAStream& to) {
-    at::cuda::CUDAEvent done;
-    done.record(from);
-    done.block(to);
-    if (order.defined()) order.record_stream(to);
-  }
-
-  // A step made on another stream than the consumer's: the consumer's stream waits for everything
-  // launched on the maker's so far (the step's kernels were launched before it was queued), and the
-  // allocator keeps its memory until the consumer's stream is done with it.
-  static void hand_over(Made& made, const c10::cuda::CUDAStream& to) {
-    at::cuda::CUDAEvent done;
-    done.record(made.stream);
-    done.block(to);
-    for (auto& b : made.step.batches) {
-      b.x.record_stream(to);
-      b.y.record_stream(to);
-    }
-  }
+#else
+    fail("DeviceFeed needs a CUDA GPU");
 #endif
+  }
 };
 
 DeviceFeed::DeviceFeed(const shm::DatasetCache& cache, const FeedOptions& options, std::uint64_t first_epoch)

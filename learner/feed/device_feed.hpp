@@ -9,16 +9,9 @@
 // kernel is not built), into allocations that share no storage. next() only enqueues work on the
 // caller's current CUDA stream and never waits for the GPU.
 //
-// With options.prefetch = k > 0, a thread of the feed (learner/feed/prefetcher.hpp) makes the steps
-// instead, up to k ahead, launching on the stream that was current at the consumer's last next(); a
-// Python loop then spends a few microseconds per step on the feed instead of about 15. A step made on
-// another stream than the caller's current one is handed over without a host sync: the caller's
-// stream waits on an event, and the batches are recorded on it for the allocator.
-//
-// Threads: one thread calls next() (the allocator reuses the epoch's index memory in the launching
-// stream's order; a change of stream is followed as above). Destruction stops the prefetching
-// thread and waits for the last launching stream. Without a GPU, or in a build whose LibTorch has no
-// CUDA, construction fails with a UserError saying so.
+// Threads: one thread calls next(), always with the same current stream (the allocator reuses the
+// epoch's index memory in that stream's order). Destruction waits for that stream. Without a GPU,
+// or in a build whose LibTorch has no CUDA, construction fails with a UserError saying so.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +40,7 @@ class DeviceFeed {
   // tensor on the feed's GPU, with one D2D copy on the current stream; the Step it returns has no
   // batches. gather() fills out.x / out.y (allocated, one row per entry of `rows`) from the split's
   // copy: only kernels on the current stream, no allocation on the kernel path, no wait, so it may be
-  // captured. Steps must be full (drop_last): a short step is a UserError, and so is a feed with
-  // prefetch (its steps are made by its own thread, in order, and cannot also be read row by row).
+  // captured. Steps must be full (drop_last): a short step is a UserError.
   Step next_rows(const torch::Tensor& rows);
   void gather(const torch::Tensor& rows, Batch& out) const;
 

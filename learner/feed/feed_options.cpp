@@ -32,9 +32,6 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
 
   if (options.batch_size == 0) fail("feed batch_size is 0: it must be at least 1");
   if (options.consumers == 0) fail("feed consumers is 0: it must be at least 1");
-  if (options.prefetch > kMaxPrefetch)
-    fail("feed prefetch is {}: a feed makes at most {} steps ahead (2 hides the host's work)", options.prefetch,
-         kMaxPrefetch);
 
   auto x = cache.field("x");
   if (x.dtype != shm::DType::u8)

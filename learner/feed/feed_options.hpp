@@ -21,8 +21,6 @@ class DatasetCache;
 
 namespace tandem::feed {
 
-inline constexpr unsigned kMaxPrefetch = 64;
-
 enum class Placement { automatic, cpu, cuda };  // automatic: the GPU `device_index` if one is visible
 
 struct FeedOptions {
@@ -36,10 +34,6 @@ struct FeedOptions {
   bool drop_last = false;          // drop the epoch's last, short step
   std::vector<float> mean{0.0f};
   std::vector<float> stddev{1.0f};
-  // DeviceFeed only: steps made ahead by a thread of the feed (learner/feed/prefetcher.hpp), at most
-  // kMaxPrefetch; 0: next() makes each step on the caller's thread. A feed that prefetches cannot
-  // serve a captured step (next_rows).
-  unsigned prefetch = 0;
   // HostFeed only
   Placement placement = Placement::automatic;
   unsigned workers = 0;        // gather threads; 0: min(8, hardware threads)

@@ -3,7 +3,7 @@
 DeviceFeed's samples/s, and WeightPublisher's publish-to-visible, measured exactly as tandem-bench
 measures the C++ ones in the same run (tools/bench/python_bench.cpp).
 
-  feed     steps of HostFeed (and DeviceFeed on a GPU, with prefetch 2 and 0) over a dataset cache, shuffled, drop_last,
+  feed     steps of HostFeed (and DeviceFeed on a GPU) over a dataset cache, shuffled, drop_last,
            normalised as (x / 255 - 0.5) / 0.25: 3 warm-up steps, then --seconds, a GPU sync before
            the clock stops; every step's tensors are dropped at once, as a training loop would.
   publish  a model of --tensors float32 tensors adding up to --bytes (on the GPU when one is visible)
@@ -99,9 +99,10 @@ def main():
                                device=device if cuda else "cpu", **common)
         out["feed"].append({"feed": "host_feed", "batch": batch, "samples_per_s": measure_feed(feed, args.seconds, sync)})
         del feed
-        for name, prefetch in (("device_feed", 2), ("device_feed_prefetch0", 0)) if cuda else ():
-            feed = tandem.DeviceFeed(args.dataset, batch, device=device, prefetch=prefetch, **common)
-            out["feed"].append({"feed": name, "batch": batch, "samples_per_s": measure_feed(feed, args.seconds, sync)})
+        if cuda:
+            feed = tandem.DeviceFeed(args.dataset, batch, device=device, **common)
+            out["feed"].append({"feed": "device_feed", "batch": batch,
+                                "samples_per_s": measure_feed(feed, args.seconds, sync)})
             del feed
     if args.bytes:
         out["publish"] = measure_publish(args.bytes, args.tensors, args.reps, device)

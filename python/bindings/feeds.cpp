@@ -158,8 +158,7 @@ void bind_feeds(py::module_& m) {
           },
           [](feed::FeedOptions& o, const std::string& p) { o.placement = placement_of(p); })
       .def_readwrite("workers", &feed::FeedOptions::workers)
-      .def_readwrite("ring_slots", &feed::FeedOptions::ring_slots)
-      .def_readwrite("prefetch", &feed::FeedOptions::prefetch);
+      .def_readwrite("ring_slots", &feed::FeedOptions::ring_slots);
 
   py::class_<PyHostFeed>(m, "HostFeed")
       .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),

@@ -40,7 +40,6 @@ class FeedOptions:
     placement: str
     workers: int
     ring_slots: int
-    prefetch: int
     def __init__(self) -> None: ...
 
 Batches = List[Tuple[torch.Tensor, torch.Tensor]]

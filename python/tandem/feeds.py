@@ -21,7 +21,6 @@ import torch
 
 from . import _tandem
 from .data import Dataset
-from .errors import Error
 
 __all__ = ["HostFeed", "DeviceFeed", "Step"]
 
@@ -127,26 +126,15 @@ class DeviceFeed(_Feed):
     """Batches gathered on the GPU from a copy of the split kept in GPU memory (one per process and
     GPU; learner/feed/device_feed.hpp). Same epochs and order as HostFeed; each consumer's batch is its
     own allocation, made by kernels on the current CUDA stream without a host sync. Needs a GPU and a
-    torch with CUDA, else a tandem.Error says so.
-
-    ``prefetch`` steps are made ahead by a C++ thread of the feed (allocations and kernel launches,
-    about 15 us of host time per step), so the Python thread only takes them; 0 makes each step in
-    ``next_step()``. A step is launched on the stream that was current at the previous ``next_step()``
-    and handed over to the current one with an event if they differ: switching streams needs no care.
-    Use 0 if this process captures CUDA graphs in global capture mode while the feed runs (the
-    feed's thread allocates), or to keep every launch on the calling thread."""
+    torch with CUDA, else a tandem.Error says so."""
 
     def __init__(self, dataset: Union[Dataset, str], batch_size: int = 256, *, split: str = "train",
                  consumers: int = 1, rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
                  epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
-                 std: Union[float, Sequence[float]] = 1.0, device: Union[int, str, torch.device] = "cuda",
-                 prefetch: int = 2):
+                 std: Union[float, Sequence[float]] = 1.0, device: Union[int, str, torch.device] = "cuda"):
         super().__init__(consumers, epoch)
         _, index = _placement(device)
         o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
-        if prefetch < 0:
-            raise Error(f"feed prefetch is {prefetch}: give 0 (no thread) or the steps to make ahead, at most 64")
-        o.prefetch = prefetch
         self.dataset = _dataset(dataset)
         self._c = _tandem.DeviceFeed(self.dataset._c, o, epoch)
 

@@ -100,21 +100,3 @@ def test_on_a_gpu_both_feeds_give_the_same_batches_on_the_device(fmnist):
         (hx, hy), (dx, dy) = next(iter(host)), next(iter(device))
         assert hx.is_cuda and dx.is_cuda
         assert torch.equal(hy, dy) and torch.allclose(hx, dx)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_device_feed_prefetch_changes_who_launches_not_the_batches_even_across_streams(fmnist):
-    ahead = tandem.DeviceFeed(fmnist, 128, seed=3, mean=0.5, std=0.25)  # prefetch=2
-    in_line = tandem.DeviceFeed(fmnist, 128, seed=3, mean=0.5, std=0.25, prefetch=0)
-    side = torch.cuda.Stream()
-    for i in range(len(ahead) + 20):  # into the second epoch
-        with torch.cuda.stream(side if 100 <= i < 200 else torch.cuda.default_stream()):
-            a, b = ahead.next_step(), in_line.next_step()
-            assert (a.epoch, a.index) == (b.epoch, b.index)
-            (ax, ay), (bx, by) = a.batches[0], b.batches[0]
-            assert torch.equal(ax, bx) and torch.equal(ay, by), i
-
-
-def test_a_negative_prefetch_is_refused_in_one_line(fmnist):
-    with pytest.raises(tandem.Error, match="prefetch is -1"):
-        tandem.DeviceFeed(fmnist, 64, prefetch=-1)

@@ -31,13 +31,10 @@ namespace tandem::bench {
 namespace {
 
 const std::vector<std::uint64_t> kBatches = {256, 512, 1024};
-// DeviceFeed as tandem.DeviceFeed makes it by default (two steps ahead on the feed's thread), and
-// without prefetch (every step made on the caller's thread: the binding's own cost shows).
-constexpr unsigned kPythonDefaultPrefetch = 2;
 using Clock = std::chrono::steady_clock;
 
 struct FeedRate {
-  std::string feed;  // host_feed, device_feed (prefetch 2), device_feed_prefetch0
+  std::string feed;  // host_feed, device_feed
   std::uint64_t batch;
   double cpp = 0, python = 0;  // samples/s, the best round
 };
@@ -86,10 +83,7 @@ std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::stri
   std::vector<FeedRate> rates;
   for (auto batch : kBatches) {
     rates.push_back({"host_feed", batch});
-    if (gpu) {
-      rates.push_back({"device_feed", batch});
-      rates.push_back({"device_feed_prefetch0", batch});
-    }
+    if (gpu) rates.push_back({"device_feed", batch});
   }
   auto at = [&](const std::string& feed, std::uint64_t batch) -> FeedRate& {
     return *std::find_if(rates.begin(), rates.end(),
@@ -112,12 +106,10 @@ std::vector<FeedRate> measure_feeds(const PythonBenchOptions& o, const std::stri
         at("host_feed", batch).cpp = std::max(at("host_feed", batch).cpp,
                                               measure(host, o.seconds, host.on_gpu(), o.device));
       }
-      for (unsigned prefetch : {kPythonDefaultPrefetch, 0u}) {
-        if (!gpu) break;
-        options.prefetch = prefetch;
+      if (gpu) {
         feed::DeviceFeed device(cache, options);
-        FeedRate& rate = at(prefetch ? "device_feed" : "device_feed_prefetch0", batch);
-        rate.cpp = std::max(rate.cpp, measure(device, o.seconds, true, o.device));
+        at("device_feed", batch).cpp = std::max(at("device_feed", batch).cpp,
+                                                measure(device, o.seconds, true, o.device));
       }
       const Json side = run_python_side(o, fmt::format("--dataset {} --split {} --seconds {} --batches {} --workers {} "
                                                        "--ring-slots {} --device {}",
@@ -236,10 +228,6 @@ int bench_python(const PythonBenchOptions& o) {
   for (const auto& f : feeds) fmt::print("{:<12} {:>6} {:>16.0f} {:>16.0f}\n", f.feed, f.batch, f.cpp, f.python);
   std::vector<Ratio> ratios;
   for (const auto& f : feeds) {
-    if (f.feed == "device_feed_prefetch0") {  // what the binding costs per step, shown without a target
-      ratios.push_back({"Python DeviceFeed / C++, both prefetch 0", f.batch, f.python / f.cpp, 0, false});
-      continue;
-    }
     const std::string name_of = f.feed == "host_feed" ? "HostFeed" : "DeviceFeed";
     ratios.push_back({"Python " + name_of + " / C++ " + name_of, f.batch, f.python / f.cpp, 0.9, false});
     if (f.feed == "host_feed" && o.peer)
@@ -263,10 +251,8 @@ int bench_python(const PythonBenchOptions& o) {
   Json ratio_rows = Json::array();
   for (const auto& r : ratios) {
     const bool met = r.at_most ? r.ratio <= r.target : r.ratio >= r.target;
-    if (r.target == 0) fmt::print("{:<52} {:>6} {:>8.2f}x (no target)\n", r.what, r.batch, r.ratio);
-    else
-      fmt::print("{:<52} {:>6} {:>8.2f}x {}{:>6.1f}x {}\n", r.what, r.batch ? std::to_string(r.batch) : "-", r.ratio,
-                 r.at_most ? "<=" : ">=", r.target, met ? "met" : "MISSED");
+    fmt::print("{:<52} {:>6} {:>8.2f}x {}{:>6.1f}x {}\n", r.what, r.batch ? std::to_string(r.batch) : "-", r.ratio,
+               r.at_most ? "<=" : ">=", r.target, met ? "met" : "MISSED");
     ratio_rows.push_back({{"what", r.what},
                           {"batch", r.batch},
                           {"ratio", rounded(r.ratio, 3)},
