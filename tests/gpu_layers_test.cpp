@@ -1,14 +1,16 @@
 // GPU: the fused layers against ATen's ops — BatchNorm + add + ReLU (common/torch/bn_act.hpp), the
-// one-launch weight conversion (weight_prep.hpp), the folded evaluation (folded_eval.hpp) and the
-// fused optimizers (learner/optim.hpp). Without a GPU this binary prints SKIP and exits 77.
+// one-launch weight conversion (weight_prep.hpp), the folded evaluation (folded_eval.hpp) and its fused
+// conv-ReLU-pool kernels (conv_pool.hpp), and the fused optimizers (learner/optim.hpp). Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "common/torch/bn_act.hpp"
+#include "common/torch/conv_pool.hpp"
 #include "common/torch/folded_eval.hpp"
 #include "common/torch/models.hpp"
 #include "common/torch/weight_prep.hpp"
@@ -257,4 +259,58 @@ TEST_CASE("bn_act's cuDNN backend matches ATen where cuDNN takes the shape" * do
     }
   bn_act_set_backend(BnBackend::automatic);
   CHECK(taken == 4);
+}
+
+TEST_CASE("conv3x3_relu_pool2 gives ATen's conv, bias, ReLU and max-pool in any input layout" * doctest::timeout(60)) {
+  REQUIRE(torch::cuda::is_available());
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);  // the kernel accumulates in full float32
+  torch::manual_seed(5);
+  for (const std::int64_t in : {1, 3})
+    for (const std::int64_t out : {16, 32})
+      for (const std::int64_t side : {28, 32})
+        for (const bool nhwc : {false, true})
+          for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
+            const std::string type = c10::toString(dtype);
+            CAPTURE(in);
+            CAPTURE(out);
+            CAPTURE(side);
+            CAPTURE(nhwc);
+            CAPTURE(type);
+            torch::Tensor x = torch::randn({8, in, side, side}, kGpu);
+            if (nhwc) x = channels_last(x);
+            const torch::Tensor w = channels_last(torch::randn({out, in, 3, 3}, kGpu).to(dtype));
+            const torch::Tensor b = torch::randn({out}, kGpu).to(dtype);
+            const torch::Tensor want = torch::max_pool2d(
+                torch::relu(torch::conv2d(x, w.to(torch::kFloat32), b.to(torch::kFloat32), 1, 1)), 2);
+            const std::optional<torch::Tensor> got = conv3x3_relu_pool2(x, w, b);
+            REQUIRE(got.has_value());
+            CHECK((got->scalar_type() == dtype));
+            CHECK(got->is_contiguous(at::MemoryFormat::ChannelsLast));
+            CHECK(relative_l2(*got, want) < (dtype == torch::kFloat32 ? 1e-6 : 1e-2));
+          }
+  at::globalContext().setAllowTF32CuDNN(tf32);
+  const torch::Tensor x = torch::randn({2, 3, 8, 8}, kGpu);
+  const torch::Tensor w24 = channels_last(torch::randn({24, 3, 3, 3}, kGpu));
+  CHECK_FALSE(conv3x3_relu_pool2(x, w24, torch::randn({24}, kGpu)).has_value());  // 24 outputs: ATen's ops
+  const torch::Tensor w16 = channels_last(torch::randn({16, 3, 3, 3}, kGpu));
+  CHECK_FALSE(conv3x3_relu_pool2(x, w16, torch::Tensor()).has_value());  // no bias
+  CHECK_FALSE(conv3x3_relu_pool2(x.to(torch::kBFloat16), w16, torch::randn({16}, kGpu)).has_value());
+}
+
+TEST_CASE("max_pool2 equals ATen's max-pool bit for bit, NaN included") {
+  REQUIRE(torch::cuda::is_available());
+  for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const std::int64_t channels : {8, 32, 12}) {  // 12: not a multiple of 8, ATen's pool
+      const std::string type = c10::toString(dtype);
+      CAPTURE(type);
+      CAPTURE(channels);
+      torch::Tensor x = channels_last(torch::randn({4, channels, 16, 14}, kGpu).to(dtype));
+      x.index_put_({0, 1, 3, 5}, std::numeric_limits<float>::quiet_NaN());
+      const torch::Tensor got = max_pool2(x), want = torch::max_pool2d(x, 2);
+      CHECK(got.sizes() == want.sizes());
+      CHECK(torch::equal(got.isnan(), want.isnan()));
+      CHECK(torch::equal(got.nan_to_num(0), want.nan_to_num(0)));
+      CHECK(got.isnan().sum().item<std::int64_t>() == 1);
+    }
 }

@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "common/settings/data.hpp"
 #include "common/torch/bn_act.hpp"
+#include "common/torch/conv_pool.hpp"
 #include "common/torch/dnnl_linear.hpp"
 #include "common/torch/fused_bn_relu_pool.hpp"
 #include "common/torch/models.hpp"
@@ -143,9 +144,11 @@ struct Cnn : Net {
     return {dense(fc2, h).to(torch::kFloat32)};
   }
   std::vector<FoldPair> fold_pairs() override { return {{conv1, bn1}, {conv2, bn2}}; }
+  // The first block in one kernel where it takes the sizes (conv_pool.hpp), else cuDNN and a pool.
   Tensor folded_logits(const Tensor& x, const Folded& f) override {
-    Tensor h = torch::max_pool2d(folded_conv(conv1, to_compute(x, f.dtype), f.weight[0], f.bias[0]), 2);
-    h = torch::max_pool2d(folded_conv(conv2, h, f.weight[1], f.bias[1]), 2);
+    Tensor h = conv3x3_relu_pool2(x, f.weight[0], f.bias[0]).value_or(Tensor());
+    if (!h.defined()) h = max_pool2(folded_conv(conv1, to_compute(x, f.dtype), f.weight[0], f.bias[0]));
+    h = max_pool2(folded_conv(conv2, h, f.weight[1], f.bias[1]));
     h = torch::relu(dense(fc1, h.flatten(1)));
     return dense(fc2, h).to(torch::kFloat32);
   }
