@@ -27,6 +27,18 @@
 namespace tandem::python {
 namespace {
 
+// The epoch the next step belongs to, kept here so that a Python step costs one call into C++.
+class NextEpoch {
+ public:
+  NextEpoch(std::uint64_t first_epoch, std::uint64_t steps_per_epoch)
+      : epoch_(first_epoch), steps_per_epoch_(steps_per_epoch) {}
+  void after(const feed::Step& step) { epoch_ = step.index + 1 == steps_per_epoch_ ? step.epoch + 1 : step.epoch; }
+  std::uint64_t get() const { return epoch_; }
+
+ private:
+  std::uint64_t epoch_, steps_per_epoch_;
+};
+
 py::tuple step_to_python(feed::Step step) {
   py::list batches;
   for (auto& b : step.batches) batches.append(py::make_tuple(std::move(b.x), std::move(b.y)));
@@ -46,6 +58,7 @@ class PyHostFeed {
       : attachment_(dataset.attachment()), slots_(options.ring_slots) {
     py::gil_scoped_release release;  // starts the workers; on a GPU also allocates pinned memory
     feed_.emplace(attachment_->cache(), options, first_epoch);
+    next_epoch_.emplace(first_epoch, feed_->length());
   }
 
   py::tuple next() {
@@ -57,11 +70,13 @@ class PyHostFeed {
     }
     if (!feed_->on_gpu()) remember(step);
     ++taken_;
+    next_epoch_->after(step);
     return step_to_python(std::move(step));
   }
 
   std::uint64_t length() const { return feed_->length(); }
   bool on_gpu() const { return feed_->on_gpu(); }
+  std::uint64_t next_epoch() const { return next_epoch_->get(); }
 
  private:
   struct Held {
@@ -97,6 +112,7 @@ class PyHostFeed {
   std::shared_ptr<DatasetAttachment> attachment_;  // the cache outlives the feed
   std::uint64_t slots_;
   std::optional<feed::HostFeed> feed_;
+  std::optional<NextEpoch> next_epoch_;
   std::deque<Held> held_;
   std::uint64_t taken_ = 0;
 };
@@ -107,6 +123,7 @@ class PyDeviceFeed {
       : attachment_(dataset.attachment()) {
     py::gil_scoped_release release;  // copies the split to the GPU
     feed_.emplace(attachment_->cache(), options, first_epoch);
+    next_epoch_.emplace(first_epoch, feed_->length());
   }
 
   py::tuple next() {
@@ -115,14 +132,17 @@ class PyDeviceFeed {
       py::gil_scoped_release release;  // only enqueues work on the current stream
       step = feed_->next();
     }
+    next_epoch_->after(step);
     return step_to_python(std::move(step));
   }
 
   std::uint64_t length() const { return feed_->length(); }
+  std::uint64_t next_epoch() const { return next_epoch_->get(); }
 
  private:
   std::shared_ptr<DatasetAttachment> attachment_;
   std::optional<feed::DeviceFeed> feed_;
+  std::optional<NextEpoch> next_epoch_;
 };
 
 py::dict rank_from_env() {
@@ -165,13 +185,15 @@ void bind_feeds(py::module_& m) {
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyHostFeed::next)
       .def_property_readonly("length", &PyHostFeed::length)
+      .def_property_readonly("next_epoch", &PyHostFeed::next_epoch)
       .def_property_readonly("on_gpu", &PyHostFeed::on_gpu);
 
   py::class_<PyDeviceFeed>(m, "DeviceFeed")
       .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyDeviceFeed::next)
-      .def_property_readonly("length", &PyDeviceFeed::length);
+      .def_property_readonly("length", &PyDeviceFeed::length)
+      .def_property_readonly("next_epoch", &PyDeviceFeed::next_epoch);
 
   m.def("rank_from_env", &rank_from_env, "torchrun's (or Slurm's) RANK/WORLD_SIZE, as tandem-learner reads them");
 }

@@ -60,34 +60,28 @@ def _dataset(dataset: Union[Dataset, str]) -> Dataset:
 
 class _Feed:
     _c: "_tandem.HostFeed | _tandem.DeviceFeed"
+    _length: int  # steps per epoch, set by each feed once its _c exists
 
-    def __init__(self, consumers: int, first_epoch: int):
+    def __init__(self, consumers: int):
         self._consumers = consumers
-        self._next_epoch = first_epoch   # epoch of the next step
-        self._next_index = 0             # its index within that epoch
 
     def __len__(self) -> int:
         """Steps per epoch."""
-        return self._c.length
+        return self._length
 
     @property
     def epoch(self) -> int:
         """The epoch the next step belongs to."""
-        return self._next_epoch
+        return self._c.next_epoch
 
     def next_step(self) -> Step:
         """The next step of the stream (blocks, without the GIL, until it is ready)."""
-        epoch, index, batches = self._c.next()
-        self._next_index = index + 1
-        self._next_epoch = epoch
-        if self._next_index == len(self):
-            self._next_epoch, self._next_index = epoch + 1, 0
-        return Step(epoch, index, batches)
+        return Step._make(self._c.next())
 
     def __iter__(self) -> Iterator[Union[Batch, List[Batch]]]:
         """The steps left in the current epoch: ``(x, y)`` for one consumer, else a list of them."""
-        epoch = self._next_epoch
-        while self._next_epoch == epoch:
+        epoch = self._c.next_epoch
+        while self._c.next_epoch == epoch:
             step = self.next_step()
             yield step.batches[0] if self._consumers == 1 else step.batches
 
@@ -108,7 +102,7 @@ class HostFeed(_Feed):
                  epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
                  std: Union[float, Sequence[float]] = 1.0, device: Union[str, torch.device] = "auto",
                  workers: int = 0, ring_slots: int = 4):
-        super().__init__(consumers, epoch)
+        super().__init__(consumers)
         placement, index = _placement(device)
         o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
         o.placement = placement
@@ -116,6 +110,7 @@ class HostFeed(_Feed):
         o.ring_slots = ring_slots
         self.dataset = _dataset(dataset)
         self._c = _tandem.HostFeed(self.dataset._c, o, epoch)
+        self._length = self._c.length  # read once: next_step() is on the training loop's path
 
     @property
     def on_gpu(self) -> bool:
@@ -132,11 +127,12 @@ class DeviceFeed(_Feed):
                  consumers: int = 1, rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
                  epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
                  std: Union[float, Sequence[float]] = 1.0, device: Union[int, str, torch.device] = "cuda"):
-        super().__init__(consumers, epoch)
+        super().__init__(consumers)
         _, index = _placement(device)
         o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
         self.dataset = _dataset(dataset)
         self._c = _tandem.DeviceFeed(self.dataset._c, o, epoch)
+        self._length = self._c.length  # read once: next_step() is on the training loop's path
 
 
 def _placement(device: Union[int, str, torch.device]) -> Tuple[str, int]:
