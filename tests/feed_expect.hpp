@@ -1,5 +1,6 @@
-// What a feed's batch must hold, recomputed from a SyntheticDataset's pattern: label = sample index,
-// x = the sample's bytes normalised with the feed's scale/bias. Shared by the feed test binaries.
+// What a feed's batch must hold, recomputed from a SyntheticDataset's pattern: label = sample index
+// (classification) or {index, index + 0.5} (regression), x = the sample's values normalised with
+// the feed's scale/bias. Shared by the feed test binaries.
 #pragma once
 
 #include "tests/torch_doctest.hpp"
@@ -16,19 +17,29 @@
 namespace tandem::test {
 
 inline torch::Tensor expected_x(const feed::FeedLayout& layout, const std::vector<std::int64_t>& rows) {
-  std::vector<std::int64_t> shape{static_cast<std::int64_t>(rows.size())};
-  shape.insert(shape.end(), layout.sample_shape.begin(), layout.sample_shape.end());
-  auto x = torch::empty(shape, torch::kFloat);
+  auto x = torch::empty(layout.batch_shape(rows.size()), torch::kFloat);
   float* out = x.data_ptr<float>();
-  std::vector<std::uint8_t> bytes(layout.x_stride);
+  std::vector<std::uint8_t> pattern(layout.x_elements);
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    feed::SyntheticDataset::fill_sample(static_cast<std::uint64_t>(rows[r]), bytes);
-    for (std::uint64_t e = 0; e < layout.x_stride; ++e) {
+    feed::SyntheticDataset::fill_sample(static_cast<std::uint64_t>(rows[r]), pattern);
+    for (std::uint64_t e = 0; e < layout.x_elements; ++e) {
       const std::uint64_t c = (e / layout.plane) % layout.channels;
-      out[r * layout.x_stride + e] = static_cast<float>(bytes[e]) * layout.scale[c] + layout.bias[c];
+      const float v = layout.x_float ? feed::SyntheticDataset::regression_x(pattern[e])
+                                     : static_cast<float>(pattern[e]);
+      out[r * layout.x_elements + e] = v * layout.scale[c] + layout.bias[c];
     }
   }
   return x;
+}
+
+inline torch::Tensor expected_y(const feed::FeedLayout& layout, const std::vector<std::int64_t>& rows) {
+  if (!layout.y_float) return torch::tensor(rows, torch::kLong);
+  auto y = torch::empty(layout.y_batch_shape(rows.size()), torch::kFloat);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto target = feed::SyntheticDataset::regression_y(static_cast<std::uint64_t>(rows[r]));
+    std::copy(target.begin(), target.end(), y.data_ptr<float>() + r * target.size());
+  }
+  return y;
 }
 
 // Checks a batch (on any device) against the samples `rows` (absolute cache indices).
@@ -36,10 +47,9 @@ inline void check_batch(const feed::FeedLayout& layout, const feed::Batch& batch
                         const std::vector<std::int64_t>& rows) {
   auto y = batch.y.cpu();
   REQUIRE(y.size(0) == static_cast<std::int64_t>(rows.size()));
-  CHECK(y.dtype() == torch::kLong);
+  CHECK(y.dtype() == feed::target_dtype(layout));
   CHECK(batch.x.dtype() == torch::kFloat);
-  std::vector<std::int64_t> labels(y.data_ptr<std::int64_t>(), y.data_ptr<std::int64_t>() + y.size(0));
-  CHECK(labels == rows);
+  CHECK(torch::equal(y, expected_y(layout, rows)));
   CHECK(torch::allclose(batch.x.cpu(), expected_x(layout, rows), 1e-5, 1e-5));
 }
 

@@ -26,7 +26,8 @@ using feed::FeedOptions;
 namespace {
 
 struct Fixture {
-  Fixture() : data(test::unique_name("feedgpu"), 3000, 500, {3, 8, 8}), cache(shm::DatasetCache::attach(data.name())) {}
+  explicit Fixture(feed::SyntheticKind kind = feed::SyntheticKind::classification)
+      : data(test::unique_name("feedgpu"), 3000, 500, {3, 8, 8}, kind), cache(shm::DatasetCache::attach(data.name())) {}
   feed::SyntheticDataset data;
   shm::DatasetCache cache;
 };
@@ -127,6 +128,17 @@ TEST_CASE("DeviceFeed and HostFeed on the GPU give the same batches for the same
       CHECK(torch::allclose(a.batches[c].x, b.batches[c].x));
     }
   }
+}
+
+TEST_CASE("float32 samples and targets: DeviceFeed and HostFeed on the GPU hold the cache's values, normalised" *
+          doctest::timeout(120)) {
+  Fixture f(feed::SyntheticKind::regression);
+  auto o = gpu_options();
+  feed::DeviceFeed device(f.cache, o);
+  test::check_epochs(device, feed::describe_feed(f.cache, o), o, 0, 1);
+  feed::HostFeed host(f.cache, o);
+  REQUIRE(host.on_gpu());
+  test::check_epochs(host, feed::describe_feed(f.cache, o), o, 0, 1);
 }
 
 #else

@@ -5,12 +5,14 @@
 #include <future>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "common/cuda.hpp"
 #include "common/error.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
 #include "shm/dataset_cache.hpp"
+#include "shm/segment.hpp"
 #include "tests/feed_expect.hpp"
 #include "tests/harness.hpp"
 
@@ -22,8 +24,9 @@ namespace {
 
 struct Fixture {
   // 1000 train + 200 test samples of 3x4x5 bytes (60: a multiple of 4) unless told otherwise.
-  explicit Fixture(std::vector<std::uint64_t> shape = {3, 4, 5})
-      : data(test::unique_name("feedtest"), 1000, 200, std::move(shape)),
+  explicit Fixture(std::vector<std::uint64_t> shape = {3, 4, 5},
+                   feed::SyntheticKind kind = feed::SyntheticKind::classification)
+      : data(test::unique_name("feedtest"), 1000, 200, std::move(shape), kind),
         cache(shm::DatasetCache::attach(data.name())) {}
   feed::SyntheticDataset data;
   shm::DatasetCache cache;
@@ -67,6 +70,37 @@ TEST_CASE("HostFeed on the CPU: one mean/stddev for all channels, odd sample siz
   HostFeed feed(f.cache, o);
   CHECK(feed.layout().begin == 1000);
   test::check_epochs(feed, feed.layout(), o, 0, 2);
+}
+
+TEST_CASE("HostFeed on the CPU: float32 samples are normalised without the 1/255, float32 targets keep their shape" *
+          doctest::timeout(60)) {
+  Fixture f({3, 4, 5}, feed::SyntheticKind::regression);
+  auto o = cpu_options();
+  o.consumers = 3;
+  o.batch_size = 9;
+  HostFeed feed(f.cache, o);
+  CHECK(feed.layout().scale[1] == doctest::Approx(1.0 / 0.25));  // (x - 0.2) / 0.25
+  CHECK(feed.layout().y_shape == std::vector<std::int64_t>{2});
+  test::check_epochs(feed, feed.layout(), o, 0, 2);
+}
+
+TEST_CASE("a feed refuses a cache whose x or y it cannot read, in one line naming the field and the fix") {
+  for (const auto& [x_type, y_type, words] :
+       {std::tuple{shm::DType::f64, shm::DType::i64, "field 'x' is float64: the feeds read uint8 or float32"},
+        std::tuple{shm::DType::u8, shm::DType::i32, "field 'y' is int32: the feeds read int64 labels or float32"}}) {
+    const std::string name = test::unique_name("feedtype");
+    auto w = shm::DatasetWriter::create({.name = name,
+                                         .source = "generated",
+                                         .format = "test",
+                                         .num_samples = 64,
+                                         .fields = {{"x", x_type, {4}}, {"y", y_type, {}}},
+                                         .splits = {{"train", 0, 64}}},
+                                        false);
+    w.commit(0, 1);
+    const auto cache = shm::DatasetCache::attach(name);
+    CHECK_THROWS_WITH_AS(HostFeed(cache, cpu_options()), doctest::Contains(words), UserError);
+    shm::Segment::unlink(shm::dataset_segment_name(name));
+  }
 }
 
 TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler" *

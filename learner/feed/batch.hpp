@@ -6,12 +6,19 @@
 #include <cstdint>
 #include <vector>
 
+#include "learner/feed/feed_options.hpp"
+
 namespace tandem::feed {
 
 struct Batch {
-  torch::Tensor x;  // float [n, sample shape...], normalised
-  torch::Tensor y;  // int64 [n]
+  torch::Tensor x;  // float32 [n, sample shape...], normalised
+  torch::Tensor y;  // int64 or float32 [n, target shape...], as in the cache
 };
+
+// The dtype of a feed's y.
+inline torch::ScalarType target_dtype(const FeedLayout& layout) {
+  return layout.y_float ? torch::kFloat : torch::kLong;
+}
 
 struct Step {
   std::uint64_t epoch = 0;

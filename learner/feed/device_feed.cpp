@@ -40,8 +40,8 @@ void require_gpu(const FeedOptions& options) {
 
 #ifdef TANDEM_TORCH_CUDA
 struct DeviceCopy {
-  torch::Tensor x;  // uint8 [split samples, sample shape...]
-  torch::Tensor y;  // int64 [split samples]
+  torch::Tensor x;  // uint8 or float32 [split samples, sample shape...], as in the cache
+  torch::Tensor y;  // int64 or float32 [split samples, target shape...]
 };
 
 // One copy per (cache contents, split, GPU) in this process, shared by its feeds and freed with the
@@ -61,10 +61,10 @@ std::shared_ptr<DeviceCopy> device_copy(const shm::DatasetCache& cache, const Fe
   const torch::Device device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.device_index));
   // The mapping is read-only; from_blob wants a mutable pointer, and the copy only reads it.
   auto* x = const_cast<std::byte*>(layout.x + layout.begin * layout.x_stride);
-  auto* y = const_cast<std::byte*>(layout.y + layout.begin * sizeof(std::int64_t));
+  auto* y = const_cast<std::byte*>(layout.y + layout.begin * layout.y_stride);
   auto copy = std::make_shared<DeviceCopy>();
-  copy->x = torch::from_blob(x, shape, torch::kByte).to(device);
-  copy->y = torch::from_blob(y, {n}, torch::kLong).to(device);
+  copy->x = torch::from_blob(x, shape, layout.x_float ? torch::kFloat : torch::kByte).to(device);
+  copy->y = torch::from_blob(y, layout.y_batch_shape(static_cast<std::uint64_t>(n)), target_dtype(layout)).to(device);
   log::debug("DeviceFeed: copied {} samples of '{}' ({} bytes) to GPU {}", n, layout.dataset,
              n * static_cast<std::int64_t>(layout.sample_bytes()), options.device_index);
   copies[key] = copy;
@@ -182,13 +182,14 @@ struct DeviceFeed::Impl {
     const std::uint64_t n = sampler.batch_samples(index);
     const std::uint64_t offset = index * step_samples;
     const auto as_float = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device);
-    const auto as_long = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA, device);
+    const auto as_y = torch::TensorOptions().dtype(target_dtype(layout)).device(torch::kCUDA, device);
     Step step{epoch, index, {}};
     step.batches.reserve(options.consumers);
     for (std::uint32_t c = 0; c < options.consumers; ++c) {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
-      Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float), torch::empty({m}, as_long)};
+      Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float),
+              torch::empty(layout.y_batch_shape(static_cast<std::uint64_t>(m)), as_y)};
       if (m > 0) normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }

@@ -1,6 +1,6 @@
 // DeviceFeed: batches gathered on the GPU from a copy of the split that lives in GPU memory.
 //
-// The split's uint8 samples and int64 labels are copied to GPU `device_index` once per process and
+// The split's samples and targets (feed_options.hpp) are copied to GPU `device_index` once per process and
 // GPU (feeds over the same cache, split and GPU share the copy). Each epoch's order comes from the
 // same EpochSampler as HostFeed's (so both feeds visit the same samples in the same order) and is
 // uploaded once per epoch, without a host sync; the next epoch's order is computed on a helper

@@ -24,6 +24,12 @@ std::vector<std::int64_t> FeedLayout::batch_shape(std::uint64_t samples) const {
   return shape;
 }
 
+std::vector<std::int64_t> FeedLayout::y_batch_shape(std::uint64_t samples) const {
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(samples)};
+  shape.insert(shape.end(), y_shape.begin(), y_shape.end());
+  return shape;
+}
+
 FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& options) {
   const auto& d = cache.descriptor();
   FeedLayout layout;
@@ -34,19 +40,28 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
   if (options.consumers == 0) fail("feed consumers is 0: it must be at least 1");
 
   auto x = cache.field("x");
-  if (x.dtype != shm::DType::u8)
-    fail("dataset cache '{}' field 'x' is {}: the feeds read uint8 samples (preload it as uint8)", name,
-         shm::dtype_name(x.dtype));
+  if (x.dtype != shm::DType::u8 && x.dtype != shm::DType::f32)
+    fail(
+        "dataset cache '{}' field 'x' is {}: the feeds read uint8 or float32 samples (save x as one of them and "
+        "preload it again)",
+        name, shm::dtype_name(x.dtype));
   auto y = cache.field("y");
-  if (y.dtype != shm::DType::i64 || !y.sample_shape.empty())
-    fail("dataset cache '{}' field 'y' is {} with {} dimensions: the feeds read one int64 label per sample", name,
-         shm::dtype_name(y.dtype), y.sample_shape.size());
+  if (y.dtype != shm::DType::i64 && y.dtype != shm::DType::f32)
+    fail(
+        "dataset cache '{}' field 'y' is {}: the feeds read int64 labels or float32 targets (save y as one of "
+        "them and preload it again)",
+        name, shm::dtype_name(y.dtype));
   if (x.stride == 0) fail("dataset cache '{}' field 'x' has empty samples", name);
 
   layout.x = x.data;
+  layout.x_float = x.dtype == shm::DType::f32;
   layout.x_stride = x.stride;
+  layout.x_elements = x.stride / shm::dtype_size(x.dtype);
   for (auto dim : x.sample_shape) layout.sample_shape.push_back(static_cast<std::int64_t>(dim));
   layout.y = y.data;
+  layout.y_float = y.dtype == shm::DType::f32;
+  layout.y_stride = y.stride;
+  for (auto dim : y.sample_shape) layout.y_shape.push_back(static_cast<std::int64_t>(dim));
   auto split = cache.split(options.split);
   layout.begin = split.begin;
   layout.end = split.end;
@@ -59,10 +74,11 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
     fail("feed mean/stddev have {} values but dataset '{}' samples have {} channels: give 1 or {}", options.mean.size(),
          name, image_channels, image_channels);
   layout.channels = static_cast<std::uint32_t>(options.mean.size());
-  layout.plane = layout.x_stride / layout.channels;
+  layout.plane = layout.x_elements / layout.channels;
+  const float range = layout.x_float ? 1.0f : 255.0f;  // uint8 samples are scaled to [0, 1] first
   for (std::size_t c = 0; c < options.mean.size(); ++c) {
     if (!(options.stddev[c] > 0.0f)) fail("feed stddev[{}] is {}: it must be positive", c, options.stddev[c]);
-    layout.scale.push_back(1.0f / (255.0f * options.stddev[c]));
+    layout.scale.push_back(1.0f / (range * options.stddev[c]));
     layout.bias.push_back(-options.mean[c] / options.stddev[c]);
   }
   return layout;

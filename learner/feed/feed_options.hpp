@@ -1,11 +1,13 @@
 // What HostFeed and DeviceFeed are asked for, and what they find in the cache. Torch-free.
 //
-// A feed reads a split of a dataset cache (shm/dataset_cache.hpp) whose field "x" is uint8 samples
-// (C,H,W or any shape; the first dimension is the channel when there are two or more) and whose
-// field "y" is one int64 label per sample. It hands out steps; a step is one batch for each of
-// `consumers` consumers (batch_size samples each, drawn together as one sampler batch of
-// batch_size * consumers), every batch in its own allocation. x arrives as float:
-//   x_out = (x / 255 - mean[c]) / stddev[c]      (one mean/stddev for all channels, or one per channel)
+// A feed reads a split of a dataset cache (shm/dataset_cache.hpp) whose field "x" is uint8 or float32
+// samples (C,H,W or any shape; the first dimension is the channel when there are two or more) and
+// whose field "y" is int64 or float32, one value or one array per sample (a class label, or a
+// regression target). It hands out steps; a step is one batch for each of `consumers` consumers
+// (batch_size samples each, drawn together as one sampler batch of batch_size * consumers), every
+// batch in its own allocation. x arrives as float32, y as it is in the cache:
+//   x_out = (x / 255 - mean[c]) / stddev[c]      uint8 x (one mean/stddev for all channels, or one per channel)
+//   x_out = (x - mean[c]) / stddev[c]            float32 x
 #pragma once
 
 #include <cstddef>
@@ -44,18 +46,24 @@ struct FeedOptions {
 // The cache, checked against the options: where the bytes are and how to convert them.
 struct FeedLayout {
   std::string dataset;
-  const std::byte* x = nullptr;  // sample i at x + i * x_stride (uint8)
-  std::uint64_t x_stride = 0;
+  const std::byte* x = nullptr;  // sample i at x + i * x_stride
+  bool x_float = false;          // float32 elements, else uint8
+  std::uint64_t x_stride = 0;    // bytes per sample
+  std::uint64_t x_elements = 0;  // elements per sample (of x in the cache, and of the float32 batch)
   std::vector<std::int64_t> sample_shape;
-  const std::byte* y = nullptr;      // label i at y + i * 8 (int64)
-  std::uint64_t begin = 0, end = 0;  // the split
-  std::uint32_t channels = 1;        // of the normalisation: 1 (shared mean/stddev) or shape[0]
-  std::uint64_t plane = 0;           // elements per channel = x_stride / channels
-  std::vector<float> scale, bias;    // per normalisation channel: x_out = x * scale + bias
+  const std::byte* y = nullptr;  // target i at y + i * y_stride
+  bool y_float = false;          // float32, else int64
+  std::uint64_t y_stride = sizeof(std::int64_t);
+  std::vector<std::int64_t> y_shape;  // per sample; empty: one value
+  std::uint64_t begin = 0, end = 0;   // the split
+  std::uint32_t channels = 1;         // of the normalisation: 1 (shared mean/stddev) or shape[0]
+  std::uint64_t plane = 0;            // elements per channel = x_elements / channels
+  std::vector<float> scale, bias;     // per normalisation channel: x_out = x * scale + bias
 
   SamplerOptions sampler(const FeedOptions& options) const;
-  std::uint64_t sample_bytes() const { return x_stride + sizeof(std::int64_t); }  // read per sample
-  std::vector<std::int64_t> batch_shape(std::uint64_t samples) const;             // {samples, sample_shape...}
+  std::uint64_t sample_bytes() const { return x_stride + y_stride; }     // read per sample
+  std::vector<std::int64_t> batch_shape(std::uint64_t samples) const;    // {samples, sample_shape...}
+  std::vector<std::int64_t> y_batch_shape(std::uint64_t samples) const;  // {samples, y_shape...}
 };
 
 // Validates (UserError naming the bad option or field and the fix) and describes the feed's input.

@@ -1,8 +1,8 @@
-// One CUDA kernel that gathers uint8 samples by index, converts them to float, normalises them per
-// channel and gathers their int64 labels: what index_select + to(float) + sub + div (+ index_select
-// for the labels) do in five launches and five passes over memory, in one launch and one pass.
-// Torch-free; built with nvcc (learner/meson.build) only where nvcc and LibTorch with CUDA exist,
-// which defines TANDEM_FEED_KERNEL for the feeds. Enqueues on `stream`; never synchronizes.
+// One CUDA kernel that gathers samples by index (uint8 or float32), converts them to float,
+// normalises them per channel and gathers their targets: what index_select + to(float) + sub + div
+// (+ index_select for the targets) do in five launches and five passes over memory, in one launch
+// and one pass. Torch-free; built with nvcc (learner/meson.build) only where nvcc and LibTorch with
+// CUDA exist, which defines TANDEM_FEED_KERNEL for the feeds. Enqueues on `stream`; never synchronizes.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +22,15 @@ struct ChannelAffine {
 };
 
 struct GatherArgs {
-  const std::uint8_t* x = nullptr;  // sample r at x + r * sample_bytes (device memory)
-  std::int64_t sample_bytes = 0;
-  const std::int64_t* y = nullptr;      // label r at y[r]; nullptr: no labels
+  const void* x = nullptr;  // sample r at x + r * sample_elements elements (device memory)
+  bool x_float = false;     // float32 elements, else uint8
+  std::int64_t sample_elements = 0;
+  const void* y = nullptr;              // target r at y + r * y_bytes; nullptr: no targets
+  std::int64_t y_bytes = 0;             // per target, a multiple of 4 (int64 or float32 values)
   const std::int64_t* index = nullptr;  // rows to read (device memory); nullptr: rows 0..n-1
   std::int64_t n = 0;
-  float* x_out = nullptr;         // n * sample_bytes floats
-  std::int64_t* y_out = nullptr;  // n labels
+  float* x_out = nullptr;  // n * sample_elements floats
+  void* y_out = nullptr;   // n targets
 };
 
 void launch_gather_normalize(const GatherArgs& args, const ChannelAffine& affine, cuda::StreamHandle stream);

@@ -13,7 +13,9 @@ namespace tandem::feed {
 #ifdef TANDEM_FEED_KERNEL
 
 GpuNormalizer::GpuNormalizer(std::string_view feed, const FeedLayout& layout, c10::DeviceIndex)
-    : sample_bytes_(static_cast<std::int64_t>(layout.x_stride)) {
+    : x_float_(layout.x_float),
+      sample_elements_(static_cast<std::int64_t>(layout.x_elements)),
+      y_bytes_(static_cast<std::int64_t>(layout.y_stride)) {
   if (layout.channels > kMaxAffineChannels)
     fail("{} normalises at most {} channels separately, got {}: give one mean/stddev", feed, kMaxAffineChannels,
          layout.channels);
@@ -26,13 +28,15 @@ GpuNormalizer::GpuNormalizer(std::string_view feed, const FeedLayout& layout, c1
 void GpuNormalizer::apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order,
                           std::int64_t first, Batch& out, cuda::StreamHandle stream) const {
   GatherArgs args;
-  args.x = x.data_ptr<std::uint8_t>();
-  args.sample_bytes = sample_bytes_;
-  args.y = y.data_ptr<std::int64_t>();
+  args.x = x.data_ptr();
+  args.x_float = x_float_;
+  args.sample_elements = sample_elements_;
+  args.y = y.data_ptr();
+  args.y_bytes = y_bytes_;
   args.index = order.defined() ? order.data_ptr<std::int64_t>() + first : nullptr;
   args.n = out.y.size(0);
   args.x_out = out.x.data_ptr<float>();
-  args.y_out = out.y.data_ptr<std::int64_t>();
+  args.y_out = out.y.data_ptr();
   launch_gather_normalize(args, affine_, stream);
 }
 

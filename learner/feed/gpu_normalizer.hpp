@@ -1,5 +1,5 @@
-// GpuNormalizer: turns a feed's uint8 samples and int64 labels, already in GPU memory, into its
-// batch: x_out = x * scale[c] + bias[c] (feed_options.hpp). One fused gather kernel where it is built
+// GpuNormalizer: turns a feed's samples (uint8 or float32) and targets, already in GPU memory, into
+// its batch: x_out = x * scale[c] + bias[c] (feed_options.hpp), the targets copied. One fused gather kernel where it is built
 // (TANDEM_FEED_KERNEL, gather_kernel.hpp), index_select + to + mul/add otherwise. Used by HostFeed
 // (rows staged one after another) and DeviceFeed (rows picked by an index from the split's copy).
 // Only in builds whose LibTorch has CUDA.
@@ -26,15 +26,16 @@ class GpuNormalizer {
   GpuNormalizer(std::string_view feed, const FeedLayout& layout, c10::DeviceIndex device);
 
   // Fills out.x and out.y (allocated, out.y.size(0) > 0 rows): row r is sample order[first + r] of x
-  // and y, or sample r when `order` is undefined. x is uint8 [samples, sample shape...], y int64
-  // [samples], order int64 on the GPU. `first` rather than a narrowed view keeps the kernel path free of
+  // and y, or sample r when `order` is undefined. x is the cache's [samples, sample shape...], y its
+  // [samples, target shape...], order int64 on the GPU. `first` rather than a narrowed view keeps the kernel path free of
   // tensor bookkeeping: DeviceFeed calls this once per consumer per step.
   void apply(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& order, std::int64_t first, Batch& out,
              cuda::StreamHandle stream) const;
 
  private:
 #ifdef TANDEM_FEED_KERNEL
-  std::int64_t sample_bytes_;
+  bool x_float_;
+  std::int64_t sample_elements_, y_bytes_;
   ChannelAffine affine_;
 #else
   std::int64_t channels_, plane_;

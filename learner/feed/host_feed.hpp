@@ -6,7 +6,7 @@
 // step. What a slot holds and how it becomes batches is the staging's (host_staging.hpp):
 //  - On a GPU the slots are pinned (cudaHostAlloc). The worker that finishes a slot enqueues its
 //    H2D copy on the feed's copy stream and records the slot's `copied` event. next() makes the
-//    caller's current stream wait for that event, then converts uint8 -> float and normalises on the
+//    caller's current stream wait for that event, then converts the samples to float and normalises on the
 //    GPU into fresh allocations (one per consumer), and records the slot's `consumed` event. A
 //    worker refills a slot's pinned memory only after `copied` has completed (cudaEventSynchronize),
 //    and the copy stream overwrites a slot's device staging only after `consumed` (a GPU-side wait),

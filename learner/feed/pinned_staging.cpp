@@ -24,12 +24,12 @@ void CUDART_CB sleep_on_stream(void* microseconds) {
 }
 
 struct PinnedSlot {
-  cuda::Buffer pinned;  // uint8 samples, then labels
+  cuda::Buffer pinned;  // the samples' bytes as in the cache, then the targets'
   cuda::Buffer device;  // the same, after the H2D copy
-  std::uint8_t* host_x = nullptr;
-  std::int64_t* host_y = nullptr;
-  std::uint8_t* dev_x = nullptr;
-  std::int64_t* dev_y = nullptr;
+  std::byte* host_x = nullptr;
+  std::byte* host_y = nullptr;
+  std::byte* dev_x = nullptr;
+  std::byte* dev_y = nullptr;
   cuda::Event copied;    // recorded on the copy stream after the slot's H2D copy
   cuda::Event consumed;  // recorded on the consumer's stream after the conversion read it
 };
@@ -48,14 +48,14 @@ class PinnedStaging final : public HostStaging {
     c10::cuda::CUDAGuard guard(device_);
     copy_stream_ = cuda::Stream::create(options.device_index);
     const std::size_t y_offset = shm::align_up(step_samples * layout.x_stride, 64);
-    const std::size_t bytes = y_offset + step_samples * sizeof(std::int64_t);
+    const std::size_t bytes = y_offset + step_samples * layout.y_stride;
     for (auto& slot : slots_) {
       slot.pinned = cuda::Buffer::allocate(cuda::Buffer::Kind::pinned_host, bytes);
       slot.device = cuda::Buffer::allocate(cuda::Buffer::Kind::device, bytes);
-      slot.host_x = static_cast<std::uint8_t*>(slot.pinned.data());
-      slot.host_y = reinterpret_cast<std::int64_t*>(slot.host_x + y_offset);
-      slot.dev_x = static_cast<std::uint8_t*>(slot.device.data());
-      slot.dev_y = reinterpret_cast<std::int64_t*>(slot.dev_x + y_offset);
+      slot.host_x = static_cast<std::byte*>(slot.pinned.data());
+      slot.host_y = slot.host_x + y_offset;
+      slot.dev_x = static_cast<std::byte*>(slot.device.data());
+      slot.dev_y = slot.dev_x + y_offset;
       slot.copied = cuda::Event::create();
       slot.consumed = cuda::Event::create();
     }
@@ -85,7 +85,7 @@ class PinnedStaging final : public HostStaging {
     if (copy_delay_us_ > 0) TANDEM_CUDA_CHECK(cudaLaunchHostFunc(stream, sleep_on_stream, &copy_delay_us_));
     copy_stream_.wait(slot.consumed.get());  // the last conversion from this slot's device memory is done
     cuda::copy_async(slot.dev_x, slot.host_x, n * layout_.x_stride, stream);
-    cuda::copy_async(slot.dev_y, slot.host_y, n * sizeof(std::int64_t), stream);
+    cuda::copy_async(slot.dev_y, slot.host_y, n * layout_.y_stride, stream);
     slot.copied.record(stream);
   }
 
@@ -105,19 +105,22 @@ class PinnedStaging final : public HostStaging {
     c10::cuda::CUDAGuard guard(device_);
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
     TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream, slot.copied.get(), 0));
-    const auto as_bytes = torch::TensorOptions().dtype(torch::kByte).device(torch::kCUDA, device_);
-    const auto as_float = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_);
-    const auto as_long = torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA, device_);
+    const auto on_gpu = torch::TensorOptions().device(torch::kCUDA, device_);
+    const auto as_x = on_gpu.dtype(layout_.x_float ? torch::kFloat : torch::kByte);
+    const auto as_float = on_gpu.dtype(torch::kFloat);
+    const auto as_y = on_gpu.dtype(target_dtype(layout_));
     std::vector<Batch> batches;
     batches.reserve(consumers_);
     for (std::uint32_t c = 0; c < consumers_; ++c) {
       const std::uint64_t begin = consumer_begin(n, c, consumers_), end = consumer_begin(n, c + 1, consumers_);
       const auto m = static_cast<std::int64_t>(end - begin);
-      Batch b{torch::empty(layout_.batch_shape(end - begin), as_float), torch::empty({m}, as_long)};
+      Batch b{torch::empty(layout_.batch_shape(end - begin), as_float),
+              torch::empty(layout_.y_batch_shape(end - begin), as_y)};
       if (m > 0)
         normalizer_.apply(
-            torch::from_blob(slot.dev_x + begin * layout_.x_stride, layout_.batch_shape(end - begin), as_bytes),
-            torch::from_blob(slot.dev_y + begin, {m}, as_long), torch::Tensor(), 0, b, stream);
+            torch::from_blob(slot.dev_x + begin * layout_.x_stride, layout_.batch_shape(end - begin), as_x),
+            torch::from_blob(slot.dev_y + begin * layout_.y_stride, layout_.y_batch_shape(end - begin), as_y),
+            torch::Tensor(), 0, b, stream);
       batches.push_back(std::move(b));
     }
     slot.consumed.record(stream);

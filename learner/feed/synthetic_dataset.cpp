@@ -28,30 +28,43 @@ void SyntheticDataset::fill_sample(std::uint64_t sample, std::span<std::uint8_t>
 }
 
 SyntheticDataset::SyntheticDataset(std::string name, std::uint64_t train, std::uint64_t test,
-                                   std::vector<std::uint64_t> sample_shape)
+                                   std::vector<std::uint64_t> sample_shape, SyntheticKind kind)
     : name_(std::move(name)) {
   const auto start = std::chrono::steady_clock::now();
+  const bool regression = kind == SyntheticKind::regression;
   shm::DatasetSpec spec;
   spec.name = name_;
   spec.source = "synthetic";
   spec.format = "synthetic";
   spec.num_samples = train + test;
-  spec.fields = {{"x", shm::DType::u8, sample_shape}, {"y", shm::DType::i64, {}}};
+  spec.fields = {{"x", regression ? shm::DType::f32 : shm::DType::u8, sample_shape},
+                 regression ? shm::FieldSpec{"y", shm::DType::f32, {2}} : shm::FieldSpec{"y", shm::DType::i64, {}}};
   spec.splits = {{"train", 0, train}, {"test", train, train + test}};
   auto writer = shm::DatasetWriter::create(spec, /*force=*/false);
   guard_ = std::make_unique<Guard>(writer.segment_name());
 
-  const std::uint64_t stride = writer.descriptor().fields[0].stride;
-  auto* x = reinterpret_cast<std::uint8_t*>(writer.field_data(0));
-  auto* y = reinterpret_cast<std::int64_t*>(writer.field_data(1));
+  const std::uint64_t stride = writer.descriptor().fields[0].stride, y_stride = writer.descriptor().fields[1].stride;
+  std::byte* x = writer.field_data(0);
+  std::byte* y = writer.field_data(1);
+  const std::uint64_t elements = regression ? stride / sizeof(float) : stride;
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   {
     std::vector<std::jthread> pool;
     for (unsigned t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
+        std::vector<std::uint8_t> pattern(elements);
         for (std::uint64_t i = t; i < spec.num_samples; i += threads) {
-          fill_sample(i, {x + i * stride, stride});
-          y[i] = static_cast<std::int64_t>(i);
+          fill_sample(i, pattern);
+          if (regression) {
+            auto* xi = reinterpret_cast<float*>(x + i * stride);
+            for (std::uint64_t e = 0; e < elements; ++e) xi[e] = regression_x(pattern[e]);
+            const auto target = regression_y(i);
+            std::memcpy(y + i * y_stride, target.data(), sizeof target);
+          } else {
+            std::memcpy(x + i * stride, pattern.data(), stride);
+            const auto label = static_cast<std::int64_t>(i);
+            std::memcpy(y + i * y_stride, &label, sizeof label);
+          }
         }
       });
   }

@@ -89,8 +89,10 @@ class _Feed:
 class HostFeed(_Feed):
     """Batches gathered by C++ worker threads straight from the cache (learner/feed/host_feed.hpp).
 
-    On the CPU, ``x`` is float ``(batch, *sample_shape)`` normalised as ``(x / 255 - mean) / std`` and
-    ``y`` int64, both views of a staging slot that is reused once every tensor of its step is gone:
+    ``x`` is float32 ``(batch, *sample_shape)``, normalised as ``(x / 255 - mean) / std`` from a uint8
+    cache or ``(x - mean) / std`` from a float32 one; ``y`` is the cache's int64 labels or float32
+    targets ``(batch, *target_shape)``. On the CPU both are views of a staging slot that is reused once
+    every tensor of its step is gone:
     keep at most ``ring_slots - 1`` steps alive (``.clone()`` what you keep; holding more raises
     instead of waiting for ever). On a GPU (``device="cuda"``, or ``"auto"`` with one visible) the ring
     is pinned and event-fenced: a slot is refilled only after its copy to the GPU completed, and each

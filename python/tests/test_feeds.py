@@ -100,3 +100,30 @@ def test_on_a_gpu_both_feeds_give_the_same_batches_on_the_device(fmnist):
         (hx, hy), (dx, dy) = next(iter(host)), next(iter(device))
         assert hx.is_cuda and dx.is_cuda
         assert torch.equal(hy, dy) and torch.allclose(hx, dx)
+
+
+def test_a_float32_dataset_feeds_normalised_samples_and_float32_targets_of_any_shape(name, tmp_path):
+    """A regression dataset (a surrogate's fields and targets) saved as float32 .npy files."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 2.0, size=(96, 2, 16)).astype(np.float32)
+    y = rng.normal(size=(96, 4)).astype(np.float32)
+    np.save(tmp_path / "x_train.npy", x)
+    np.save(tmp_path / "y_train.npy", y)
+    ds = tandem.preload(name, tmp_path, progress=False)
+    try:
+        feed = tandem.HostFeed(ds, 32, device="cpu", mean=[3.0, 1.0], std=[2.0, 0.5], seed=1)
+        seen = 0
+        for xb, yb in feed:
+            assert xb.dtype == torch.float32 and xb.shape == (32, 2, 16)
+            assert yb.dtype == torch.float32 and yb.shape == (32, 4)
+            rows = [int(np.flatnonzero((y == t.numpy()).all(axis=1))[0]) for t in yb]  # targets are unique
+            want = (torch.from_numpy(x[rows]) - torch.tensor([3.0, 1.0]).view(1, 2, 1)) / torch.tensor(
+                [2.0, 0.5]).view(1, 2, 1)
+            assert torch.allclose(xb, want, atol=1e-5)
+            seen += len(rows)
+        assert seen == 96
+        del feed, xb, yb
+    finally:
+        ds.close()
+        tandem.remove_dataset(name)
