@@ -39,7 +39,7 @@ std::string first_line(const std::exception& e) {
 
 }  // namespace
 
-AotiPackage::AotiPackage(const std::string& path, std::vector<std::pair<std::string, torch::Tensor>> weights,
+AotiPackage::AotiPackage(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                          const torch::Device& device)
     : path_(path), impl_(std::make_unique<Impl>()) {
   if (!device.is_cuda()) fail("AOTInductor package '{}' runs on a GPU: set the actor's device to cuda", path);
@@ -103,7 +103,7 @@ std::optional<std::string> AotiPackage::unsupported() {
 
 struct AotiPackage::Impl {};
 
-AotiPackage::AotiPackage(const std::string& path, std::vector<std::pair<std::string, torch::Tensor>>,
+AotiPackage::AotiPackage(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>&,
                          const torch::Device&)
     : path_(path) {
   fail("model package '{}': {}", path, *unsupported());

@@ -30,7 +30,7 @@ class AotiPackage {
  public:
   static std::optional<std::string> unsupported();
 
-  AotiPackage(const std::string& path, std::vector<std::pair<std::string, torch::Tensor>> weights,
+  AotiPackage(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
               const torch::Device& device);
   ~AotiPackage();
   AotiPackage(const AotiPackage&) = delete;

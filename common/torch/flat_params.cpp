@@ -100,7 +100,8 @@ FlatParams FlatParams::build(std::vector<std::pair<std::string, at::Tensor>> nam
       it = devices.end() - 1;
     }
     std::size_t d = static_cast<std::size_t>(it - devices.begin());
-    FlatTensorInfo info{name, t.scalar_type(), t.sizes().vec(), used[d], t.numel() * t.element_size(), t.device()};
+    const auto bytes = static_cast<std::uint64_t>(t.numel() * t.element_size());  // both non-negative
+    FlatTensorInfo info{name, t.scalar_type(), t.sizes().vec(), used[d], bytes, t.device()};
     used[d] = align(info.offset + info.bytes);
     fp.table_.push_back(std::move(info));
     fp.flat_of_.push_back(d);

@@ -106,7 +106,7 @@ Tensor pooled_like(const Tensor& x, torch::ScalarType dtype) {
 // Training mode: batch statistics, running statistics updated, winners kept for backward.
 struct FusedTrainingBlock : torch::autograd::Function<FusedTrainingBlock> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        Tensor running_mean, Tensor running_var, double momentum, double eps) {
+                        const Tensor& running_mean, const Tensor& running_var, double momentum, double eps) {
     const Geometry g = geometry_of(x);
     const auto count = static_cast<double>(g.n * g.h * g.w);
     std::vector<double> sum, sumsq;

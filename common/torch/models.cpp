@@ -200,7 +200,7 @@ void Model::to(const torch::Device& device) {
   if (!impl_->package_path.empty() && device.is_cuda()) {
     NamedTensors all = named_parameters();
     for (auto& b : named_buffers()) all.push_back(b);
-    impl_->package = std::make_unique<AotiPackage>(impl_->package_path, std::move(all), device);
+    impl_->package = std::make_unique<AotiPackage>(impl_->package_path, all, device);
     impl_->package->load_weights();
   }
 }

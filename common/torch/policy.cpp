@@ -27,7 +27,7 @@ Gaussian gaussian(const torch::Tensor& params, std::int64_t dims) {
 
 }  // namespace
 
-ActionSample PolicyHead::sample(const torch::Tensor& params, std::optional<at::Generator> generator) const {
+ActionSample PolicyHead::sample(const torch::Tensor& params, const std::optional<at::Generator>& generator) const {
   torch::NoGradGuard no_grad;
   torch::Tensor actions;
   if (continuous_) {

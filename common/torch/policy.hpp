@@ -44,7 +44,7 @@ class PolicyHead {
   std::int64_t action_dim() const { return action_dim_; }
   std::int64_t params_dim() const { return continuous_ ? 2 * action_dim_ : action_dim_; }
 
-  ActionSample sample(const torch::Tensor& params, std::optional<at::Generator> generator = {}) const;
+  ActionSample sample(const torch::Tensor& params, const std::optional<at::Generator>& generator = {}) const;
   torch::Tensor greedy(const torch::Tensor& params) const;                                  // argmax, or the mean
   torch::Tensor log_prob(const torch::Tensor& params, const torch::Tensor& actions) const;  // [B]
   torch::Tensor entropy(const torch::Tensor& params) const;                                 // [B]

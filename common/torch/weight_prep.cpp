@@ -77,6 +77,7 @@ std::vector<Tensor> channels_last_weights(const std::vector<Tensor>& weights, to
 
 std::vector<Tensor> channels_last_weights(const std::vector<Tensor>& weights, torch::ScalarType dtype) {
   std::vector<Tensor> out;
+  out.reserve(weights.size());
   for (const Tensor& w : weights) out.push_back(w.to(dtype).contiguous(at::MemoryFormat::ChannelsLast));
   return out;
 }
