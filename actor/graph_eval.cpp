@@ -141,6 +141,7 @@ bool GraphEval::matches(const Model& model) const {
 #else
 
 struct GraphEval::Impl {};
+// NOLINTNEXTLINE(performance-unnecessary-value-param): sink parameters, which the CUDA build's constructor keeps
 GraphEval::GraphEval(Model&, torch::Tensor, torch::Tensor, std::function<torch::Tensor(const torch::Tensor&)>) {
   fail("a captured evaluation (actor.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
 }

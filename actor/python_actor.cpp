@@ -41,6 +41,7 @@ void exec_python_actor(const JobSettings& settings) {
     args.insert(args.end(), {"--job", "local"});  // by hand, as the C++ actor: job `local`
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
