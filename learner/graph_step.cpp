@@ -161,7 +161,7 @@ struct GraphStep::Impl {
   }
 };
 
-GraphStep::GraphStep(Trainer& trainer, std::vector<std::int64_t> batch_shape, Gather gather, int warmup_steps)
+GraphStep::GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather, int warmup_steps)
     : impl_(std::make_unique<Impl>(trainer, batch_shape, std::move(gather), warmup_steps)) {}
 GraphStep::~GraphStep() = default;
 
@@ -183,7 +183,8 @@ bool GraphStep::eager() const { return impl_->fallen_back; }
 
 struct GraphStep::Impl {};
 
-GraphStep::GraphStep(Trainer&, std::vector<std::int64_t>, Gather, int) {
+// NOLINTNEXTLINE(performance-unnecessary-value-param): a sink parameter, which the CUDA build's constructor keeps
+GraphStep::GraphStep(Trainer&, const std::vector<std::int64_t>&, Gather, int) {
   fail("a captured training step (learner.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
 }
 GraphStep::~GraphStep() = default;

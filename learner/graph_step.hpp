@@ -50,7 +50,7 @@ class GraphStep {
   static std::optional<std::string> unsupported(Trainer& trainer);
 
   // batch_shape: [batch, sample shape...] of the inputs every step has (full batches only).
-  GraphStep(Trainer& trainer, std::vector<std::int64_t> batch_shape, Gather gather = {}, int warmup_steps = 3);
+  GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather = {}, int warmup_steps = 3);
   ~GraphStep();
   GraphStep(const GraphStep&) = delete;
   GraphStep& operator=(const GraphStep&) = delete;

@@ -92,11 +92,11 @@ shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, 
   return spec;
 }
 
-ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params, ModelPublisherOptions options) {
+ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params, const ModelPublisherOptions& options) {
   shm::SlabSpec spec = slab_spec_for(params, options.model, options.bf16);
   spec.num_slots = options.slots;
   spec.num_leases = options.leases;
-  at::Tensor flat = params.buffer();
+  const at::Tensor& flat = params.buffer();
   if (options.device_slab && flat.is_cuda()) {
     const std::string device_name = shm::device_slab_name(slab_name);
     if (options.replace_dead_writer) remove_if_writer_dead(device_name);
@@ -109,7 +109,7 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
   source.data = static_cast<const std::byte*>(flat.data_ptr());
   source.bytes = spec.slot_bytes;
   if (flat.is_cuda()) {
-    source.device = flat.device().index();
+    source.device = flat.device().index();  // NOLINT(bugprone-signed-char-misuse): c10::DeviceIndex is an int8_t number
     source.stream = current_stream(flat);
   }
   if (options.bf16) {

@@ -35,7 +35,7 @@ shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, 
 
 class ModelPublisher {
  public:
-  ModelPublisher(const std::string& slab_name, FlatParams& params, ModelPublisherOptions options = {});
+  ModelPublisher(const std::string& slab_name, FlatParams& params, const ModelPublisherOptions& options = {});
   Publisher::Result publish(std::uint64_t step) { return publisher_->publish(step); }
   Publisher::Result maybe_publish(std::uint64_t step) { return publisher_->maybe_publish(step); }
   // Publishes and commits `step`'s weights, retrying while readers hold every slot (a skip), so the

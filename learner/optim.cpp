@@ -37,7 +37,10 @@ void validate(const ScheduleConfig& s) {
 double scheduled_lr(const ScheduleConfig& s, double base_lr, std::int64_t step) {
   if (step < s.warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   const std::int64_t after = step - s.warmup_steps;
-  if (s.kind == "step") return base_lr * std::pow(s.gamma, static_cast<double>(after / s.step_size));
+  if (s.kind == "step") {
+    const std::int64_t decays = after / s.step_size;  // whole steps, as torch.optim.lr_scheduler.StepLR counts
+    return base_lr * std::pow(s.gamma, static_cast<double>(decays));
+  }
   if (s.kind == "cosine") {
     const double span = static_cast<double>(s.total_steps - s.warmup_steps);
     const double progress = std::min(1.0, static_cast<double>(after) / span);
@@ -66,12 +69,12 @@ torch::Tensor tiling(const std::vector<torch::Tensor>& tensors) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerConfig config)
+Optimizer::Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& params, OptimizerConfig config)
     : config_(std::move(config)) {
   validate(config_);
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> values;
-  for (auto& [name, value] : params)
+  for (const auto& [name, value] : params)
     if (value.requires_grad()) {
       params_.push_back({name, value, {}, {}});
       values.push_back(value);

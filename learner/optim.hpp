@@ -55,7 +55,7 @@ double scheduled_lr(const ScheduleConfig& schedule, double base_lr, std::int64_t
 
 class Optimizer {
  public:
-  Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerConfig config);
+  Optimizer(const std::vector<std::pair<std::string, torch::Tensor>>& params, OptimizerConfig config);
 
   // One update of every parameter that has a gradient, with learning rate `lr`.
   void step(double lr);

@@ -112,7 +112,7 @@ class Watchdog {
         std::fprintf(stderr,
                      "tandem-learner: rank %d: the gradient all-reduce of step %lld has not completed in %.0f s: "
                      "peer rank(s) %s died or hang; exiting\n",
-                     rank_, static_cast<long long>(step_ + 1), std::chrono::duration<double>(limit_).count(),
+                     rank_, static_cast<long long>(step_) + 1, std::chrono::duration<double>(limit_).count(),
                      peers.c_str());
         std::fflush(stderr);
         std::_Exit(1);

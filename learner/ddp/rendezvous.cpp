@@ -51,6 +51,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::mi
   }
 
   std::vector<int> missing;
+  missing.reserve(static_cast<std::size_t>(rank.world_size));
   for (int r = 0; r < rank.world_size; ++r) missing.push_back(r);
   try {
     store->set(arrived_key(rank.rank), std::vector<std::uint8_t>{1});

@@ -40,7 +40,7 @@ bool caller_runs_shm_ops(const RankInfo& rank, const DdpSettings& ddp, int threa
 // CPUs; returns them, or none where it does not pin.
 std::vector<int> pin_rank(const RankInfo& rank, const DdpSettings& ddp, int threads) {
   if (!ddp.pin_cpus) return {};
-  const std::vector<int> cpus = cpus_for_rank(rank.local_rank, rank.local_world_size, threads, allowed_cpus());
+  std::vector<int> cpus = cpus_for_rank(rank.local_rank, rank.local_world_size, threads, allowed_cpus());
   if (cpus.empty()) return cpus;
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -13,7 +13,7 @@ namespace tandem::rl {
 namespace {
 
 // A non-owning view of `count` elements at `ptr`, shaped `sizes`.
-torch::Tensor view_of(void* ptr, std::vector<std::int64_t> sizes, torch::Dtype dtype) {
+torch::Tensor view_of(void* ptr, const std::vector<std::int64_t>& sizes, torch::Dtype dtype) {
   return torch::from_blob(ptr, sizes, torch::TensorOptions().dtype(dtype));
 }
 
@@ -49,7 +49,7 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
   const std::int64_t T = d.steps, E = d.envs, D = d.obs_dim, A = d.action_dim;
   const bool discrete = d.action_kind == static_cast<std::uint32_t>(shm::ActionKind::discrete);
   std::vector<torch::Tensor> obs, fin, act, rew, term, trunc, lp;
-  auto put = [&](std::vector<torch::Tensor>& into, torch::Tensor view) {
+  auto put = [&](std::vector<torch::Tensor>& into, const torch::Tensor& view) {
     into.push_back(view.to(device, /*non_blocking=*/true));  // on the CPU: the view itself
   };
   for (const HeldSlot& h : slots) {
