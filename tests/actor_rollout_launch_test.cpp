@@ -22,7 +22,7 @@ struct RlJob {
   test::TempDir dir;
   std::string job = test::unique_name("rl-check");
   std::string config() const {
-    const std::string path = dir.file("job.toml");
+    std::string path = dir.file("job.toml");
     std::ofstream(path) << fmt::format(R"([run]
 job = "{}"
 unique_id = false

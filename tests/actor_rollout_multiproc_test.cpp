@@ -65,7 +65,7 @@ struct Learner {
 };
 
 std::string write_config(const test::TempDir& dir, const std::string& toml) {
-  const std::string path = dir.file("actor.toml");
+  std::string path = dir.file("actor.toml");
   std::ofstream(path) << toml;
   return path;
 }

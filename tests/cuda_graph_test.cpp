@@ -73,7 +73,7 @@ struct UnfusedLayers {
   ~UnfusedLayers() { bn_act_allow_fused(true); }
 };
 
-TrainerConfig sgd(double lr, ScheduleConfig schedule) {
+TrainerConfig sgd(double lr, const ScheduleConfig& schedule) {
   TrainerConfig c;
   c.optimizer = {.kind = "sgd", .lr = lr, .momentum = 0.9, .nesterov = true, .weight_decay = 5e-4};
   c.schedule = schedule;

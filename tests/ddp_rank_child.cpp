@@ -87,7 +87,7 @@ int train_rank() {
       sync->broadcast_from_rank0(state);
     }
     for (int i = 0; i < steps; ++i) {
-      torch::manual_seed(static_cast<std::uint64_t>(1000 + i));
+      torch::manual_seed(1000 + static_cast<std::uint64_t>(i));
       const torch::Tensor x = torch::randn({batch * world, 1, 28, 28});
       const torch::Tensor y = torch::randint(0, 10, {batch * world}, torch::kInt64);
       if (sync) sync->vote_stop(stop_at >= 0 && i >= stop_at && rank.rank == 1);

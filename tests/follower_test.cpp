@@ -26,7 +26,7 @@ struct Net : torch::nn::Module {
     bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
     fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
   }
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(bn(fc1(x)))); }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::BatchNorm1d bn{nullptr};
 };

@@ -30,7 +30,7 @@ double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
          b.to(torch::kDouble).norm().item<double>();
 }
 
-torch::Tensor channels_last(torch::Tensor t) { return t.contiguous(at::MemoryFormat::ChannelsLast); }
+torch::Tensor channels_last(const torch::Tensor& t) { return t.contiguous(at::MemoryFormat::ChannelsLast); }
 
 // A BatchNorm with non-trivial affine parameters and running statistics, on the GPU.
 torch::nn::BatchNorm2d random_bn(std::int64_t channels) {

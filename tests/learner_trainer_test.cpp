@@ -61,7 +61,7 @@ bool same_tensors(const NamedTensors& a, const NamedTensors& b) {
 
 // Applies our Optimizer and torch::optim's to copies of the same parameters and gradients.
 template <class TorchOptim, class Options>
-void compare_with_torch(OptimizerConfig ours, Options theirs) {
+void compare_with_torch(const OptimizerConfig& ours, Options theirs) {
   torch::manual_seed(3);
   torch::Tensor w0 = torch::randn({5, 4});
   torch::Tensor a = w0.clone().requires_grad_(true), b = w0.clone().requires_grad_(true);
@@ -331,7 +331,7 @@ TEST_CASE("trainer: a model flattened by FlatParams trains in its flat buffer an
   Synthetic data(128, 7);
   Model model = Model::create({.name = "cnn", .num_classes = 4, .seed = 3});
   FlatParams flat = FlatParams::flatten(*model.nn_module());
-  const torch::Tensor buffer = flat.buffer();
+  const torch::Tensor& buffer = flat.buffer();
   const auto* lo = static_cast<const std::uint8_t*>(buffer.data_ptr());
   const auto* hi = lo + buffer.numel();
   Trainer trainer(model, sgd_config());

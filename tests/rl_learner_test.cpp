@@ -43,7 +43,7 @@ TANDEM_CHILD("rl-learner") {
 }
 
 std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra = "") {
-  const std::string path = dir.file("job.toml");
+  std::string path = dir.file("job.toml");
   std::ofstream out(path);
   out << "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 0\n"
       << "[rl]\nrollout_steps = 16\nslots_per_ring = 2\nslots_per_update = 2\ntotal_env_steps = 1024\n"

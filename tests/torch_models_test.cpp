@@ -86,7 +86,8 @@ TEST_CASE("models: the actor-critic mlp's outputs and gradients equal LibTorch's
   const auto ours = grads((heads[0].pow(2).sum() + heads[1].sin().sum()));
   REQUIRE(ours.size() == 12);
   for (const auto& [name, g] : theirs) {
-    CAPTURE(name);
+    const std::string& parameter = name;  // CAPTURE's lambda: clang before 16 cannot capture a structured binding
+    CAPTURE(parameter);
     CHECK(torch::allclose(ours.at(name), g, 1e-4, 1e-6));
   }
 }

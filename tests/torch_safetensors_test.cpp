@@ -35,7 +35,8 @@ const st::Metadata kPeerMeta = {{"step", "1200"}, {"config", R"({"lr": 0.1})"}};
 
 void check_peer_tensors(const st::Contents& c) {
   for (const auto& [name, want] : peer_tensors()) {
-    CAPTURE(name);
+    const std::string& tensor = name;  // CAPTURE's lambda: clang before 16 cannot capture a structured binding
+    CAPTURE(tensor);
     REQUIRE(c.has(name));
     const torch::Tensor& got = c.at(name);
     CHECK((got.scalar_type() == want.scalar_type()));
@@ -73,7 +74,8 @@ TEST_CASE("safetensors: every dtype, shape and the metadata survive a round trip
   st::Contents c = st::load_file(dir.file("a.safetensors"));
   CHECK(c.tensors.size() == tensors.size());
   for (const auto& [name, want] : tensors) {
-    CAPTURE(name);
+    const std::string& tensor = name;  // CAPTURE's lambda: clang before 16 cannot capture a structured binding
+    CAPTURE(tensor);
     CHECK((c.at(name).scalar_type() == want.scalar_type()));
     CHECK(torch::equal(c.at(name), want.contiguous()));
   }
