@@ -93,6 +93,7 @@ int bench_block(const BlockBenchOptions& o) {
   Json rows = Json::array();
   for (const Shape& s : kShapes) {
     std::vector<Timing> timings;
+    timings.reserve(variants.size());
     for (const Variant& v : variants) timings.push_back(time_block(v, s, o));
     const Timing& aten = timings[variants.size() - 2];
     const std::string block = fmt::format("{}x{}x{}", s.channels, s.side, s.side);

@@ -118,6 +118,7 @@ int bench_ddp(const DdpBenchOptions& o) {
         o.dataset, o.dataset);
   WorkDir work;
   std::vector<Round> rounds;
+  rounds.reserve(static_cast<std::size_t>(o.rounds));  // 1..20, checked above
   for (int i = 0; i < o.rounds; ++i) rounds.push_back(run_round(o, work.path() / fmt::format("round-{}", i + 1)));
   const DdpResult one = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.one; });
   const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });

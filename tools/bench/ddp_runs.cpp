@@ -105,7 +105,7 @@ DdpResult read_metrics(const std::filesystem::path& file, const DdpBenchOptions&
     Json r = Json::parse(line, nullptr, false);
     if (!r.is_object() || r.value("role", "") != "learner" || !r.contains("seconds")) continue;
     const std::uint64_t step = r.value("step", std::uint64_t{0});
-    if (step < static_cast<std::uint64_t>(o.warmup + report_every(o))) continue;
+    if (step < static_cast<std::uint64_t>(o.warmup) + static_cast<std::uint64_t>(report_every(o))) continue;
     const std::string process = r.value("process", "");
     windows[process][step] = std::move(r);
   }

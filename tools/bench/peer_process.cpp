@@ -18,7 +18,7 @@ std::string find_peer_script(const std::string& explicit_path, const std::string
   roots.emplace_back(TANDEM_SOURCE_DIR);
   roots.emplace_back(".");
   for (const auto& root : roots) {
-    const std::string candidate = root + "/bench/peers/" + script;
+    std::string candidate = fmt::format("{}/bench/peers/{}", root, script);
     if (std::filesystem::exists(candidate)) return candidate;
   }
   fail("cannot find bench/peers/{}: run from the source tree or pass --peer-script PATH", script);

@@ -229,7 +229,7 @@ int bench_python(const PythonBenchOptions& o) {
   std::vector<Ratio> ratios;
   for (const auto& f : feeds) {
     const std::string name_of = f.feed == "host_feed" ? "HostFeed" : "DeviceFeed";
-    ratios.push_back({"Python " + name_of + " / C++ " + name_of, f.batch, f.python / f.cpp, 0.9, false});
+    ratios.push_back({fmt::format("Python {0} / C++ {0}", name_of), f.batch, f.python / f.cpp, 0.9, false});
     if (f.feed == "host_feed" && o.peer)
       if (auto loader = best_loader(feed_peer, f.batch))
         ratios.push_back({"Python HostFeed / best DataLoader (0/4/8 workers)", f.batch, f.python / *loader, 20, false});
