@@ -63,6 +63,7 @@ class ConvWeights {
   ConvWeights(const std::vector<nn::Conv2d>& convs, const Tensor& x, torch::ScalarType dtype) : convs_(convs) {
     if (!x.is_cuda()) return;
     std::vector<Tensor> params;
+    params.reserve(convs.size());
     for (const nn::Conv2d& c : convs) params.push_back(c->weight);
     weights_ = channels_last_weights(params, dtype);
   }

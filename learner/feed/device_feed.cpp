@@ -105,7 +105,7 @@ struct DeviceFeed::Impl {
 #endif
   }
 
-  ~Impl() {
+  ~Impl() {  // NOLINT(modernize-use-equals-default): empty only in a build without CUDA
 #ifdef TANDEM_TORCH_CUDA
     // Kernels already enqueued may still read the split copy and this epoch's order.
     if (last_stream != nullptr && cudaStreamSynchronize(last_stream) != cudaSuccess)

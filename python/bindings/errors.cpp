@@ -64,6 +64,7 @@ const char* error_class_of(const std::string& message) {
 }
 
 void bind_errors(py::module_& m) {
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): pybind11's translator type takes it by value
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -39,9 +39,9 @@ class NextEpoch {
   std::uint64_t epoch_, steps_per_epoch_;
 };
 
-py::tuple step_to_python(feed::Step step) {
+py::tuple step_to_python(const feed::Step& step) {
   py::list batches;
-  for (auto& b : step.batches) batches.append(py::make_tuple(std::move(b.x), std::move(b.y)));
+  for (const auto& b : step.batches) batches.append(py::make_tuple(b.x, b.y));
   return py::make_tuple(step.epoch, step.index, batches);
 }
 

@@ -53,7 +53,7 @@ void set_metric(shm::ProcessMetrics& m, const std::string& key, const py::handle
 
 class PyJob {
  public:
-  PyJob(std::optional<std::string> job, std::optional<std::string> role, std::optional<std::uint32_t> index,
+  PyJob(std::optional<std::string> job, const std::optional<std::string>& role, std::optional<std::uint32_t> index,
         std::optional<double> hang_timeout_s) {
     if (job) {
       auto r = shm::parse_role(role.value_or(""));

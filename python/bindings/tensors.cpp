@@ -49,7 +49,7 @@ shm::DType format_dtype_of(at::ScalarType type, std::string_view what) {
       what, c10::toString(type));
 }
 
-at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, std::vector<std::int64_t> shape,
+at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, const std::vector<std::int64_t>& shape,
                    at::ScalarType dtype) {
   // from_blob's deleter is a std::function: the captured owner is released when the storage dies.
   return torch::from_blob(

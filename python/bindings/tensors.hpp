@@ -26,7 +26,7 @@ at::ScalarType scalar_type_of(shm::DType dtype, std::string_view what);
 shm::DType format_dtype_of(at::ScalarType type, std::string_view what);
 
 // A C-contiguous view of `data` (shape and dtype as given) that keeps `owner` alive.
-at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, std::vector<std::int64_t> shape,
+at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, const std::vector<std::int64_t>& shape,
                    at::ScalarType dtype);
 
 // Named tensors as Python hands them over: module.named_parameters() + named_buffers().
