@@ -71,7 +71,7 @@ class PyHostFeed {
     if (!feed_->on_gpu()) remember(step);
     ++taken_;
     next_epoch_->after(step);
-    return step_to_python(std::move(step));
+    return step_to_python(step);
   }
 
   std::uint64_t length() const { return feed_->length(); }
@@ -133,7 +133,7 @@ class PyDeviceFeed {
       step = feed_->next();
     }
     next_epoch_->after(step);
-    return step_to_python(std::move(step));
+    return step_to_python(step);
   }
 
   std::uint64_t length() const { return feed_->length(); }
