@@ -57,6 +57,7 @@ def prepare(a):
 def job_command(a, run_name, script_args, steps, ranks, extra=()):
     args = f"examples/python/ddp_pde.py {script_args} --steps {steps} --warmup {a.warmup} --out {{run_dir}}/result.json"
     sets = {"run.job": f'"{run_name}"', "run.learners": str(ranks), "run.learner_args": f'"{args}"',
+            "run.learner_program": f'"{sys.executable}"',  # the ranks run under this bench's interpreter
             "run.runs_dir": f'"{a.runs_dir}"', "run.status": '"off"', "run.dashboard": "false",
             "data.name": f'"{a.cache}"', "data.from": f'"{a.dir}"'}
     cmd = [str(a.tandem), "run", str(CONFIG)]
@@ -65,16 +66,16 @@ def job_command(a, run_name, script_args, steps, ranks, extra=()):
     return cmd
 
 
-def env():
+def env(a):
     e = dict(os.environ)
-    e["PYTHONPATH"] = f"{ROOT / 'build' / 'python'}:{e.get('PYTHONPATH', '')}"
+    e["PYTHONPATH"] = f"{a.tandem.resolve().parent.parent / 'python'}:{e.get('PYTHONPATH', '')}"  # its build's package
     return e
 
 
 def run_variant(a, name, script_args, model, steps, ranks):
     load_before = os.getloadavg()[0]
     proc = subprocess.run(job_command(a, f"pde-{name}-{model}", f"{script_args} --model {model}", steps, ranks),
-                          cwd=ROOT, env=env(), capture_output=True, text=True)
+                          cwd=ROOT, env=env(a), capture_output=True, text=True)
     found = re.findall(r"ddp_pde: result (\{.*\})", proc.stdout)
     if proc.returncode != 0 or not found:
         sys.exit(f"bench: {name} {model} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
@@ -91,7 +92,7 @@ def kill_a_rank(a):
     """SIGKILL rank 1 mid-training: how long until `tandem run` fails, what it names, what is left."""
     job = "pde-kill"
     cmd = job_command(a, job, "--data tandem --model light", 100000, 2, [("run.status", '"plain"')])
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env(a), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid, lines = None, []
     for line in proc.stdout:
         lines.append(line)

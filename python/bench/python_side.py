@@ -4,8 +4,9 @@ DeviceFeed's samples/s, and WeightPublisher's publish-to-visible, measured exact
 measures the C++ ones in the same run (tools/bench/python_bench.cpp).
 
   feed     steps of HostFeed (and DeviceFeed on a GPU) over a dataset cache, shuffled, drop_last,
-           normalised as (x / 255 - 0.5) / 0.25: 3 warm-up steps, then --seconds, a GPU sync before
-           the clock stops; every step's tensors are dropped at once, as a training loop would.
+           normalised as (x / 255 - 0.5) / 0.25: 3 warm-up steps, then `for x, y in feed` over epochs for
+           --seconds, a GPU sync before the clock stops; every step's tensors are dropped at once, as a
+           training loop would.
   publish  a model of --tensors float32 tensors adding up to --bytes (on the GPU when one is visible)
            published --reps times: visible = the version's commit time (its slot's publish_ns, read
            through a lease) minus the clock just before publish() was called; call = time inside
@@ -28,16 +29,19 @@ WARMUP_STEPS = 3
 
 
 def measure_feed(feed, seconds, sync):
+    """The loop a training script runs, `for epoch ...: for x, y in feed`, with nothing in its body."""
     for _ in range(WARMUP_STEPS):
         feed.next_step()
     sync()
     start = time.perf_counter()
     samples = 0
-    while True:
-        for _, y in feed.next_step().batches:  # as the C++ side's Step::samples() counts
-            samples += y.shape[0]
-        if time.perf_counter() - start >= seconds:
-            break
+    running = True
+    while running:
+        for _, y in feed:
+            samples += y.shape[0]  # as the C++ side's Step::samples() counts (faster than len(y))
+            if time.perf_counter() - start >= seconds:
+                running = False
+                break
     sync()
     return samples / (time.perf_counter() - start)
 

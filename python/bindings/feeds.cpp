@@ -1,5 +1,5 @@
 // _tandem.HostFeed and _tandem.DeviceFeed: the learner's feeds (learner/feed/) over a tandem.Dataset.
-// tandem/feeds.py turns them into per-epoch iterables.
+// tandem/feeds.py turns them into per-epoch iterables (EpochIterator below is their `for x, y in feed`).
 //
 // One step is (epoch, index, [(x, y), ...]): a batch per consumer, each in its own allocation (on the
 // CPU, views of the feed's staging slot, disjoint; on a GPU, fresh tensors).
@@ -39,10 +39,47 @@ class NextEpoch {
   std::uint64_t epoch_, steps_per_epoch_;
 };
 
-py::tuple step_to_python(const feed::Step& step) {
+py::list batches_to_python(const feed::Step& step) {
   py::list batches;
   for (const auto& b : step.batches) batches.append(py::make_tuple(b.x, b.y));
-  return py::make_tuple(step.epoch, step.index, batches);
+  return batches;
+}
+
+py::tuple step_to_python(const feed::Step& step) {
+  return py::make_tuple(step.epoch, step.index, batches_to_python(step));
+}
+
+// `for x, y in feed`: the steps left in the feed's current epoch, each one call into C++ (the loop's
+// __next__), with no Python frame of ours in between. Yields (x, y) for one consumer, else a list of
+// them. Breaking out leaves the feed where it is; the next iterator goes on from there.
+template <class PyFeed>
+class EpochIterator {
+ public:
+  EpochIterator(py::object feed, bool one_consumer)
+      : owner_(std::move(feed)),
+        feed_(owner_.cast<PyFeed&>()),
+        epoch_(feed_.next_epoch()),
+        one_consumer_(one_consumer) {}
+
+  py::object next() {
+    if (feed_.next_epoch() != epoch_) throw py::stop_iteration();
+    const feed::Step step = feed_.take();
+    if (one_consumer_) return py::make_tuple(step.batches.front().x, step.batches.front().y);
+    return batches_to_python(step);
+  }
+
+ private:
+  py::object owner_;  // keeps the feed (and through it the cache) alive while Python holds the iterator
+  PyFeed& feed_;
+  std::uint64_t epoch_;
+  bool one_consumer_;
+};
+
+template <class PyFeed>
+void bind_epoch_iterator(py::module_& m, const char* name) {
+  py::class_<EpochIterator<PyFeed>>(m, name)
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &EpochIterator<PyFeed>::next);
 }
 
 feed::Placement placement_of(const std::string& name) {
@@ -61,7 +98,9 @@ class PyHostFeed {
     next_epoch_.emplace(first_epoch, feed_->length());
   }
 
-  py::tuple next() {
+  py::tuple next() { return step_to_python(take()); }
+
+  feed::Step take() {
     if (!feed_->on_gpu()) refuse_stall();
     feed::Step step;
     {
@@ -71,7 +110,7 @@ class PyHostFeed {
     if (!feed_->on_gpu()) remember(step);
     ++taken_;
     next_epoch_->after(step);
-    return step_to_python(step);
+    return step;
   }
 
   std::uint64_t length() const { return feed_->length(); }
@@ -126,14 +165,16 @@ class PyDeviceFeed {
     next_epoch_.emplace(first_epoch, feed_->length());
   }
 
-  py::tuple next() {
+  py::tuple next() { return step_to_python(take()); }
+
+  feed::Step take() {
     feed::Step step;
     {
       py::gil_scoped_release release;  // only enqueues work on the current stream
       step = feed_->next();
     }
     next_epoch_->after(step);
-    return step_to_python(step);
+    return step;
   }
 
   std::uint64_t length() const { return feed_->length(); }
@@ -184,6 +225,9 @@ void bind_feeds(py::module_& m) {
       .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyHostFeed::next)
+      .def(
+          "epoch", [](py::object self, bool one_consumer) { return EpochIterator<PyHostFeed>(std::move(self), one_consumer); },
+          py::arg("one_consumer"))
       .def_property_readonly("length", &PyHostFeed::length)
       .def_property_readonly("next_epoch", &PyHostFeed::next_epoch)
       .def_property_readonly("on_gpu", &PyHostFeed::on_gpu);
@@ -192,8 +236,14 @@ void bind_feeds(py::module_& m) {
       .def(py::init<const PyDataset&, const feed::FeedOptions&, std::uint64_t>(), py::arg("dataset"),
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyDeviceFeed::next)
+      .def(
+          "epoch", [](py::object self, bool one_consumer) { return EpochIterator<PyDeviceFeed>(std::move(self), one_consumer); },
+          py::arg("one_consumer"))
       .def_property_readonly("length", &PyDeviceFeed::length)
       .def_property_readonly("next_epoch", &PyDeviceFeed::next_epoch);
+
+  bind_epoch_iterator<PyHostFeed>(m, "HostFeedEpoch");
+  bind_epoch_iterator<PyDeviceFeed>(m, "DeviceFeedEpoch");
 
   m.def("rank_from_env", &rank_from_env, "torchrun's (or Slurm's) RANK/WORLD_SIZE, as tandem-learner reads them");
 }

@@ -1,6 +1,6 @@
 # Type stubs of the extension tandem._tandem (python/bindings/). Use the `tandem` package, which wraps
 # these in PyTorch's idiom; docs/PYTHON.md describes it.
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
@@ -44,9 +44,18 @@ class FeedOptions:
 
 Batches = List[Tuple[torch.Tensor, torch.Tensor]]
 
+class HostFeedEpoch:
+    def __iter__(self) -> Iterator[Union[Tuple[torch.Tensor, torch.Tensor], Batches]]: ...
+    def __next__(self) -> Union[Tuple[torch.Tensor, torch.Tensor], Batches]: ...
+
+class DeviceFeedEpoch:
+    def __iter__(self) -> Iterator[Union[Tuple[torch.Tensor, torch.Tensor], Batches]]: ...
+    def __next__(self) -> Union[Tuple[torch.Tensor, torch.Tensor], Batches]: ...
+
 class HostFeed:
     def __init__(self, dataset: Dataset, options: FeedOptions, first_epoch: int = 0) -> None: ...
     def next(self) -> Tuple[int, int, Batches]: ...
+    def epoch(self, one_consumer: bool) -> HostFeedEpoch: ...
     length: int
     next_epoch: int
     on_gpu: bool
@@ -54,6 +63,7 @@ class HostFeed:
 class DeviceFeed:
     def __init__(self, dataset: Dataset, options: FeedOptions, first_epoch: int = 0) -> None: ...
     def next(self) -> Tuple[int, int, Batches]: ...
+    def epoch(self, one_consumer: bool) -> DeviceFeedEpoch: ...
     length: int
     next_epoch: int
 

@@ -79,11 +79,9 @@ class _Feed:
         return Step._make(self._c.next())
 
     def __iter__(self) -> Iterator[Union[Batch, List[Batch]]]:
-        """The steps left in the current epoch: ``(x, y)`` for one consumer, else a list of them."""
-        epoch = self._c.next_epoch
-        while self._c.next_epoch == epoch:
-            step = self.next_step()
-            yield step.batches[0] if self._consumers == 1 else step.batches
+        """The steps left in the current epoch: ``(x, y)`` for one consumer, else a list of them.
+        The iterator is C++'s: each step of the loop is one call into C++, as next_step() is."""
+        return self._c.epoch(self._consumers == 1)
 
 
 class HostFeed(_Feed):

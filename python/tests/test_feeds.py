@@ -43,6 +43,17 @@ def test_an_iteration_is_the_rest_of_one_epoch_and_the_next_one_starts_the_next(
     assert sorted(seen[0].tolist()) == sorted(again[0].tolist()) and not torch.equal(seen[0], again[0])
 
 
+def test_breaking_out_of_an_epoch_leaves_the_rest_of_it_to_the_next_loop(fmnist):
+    steps = [y.clone() for _, y in tandem.HostFeed(fmnist, 2000, split="test", device="cpu", seed=3)]
+    feed = tandem.HostFeed(fmnist, 2000, split="test", device="cpu", seed=3)
+    epoch = iter(feed)
+    del feed  # the iterator keeps its feed alive
+    first = [y.clone() for _, (_, y) in zip(range(2), epoch)]
+    rest = [y.clone() for _, y in epoch]
+    assert len(steps) == 5 and len(first) == 2 and len(rest) == 3
+    assert all(torch.equal(a, b) for a, b in zip(steps, first + rest))
+
+
 def test_batches_are_normalised_floats_of_the_caches_samples(fmnist):
     feed = tandem.HostFeed(fmnist, 32, split="test", device="cpu", mean=0.5, std=0.25)
     x, y = next(iter(feed))
