@@ -120,13 +120,18 @@ def test_ctrl_c_during_a_preload_raises_keyboard_interrupt_and_leaves_nothing(na
         import tandem
         try:
             print("start", flush=True)
-            tandem.preload("{name}", "{tmp_path}", progress=False)
+            tandem.preload("{name}", "{tmp_path}", threads=1, progress=False)
             print("finished", flush=True)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
         """)
     assert child_line(child) == "start"
-    time.sleep(0.3)  # into the load: creating and filling 1 GiB takes longer
+    # Into the load, not before it: the segment exists from its start, and filling 1 GiB on one thread
+    # takes far longer than the 50 ms the wait takes to notice the signal (a fixed sleep did not hold on
+    # a 16-core machine, where the load finished first).
+    deadline = time.monotonic() + 60
+    while not os.path.exists(f"/dev/shm/tandem.data.{name}") and time.monotonic() < deadline:
+        time.sleep(0.001)
     os.kill(child.pid, signal.SIGINT)
     assert child_line(child, 120) == "interrupted" and child.wait() == 0
     assert not os.path.exists(f"/dev/shm/tandem.data.{name}")
