@@ -5,8 +5,8 @@ measures the C++ ones in the same run (tools/bench/python_bench.cpp).
 
   feed     steps of HostFeed (and DeviceFeed on a GPU) over a dataset cache, shuffled, drop_last,
            normalised as (x / 255 - 0.5) / 0.25: 3 warm-up steps, then `for x, y in feed` over epochs for
-           --seconds, a GPU sync before the clock stops; every step's tensors are dropped at once, as a
-           training loop would.
+           --seconds, a GPU sync before the clock stops; each step's batch is held until the next one
+           exists, as that loop does (the C++ side holds its Step the same way).
   publish  a model of --tensors float32 tensors adding up to --bytes (on the GPU when one is visible)
            published --reps times: visible = the version's commit time (its slot's publish_ns, read
            through a lease) minus the clock just before publish() was called; call = time inside
