@@ -19,7 +19,6 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
-#include "learner/feed/batch_pool.hpp"
 #include "learner/feed/gpu_normalizer.hpp"
 #endif
 
@@ -89,9 +88,6 @@ struct DeviceFeed::Impl {
   bool order_current = false;
   cudaStream_t last_stream = nullptr;
   std::optional<GpuNormalizer> normalizer;
-  // Three batches per consumer: the one the consumer holds while it takes the next, that next one,
-  // and one to spare for a consumer that keeps two.
-  BatchPool outputs{3 * std::size_t{options.consumers}};
 #endif
   std::future<std::vector<std::int64_t>> next_rows;  // last member: destroyed (waited for) first
 
@@ -192,9 +188,8 @@ struct DeviceFeed::Impl {
     for (std::uint32_t c = 0; c < options.consumers; ++c) {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
-      Batch b = outputs.take(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float,
-                             layout.y_batch_shape(static_cast<std::uint64_t>(m)), as_y,
-                             reinterpret_cast<std::uintptr_t>(stream));
+      Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float),
+              torch::empty(layout.y_batch_shape(static_cast<std::uint64_t>(m)), as_y)};
       if (m > 0) normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }

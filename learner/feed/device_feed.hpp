@@ -7,10 +7,7 @@
 // thread meanwhile. Each next() gathers batch_size * consumers samples by index, converts them to
 // float and normalises them in one kernel per consumer (index_select + to + sub/div where the
 // kernel is not built), into allocations that share no storage. next() only enqueues work on the
-// caller's current CUDA stream and never waits for the GPU. A batch the consumer has dropped (no
-// tensor, view or Python object of it left) is refilled in place on the same stream instead of
-// allocating (batch_pool.hpp); one it still holds is never written again. Like a freed allocation, a
-// batch used on another stream needs record_stream() there.
+// caller's current CUDA stream and never waits for the GPU.
 //
 // Threads: one thread calls next(), always with the same current stream (the allocator reuses the
 // epoch's index memory in that stream's order). Destruction waits for that stream. Without a GPU,
