@@ -30,7 +30,6 @@ import sys
 import time
 import tomllib
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F

@@ -226,7 +226,8 @@ void bind_feeds(py::module_& m) {
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyHostFeed::next)
       .def(
-          "epoch", [](py::object self, bool one_consumer) { return EpochIterator<PyHostFeed>(std::move(self), one_consumer); },
+          "epoch",
+          [](py::object self, bool one_consumer) { return EpochIterator<PyHostFeed>(std::move(self), one_consumer); },
           py::arg("one_consumer"))
       .def_property_readonly("length", &PyHostFeed::length)
       .def_property_readonly("next_epoch", &PyHostFeed::next_epoch)
@@ -237,7 +238,8 @@ void bind_feeds(py::module_& m) {
            py::arg("options"), py::arg("first_epoch") = 0)
       .def("next", &PyDeviceFeed::next)
       .def(
-          "epoch", [](py::object self, bool one_consumer) { return EpochIterator<PyDeviceFeed>(std::move(self), one_consumer); },
+          "epoch",
+          [](py::object self, bool one_consumer) { return EpochIterator<PyDeviceFeed>(std::move(self), one_consumer); },
           py::arg("one_consumer"))
       .def_property_readonly("length", &PyDeviceFeed::length)
       .def_property_readonly("next_epoch", &PyDeviceFeed::next_epoch);

@@ -1,8 +1,5 @@
 """tandem.HostFeed and tandem.DeviceFeed: the C++ feeds as Python iterables."""
 
-import os
-import subprocess
-
 import pytest
 import torch
 

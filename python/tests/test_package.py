@@ -28,7 +28,7 @@ def test_a_blocking_wait_releases_the_gil(name):
             n += 1
         counted.append(n)
 
-    with tandem.WeightPublisher(PeerModel(), name) as pub:
+    with tandem.WeightPublisher(PeerModel(), name):
         with tandem.WeightFollower(name) as follower:
             t = threading.Thread(target=count)
             t.start()

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import tandem
-from helpers import Peer, child_line, kill, python_child
+from helpers import Peer, child_line, python_child
 
 SHAPE = dict(actors=2, slots=4, steps=5, envs=3, obs_dim=4, action="discrete", logits_dim=2)
 
