@@ -100,6 +100,33 @@ TEST_CASE("DeviceFeed: batches hold the dataset's samples in the sampler's order
   test::check_epochs(feed, feed::describe_feed(f.cache, o), o, 2, 3);
 }
 
+TEST_CASE("DeviceFeed::next(refill) fills the offered batches where they fit and allocates where not" *
+          doctest::timeout(120)) {
+  Fixture f;
+  auto o = gpu_options();  // two consumers of 16
+  o.drop_last = true;
+  feed::DeviceFeed plain(f.cache, o), refilled(f.cache, o);
+  (void)plain.next();
+  const feed::Step first = refilled.next();
+  const std::vector<feed::Batch> offer{first.batches[1], first.batches[0]};  // either fits either consumer
+  const feed::Step second = refilled.next(offer);
+  const feed::Step expected = plain.next();
+  CHECK(second.batches[0].x.data_ptr() == first.batches[1].x.data_ptr());
+  CHECK(second.batches[1].y.data_ptr() == first.batches[0].y.data_ptr());
+  torch::cuda::synchronize();
+  for (int c = 0; c < 2; ++c) {
+    CHECK(torch::equal(second.batches[c].x, expected.batches[c].x));
+    CHECK(torch::equal(second.batches[c].y, expected.batches[c].y));
+  }
+
+  const std::vector<feed::Batch> misfits{
+      {torch::empty({15, 3, 8, 8}, second.batches[0].x.options()), second.batches[0].y},
+      {second.batches[1].x.transpose(2, 3), second.batches[1].y}};
+  const feed::Step third = refilled.next(misfits);
+  CHECK(third.batches[0].x.data_ptr() != misfits[0].x.data_ptr());  // 15 rows for a batch of 16
+  CHECK(third.batches[1].x.data_ptr() != misfits[1].x.data_ptr());  // not contiguous
+}
+
 TEST_CASE("DeviceFeed: drop_last and the test split; a second feed shares the first one's GPU copy" *
           doctest::timeout(120)) {
   Fixture f;

@@ -39,6 +39,12 @@ void require_gpu(const FeedOptions& options) {
 }
 
 #ifdef TANDEM_TORCH_CUDA
+// A batch tensor the caller offered for refilling can take this output as it is.
+bool fits(const torch::Tensor& t, at::IntArrayRef shape, const torch::TensorOptions& options) {
+  return t.defined() && t.sizes() == shape && t.dtype() == options.dtype() && t.device() == options.device() &&
+         t.is_contiguous();
+}
+
 struct DeviceCopy {
   torch::Tensor x;  // uint8 or float32 [split samples, sample shape...], as in the cache
   torch::Tensor y;  // int64 or float32 [split samples, target shape...]
@@ -172,7 +178,7 @@ struct DeviceFeed::Impl {
 #endif
   }
 
-  Step next() {
+  Step next(const std::vector<Batch>& refill) {
 #ifdef TANDEM_TORCH_CUDA
     c10::cuda::CUDAGuard guard(device);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
@@ -188,14 +194,18 @@ struct DeviceFeed::Impl {
     for (std::uint32_t c = 0; c < options.consumers; ++c) {
       const std::uint64_t begin = consumer_begin(n, c, options.consumers);
       const auto m = static_cast<std::int64_t>(consumer_begin(n, c + 1, options.consumers) - begin);
-      Batch b{torch::empty(layout.batch_shape(static_cast<std::uint64_t>(m)), as_float),
-              torch::empty(layout.y_batch_shape(static_cast<std::uint64_t>(m)), as_y)};
+      const auto x_shape = layout.batch_shape(static_cast<std::uint64_t>(m));
+      const auto y_shape = layout.y_batch_shape(static_cast<std::uint64_t>(m));
+      Batch b = c < refill.size() && fits(refill[c].x, x_shape, as_float) && fits(refill[c].y, y_shape, as_y)
+                    ? refill[c]
+                    : Batch{torch::empty(x_shape, as_float), torch::empty(y_shape, as_y)};
       if (m > 0) normalizer->apply(copy->x, copy->y, order, static_cast<std::int64_t>(offset + begin), b, stream);
       step.batches.push_back(std::move(b));
     }
     advance();
     return step;
 #else
+    (void)refill;
     fail("DeviceFeed needs a CUDA GPU");
 #endif
   }
@@ -209,7 +219,16 @@ DeviceFeed& DeviceFeed::operator=(DeviceFeed&&) noexcept = default;
 
 std::uint64_t DeviceFeed::length() const { return impl_->sampler.length(); }
 const EpochSampler& DeviceFeed::sampler() const { return impl_->sampler; }
-Step DeviceFeed::next() { return impl_->next(); }
+Step DeviceFeed::next() { return impl_->next({}); }
+Step DeviceFeed::next(const std::vector<Batch>& refill) { return impl_->next(refill); }
+
+std::uintptr_t DeviceFeed::current_stream() const {
+#ifdef TANDEM_TORCH_CUDA
+  return reinterpret_cast<std::uintptr_t>(c10::cuda::getCurrentCUDAStream(impl_->device).stream());
+#else
+  return 0;
+#endif
+}
 Step DeviceFeed::next_rows(const torch::Tensor& rows) { return impl_->rows_into(rows); }
 void DeviceFeed::gather(const torch::Tensor& rows, Batch& out) const { impl_->gather(rows, out); }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "learner/feed/batch.hpp"
 #include "learner/feed/feed_options.hpp"
@@ -33,6 +34,16 @@ class DeviceFeed {
   const EpochSampler& sampler() const;
 
   Step next();
+
+  // next(), filling refill[c] for consumer c in place of a new allocation where it has exactly that
+  // batch's shapes and dtypes (contiguous, on this GPU); the Step then holds those same tensors. The
+  // caller vouches that nothing else uses them any more and that the current stream is the one they
+  // were last filled on (current_stream()), as the caching allocator would for freed memory: the
+  // Python binding hands back batches Python has dropped this way (python/bindings/feeds.cpp).
+  Step next(const std::vector<Batch>& refill);
+
+  // The current CUDA stream of the feed's GPU, as an opaque id (0 without CUDA).
+  std::uintptr_t current_stream() const;
 
   // For a training step captured in a CUDA graph (learner/graph_step.hpp), which gathers from a fixed
   // index buffer. next_rows() advances exactly like next() but, instead of gathering, copies the

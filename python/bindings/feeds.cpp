@@ -21,6 +21,7 @@
 #include "learner/ddp/rank_env.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
+#include "python/bindings/batch_reuse.hpp"
 #include "python/bindings/dataset.hpp"
 #include "python/bindings/module.hpp"
 
@@ -32,22 +33,33 @@ class NextEpoch {
  public:
   NextEpoch(std::uint64_t first_epoch, std::uint64_t steps_per_epoch)
       : epoch_(first_epoch), steps_per_epoch_(steps_per_epoch) {}
-  void after(const feed::Step& step) { epoch_ = step.index + 1 == steps_per_epoch_ ? step.epoch + 1 : step.epoch; }
+  void after(std::uint64_t epoch, std::uint64_t index) { epoch_ = index + 1 == steps_per_epoch_ ? epoch + 1 : epoch; }
   std::uint64_t get() const { return epoch_; }
 
  private:
   std::uint64_t epoch_, steps_per_epoch_;
 };
 
-py::list batches_to_python(const feed::Step& step) {
+// A step as Python gets it: one (x, y) tuple of torch.Tensors per consumer.
+struct PyStep {
+  std::uint64_t epoch = 0, index = 0;
+  std::vector<py::tuple> batches;
+};
+
+PyStep wrap(const feed::Step& step) {
+  PyStep out{step.epoch, step.index, {}};
+  out.batches.reserve(step.batches.size());
+  for (const auto& b : step.batches) out.batches.push_back(py::make_tuple(b.x, b.y));
+  return out;
+}
+
+py::list batches_to_python(const PyStep& step) {
   py::list batches;
-  for (const auto& b : step.batches) batches.append(py::make_tuple(b.x, b.y));
+  for (const auto& b : step.batches) batches.append(b);
   return batches;
 }
 
-py::tuple step_to_python(const feed::Step& step) {
-  return py::make_tuple(step.epoch, step.index, batches_to_python(step));
-}
+py::tuple step_to_python(const PyStep& step) { return py::make_tuple(step.epoch, step.index, batches_to_python(step)); }
 
 // `for x, y in feed`: the steps left in the feed's current epoch, each one call into C++ (the loop's
 // __next__), with no Python frame of ours in between. Yields (x, y) for one consumer, else a list of
@@ -63,8 +75,8 @@ class EpochIterator {
 
   py::object next() {
     if (feed_.next_epoch() != epoch_) throw py::stop_iteration();
-    const feed::Step step = feed_.take();
-    if (one_consumer_) return py::make_tuple(step.batches.front().x, step.batches.front().y);
+    PyStep step = feed_.take();
+    if (one_consumer_) return std::move(step.batches.front());
     return batches_to_python(step);
   }
 
@@ -100,7 +112,7 @@ class PyHostFeed {
 
   py::tuple next() { return step_to_python(take()); }
 
-  feed::Step take() {
+  PyStep take() {
     if (!feed_->on_gpu()) refuse_stall();
     feed::Step step;
     {
@@ -109,8 +121,8 @@ class PyHostFeed {
     }
     if (!feed_->on_gpu()) remember(step);
     ++taken_;
-    next_epoch_->after(step);
-    return step;
+    next_epoch_->after(step.epoch, step.index);
+    return wrap(step);
   }
 
   std::uint64_t length() const { return feed_->length(); }
@@ -159,7 +171,7 @@ class PyHostFeed {
 class PyDeviceFeed {
  public:
   PyDeviceFeed(const PyDataset& dataset, const feed::FeedOptions& options, std::uint64_t first_epoch)
-      : attachment_(dataset.attachment()) {
+      : attachment_(dataset.attachment()), consumers_(options.consumers), outputs_(3 * std::size_t{options.consumers}) {
     py::gil_scoped_release release;  // copies the split to the GPU
     feed_.emplace(attachment_->cache(), options, first_epoch);
     next_epoch_.emplace(first_epoch, feed_->length());
@@ -167,14 +179,19 @@ class PyDeviceFeed {
 
   py::tuple next() { return step_to_python(take()); }
 
-  feed::Step take() {
+  PyStep take() {
+    const std::uintptr_t stream = feed_->current_stream();
+    std::vector<feed::Batch> refill = outputs_.offer(consumers_, stream);
     feed::Step step;
     {
       py::gil_scoped_release release;  // only enqueues work on the current stream
-      step = feed_->next();
+      step = feed_->next(refill);
     }
-    next_epoch_->after(step);
-    return step;
+    refill.clear();  // with the GIL: dropping the last C++ reference may reach the tensor's Python object
+    next_epoch_->after(step.epoch, step.index);
+    PyStep out{step.epoch, step.index, outputs_.hand_out(step, stream)};
+    step.batches.clear();
+    return out;
   }
 
   std::uint64_t length() const { return feed_->length(); }
@@ -182,6 +199,10 @@ class PyDeviceFeed {
 
  private:
   std::shared_ptr<DatasetAttachment> attachment_;
+  std::size_t consumers_;
+  // Three batches per consumer: the one the loop holds while it takes the next, that next one, and
+  // one to spare for a loop that keeps two.
+  ReusedBatches outputs_;
   std::optional<feed::DeviceFeed> feed_;
   std::optional<NextEpoch> next_epoch_;
 };

@@ -5,6 +5,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "python/bindings/batch_reuse.hpp"
 #include "python/bindings/module.hpp"
 #include "shm/verify_pattern.hpp"
 
@@ -46,6 +47,38 @@ void bind_testing(py::module_& m) {
       },
       py::arg("tensor"));
   t.def("monotonic_ns", &monotonic_ns, "CLOCK_MONOTONIC as the slab's publish_ns stamps it");
+
+  // DeviceFeed's batch reuse (batch_reuse.hpp) over CPU tensors, so that its rules are tested with
+  // every torch: step() stands in for PyDeviceFeed::take(), the "feed" filling each offered batch of
+  // the right rows (else a new one, counted in `created`) with the step's number.
+  struct FeedOutputs {
+    ReusedBatches reuse;
+    double steps = 0;
+    int created = 0;
+  };
+  py::class_<FeedOutputs>(t, "ReusedBatches")
+      .def(py::init([](std::size_t capacity) { return FeedOutputs{ReusedBatches(capacity)}; }), py::arg("capacity"))
+      .def(
+          "step",
+          [](FeedOutputs& f, std::size_t consumers, std::uintptr_t stream, std::int64_t rows) {
+    std::vector<feed::Batch> refill = f.reuse.offer(consumers, stream);
+    feed::Step step;
+    f.steps += 1;
+    for (std::size_t c = 0; c < consumers; ++c) {
+      const bool fits = c < refill.size() && refill[c].x.defined() && refill[c].x.size(0) == rows;
+      f.created += fits ? 0 : 1;
+      feed::Batch b = fits ? refill[c] : feed::Batch{torch::empty({rows, 2}), torch::empty({rows}, torch::kLong)};
+      b.x.fill_(f.steps);
+      b.y.fill_(f.steps);
+      step.batches.push_back(std::move(b));
+    }
+    refill.clear();
+    py::list out;
+    for (auto& batch : f.reuse.hand_out(step, stream)) out.append(std::move(batch));
+    return out;
+          },
+          py::arg("consumers"), py::arg("stream"), py::arg("rows"))
+      .def_readonly("created", &FeedOutputs::created);
 }
 
 }  // namespace tandem::python

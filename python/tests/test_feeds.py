@@ -101,6 +101,22 @@ def test_device_feed_without_a_gpu_says_so_in_one_line(fmnist):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_device_feed_refills_only_batches_python_dropped(fmnist):
+    fresh = [(x.clone(), y.clone()) for x, y in tandem.DeviceFeed(fmnist, 2000, drop_last=True, seed=2)]
+    feed = tandem.DeviceFeed(fmnist, 2000, drop_last=True, seed=2)
+    kept_x = kept_y = kept_row = None
+    for i, (x, y) in enumerate(feed):
+        assert torch.equal(x, fresh[i][0]) and torch.equal(y, fresh[i][1])
+        if i == 2:
+            kept_x, kept_y = x, y  # the whole batch, held
+        if i == 3:
+            kept_row = x[5]  # a view alone holds its batch too
+    torch.cuda.synchronize()
+    assert torch.equal(kept_x, fresh[2][0]) and torch.equal(kept_y, fresh[2][1])
+    assert torch.equal(kept_row, fresh[3][0][5])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_on_a_gpu_both_feeds_give_the_same_batches_on_the_device(fmnist):
     host = tandem.HostFeed(fmnist, 128, device="cuda", seed=5, mean=0.5, std=0.25)
     device = tandem.DeviceFeed(fmnist, 128, seed=5, mean=0.5, std=0.25)
