@@ -120,8 +120,11 @@ class HostFeed(_Feed):
 class DeviceFeed(_Feed):
     """Batches gathered on the GPU from a copy of the split kept in GPU memory (one per process and
     GPU; learner/feed/device_feed.hpp). Same epochs and order as HostFeed; each consumer's batch is its
-    own allocation, made by kernels on the current CUDA stream without a host sync. Needs a GPU and a
-    torch with CUDA, else a tandem.Error says so."""
+    own allocation, made by kernels on the current CUDA stream without a host sync. A batch nothing
+    refers to any more (no name, view, weak reference, attribute, autograd graph or gradient) is
+    refilled in place and handed back as the same tensor objects (python/bindings/batch_reuse.hpp);
+    one still held is never written again. Needs a GPU and a torch with CUDA, else a tandem.Error
+    says so."""
 
     def __init__(self, dataset: Union[Dataset, str], batch_size: int = 256, *, split: str = "train",
                  consumers: int = 1, rank: Optional[int] = None, world_size: Optional[int] = None, seed: int = 0,
