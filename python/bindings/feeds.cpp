@@ -187,11 +187,9 @@ class PyDeviceFeed {
       py::gil_scoped_release release;  // only enqueues work on the current stream
       step = feed_->next(refill);
     }
-    refill.clear();  // with the GIL: dropping the last C++ reference may reach the tensor's Python object
+    refill.clear();  // an offered batch the feed did not take is free again for hand_out to replace
     next_epoch_->after(step.epoch, step.index);
-    PyStep out{step.epoch, step.index, outputs_.hand_out(step, stream)};
-    step.batches.clear();
-    return out;
+    return {step.epoch, step.index, outputs_.hand_out(step, stream)};
   }
 
   std::uint64_t length() const { return feed_->length(); }
