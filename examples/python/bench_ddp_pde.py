@@ -6,6 +6,8 @@ already in each rank's memory (the upper bound), and by a Dataset + DataLoader o
 
     /usr/bin/python3 examples/python/bench_ddp_pde.py                 # full size: 1.0 GiB dataset
     /usr/bin/python3 examples/python/bench_ddp_pde.py --samples 65536 --steps 40,20 --repeat 1   # a quick look
+    python3 examples/python/bench_ddp_pde.py --device cuda --global-batch 2048 --tandem build-gpu/tools/tandem
+                                                   # one GPU per rank, NCCL, tandem.DeviceFeed
 
 It writes the dataset (make_pde_dataset.py) unless --dir already holds one of --samples, preloads
 it into /dev/shm/tandem.data.<--cache> (`tandem data preload --force`, as before any job on a
@@ -55,7 +57,8 @@ def prepare(a):
 
 
 def job_command(a, run_name, script_args, steps, ranks, extra=()):
-    args = f"examples/python/ddp_pde.py {script_args} --steps {steps} --warmup {a.warmup} --out {{run_dir}}/result.json"
+    args = (f"examples/python/ddp_pde.py {script_args} --device {a.device} --global-batch {a.global_batch} "
+            f"--steps {steps} --warmup {a.warmup} --out {{run_dir}}/result.json")
     sets = {"run.job": f'"{run_name}"', "run.learners": str(ranks), "run.learner_args": f'"{args}"',
             "run.learner_program": f'"{sys.executable}"',  # the ranks run under this bench's interpreter
             "run.runs_dir": f'"{a.runs_dir}"', "run.status": '"off"', "run.dashboard": "false",
@@ -84,6 +87,7 @@ def run_variant(a, name, script_args, model, steps, ranks):
     print(f"bench: {model:5} {name:18} {r['samples_per_s']:8.0f} samples/s  {r['cpu_ms_per_sample']:6.3f} CPU-ms/sample"
           f"  waiting {100 * r['data_wait_fraction']:4.1f}%"
           f"  memory {r['memory_bytes'] / GIB:5.2f} GiB"
+          + (f" (GPU {'+'.join(f'{b / GIB:.2f}' for b in r['gpu_memory_bytes'])} GiB)" if a.device == "cuda" else "") +
           f"  loss {r['first_loss']:.4f} -> {r['last_loss']:.4f}  load {load_before:.1f}", flush=True)
     return r
 
@@ -155,6 +159,8 @@ def main():
                    "read the files whole (np.load without mmap); empty: none")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: rank r on GPU r, NCCL")
+    p.add_argument("--global-batch", type=int, default=256, help="samples per step, all ranks together")
     p.add_argument("--no-kill", action="store_true", help="skip the SIGKILLed-rank case")
     p.add_argument("--json", type=pathlib.Path)
     a = p.parse_args()

@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
 """A user's torch DDP script: a 1-D ConvNet surrogate of an advection-diffusion solver (u0 -> u(T),
-examples/python/make_pde_dataset.py), trained on every learner rank with DistributedDataParallel over
-Gloo. Under `tandem run` (examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
+examples/python/make_pde_dataset.py), trained on every learner rank with DistributedDataParallel, over
+Gloo on CPUs or NCCL on GPUs (--device cuda: rank r on GPU LOCAL_RANK). Under `tandem run` (examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
 
     tandem data preload pde --from data/pde        # once per node, before the ranks start
     tandem run examples/ddp-pde.toml
 
 The batches come from one of three places (--data), the rest of the script being the same:
   tandem    tandem.HostFeed over the cache /dev/shm/tandem.data.<data.name>: rank shards, a shuffle
-            per epoch, gathered by a C++ thread; every rank maps the one copy the node has.
-  memory    each rank np.load()s the .npy files into its own memory and slices shuffled batches:
-            the upper bound (no loader at all), one copy of the dataset per rank.
+            per epoch, gathered by a C++ thread; every rank maps the one copy the node has. On a GPU,
+            tandem.DeviceFeed: the rank's split copied once from the cache into GPU memory, each batch
+            gathered there by kernels.
+  memory    each rank np.load()s the .npy files into its own memory (on a GPU: into GPU memory) and
+            slices shuffled batches: the upper bound (no loader at all), one copy per rank.
   loader    a torch Dataset over the .npy files + DistributedSampler + DataLoader(num_workers=W),
-            the files opened in each worker, memory-mapped (--load mmap) or read (--load memory):
-            what users write today.
+            the files opened in each worker, memory-mapped (--load mmap) or read (--load memory),
+            on a GPU with pin_memory and a non-blocking copy: what users write today.
 It runs under torchrun too (no tandem.job() then): it needs only torchrun's RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT. Under `tandem run` the defaults come from the job's config
+MASTER_ADDR and MASTER_PORT (and LOCAL_RANK on GPUs). Under `tandem run` the defaults come from the job's config
 ($TANDEM_CONFIG: data.name, data.from, data.mean, data.std, supervised.batch_size (all ranks
-together), supervised.steps, learner.seed, learner.threads, learner.report_every_steps, optimizer.lr)
+together), supervised.steps, learner.device, learner.seed, learner.threads, learner.report_every_steps, optimizer.lr)
 and it reports its metrics row through tandem.job(). --out FILE: rank 0 writes one JSON object with
 the timed samples/s and the ranks' (and their workers') memory from /proc/<pid>/smaps_rollup.
 """
@@ -79,7 +81,8 @@ def job_defaults():
     get = lambda table, key: c.get(table, {}).get(key)
     return {k: v for k, v in dict(cache=get("data", "name"), dir=get("data", "from"), mean=get("data", "mean"),
                                   std=get("data", "std"), global_batch=get("supervised", "batch_size"),
-                                  steps=get("supervised", "steps"), seed=get("learner", "seed"),
+                                  steps=get("supervised", "steps"), device=get("learner", "device"),
+                                  seed=get("learner", "seed"),
                                   threads=get("learner", "threads"), report=get("learner", "report_every_steps"),
                                   feed_workers=get("supervised", "feed_workers"),
                                   lr=get("optimizer", "lr")).items() if v is not None}
@@ -91,6 +94,7 @@ def arguments(world):
     p.add_argument("--load", choices=["mmap", "memory"], default="mmap", help="--data loader: how a worker opens the files")
     p.add_argument("--workers", type=int, default=2, help="--data loader: DataLoader workers per rank")
     p.add_argument("--model", choices=sorted(MODELS), default="light")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: NCCL, rank on GPU LOCAL_RANK")
     p.add_argument("--cache", default="pde", help="dataset cache (--data tandem)")
     p.add_argument("--dir", default="data/pde", help=".npy directory (--data memory, loader)")
     p.add_argument("--mean", default="0.5")
@@ -114,13 +118,33 @@ def arguments(world):
     return a
 
 
-def batches(a, rank, world):
+def batches(a, rank, world, device):
     if a.data == "tandem":
-        return TandemBatches(a.cache, a.batch, rank, world, a.seed, a.mean, a.std, a.feed_workers)
+        return TandemBatches(a.cache, a.batch, rank, world, a.seed, a.mean, a.std, a.feed_workers, device)
     check_npy_dir(pathlib.Path(a.dir))
     if a.data == "memory":
-        return MemoryBatches(pathlib.Path(a.dir), a.batch, rank, world, a.seed, a.mean, a.std)
-    return LoaderBatches(pathlib.Path(a.dir), a.batch, rank, world, a.seed, a.mean, a.std, a.workers, a.load)
+        return MemoryBatches(pathlib.Path(a.dir), a.batch, rank, world, a.seed, a.mean, a.std, device)
+    return LoaderBatches(pathlib.Path(a.dir), a.batch, rank, world, a.seed, a.mean, a.std, a.workers, a.load, device)
+
+
+def placement(a):
+    """The rank's device and process group backend: GPU LOCAL_RANK and NCCL, or the CPU and Gloo."""
+    if a.device == "cpu":
+        return torch.device("cpu"), "gloo"
+    if not torch.cuda.is_available():
+        raise BadInput("--device cuda but this torch sees no GPU: run with --device cpu")
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if local >= torch.cuda.device_count():
+        raise BadInput(f"LOCAL_RANK {local} but only {torch.cuda.device_count()} GPUs: start one rank per GPU")
+    torch.cuda.set_device(local)
+    return torch.device("cuda", local), "nccl"
+
+
+def now(device):
+    """The wall clock once the GPU has done what was queued: a timed window ends with its work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def main():
@@ -132,19 +156,23 @@ def main():
     a = arguments(world)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
-    dist.init_process_group("gloo")
+    device, backend = placement(a)
+    dist.init_process_group(backend)
     joined = None
     with contextlib.ExitStack() as stack:
         if os.environ.get("TANDEM_JOB"):
             import tandem  # only under tandem run: torchrun's users need not have it installed
             joined = stack.enter_context(tandem.job())
-        source = stack.enter_context(batches(a, rank, world))
-        model = DistributedDataParallel(Surrogate(**MODELS[a.model]))
+        source = stack.enter_context(batches(a, rank, world, device))
+        model = DistributedDataParallel(Surrogate(**MODELS[a.model]).to(device),
+                                        device_ids=[device.index] if device.type == "cuda" else None)
         optimizer = torch.optim.Adam(model.parameters(), lr=a.lr)
         print(f"ddp_pde: rank {rank}/{world} pid {os.getpid()}: {a.model} model "
               f"({sum(p.numel() for p in model.parameters())} parameters), {a.steps} steps of {a.batch} "
-              f"from {source.describe()}", flush=True)
-        step, losses, first_loss, t0, window = 0, [], None, None, time.perf_counter()
+              f"from {source.describe()} on {device}", flush=True)
+        # The losses are summed where they are made and read at a report: a read per step would make a GPU
+        # rank wait for every step before asking for the next batch.
+        step, loss_sum, losses, first_loss, t0, window = 0, 0.0, 0, None, None, time.perf_counter()
         waited = 0.0  # timed seconds spent waiting for a batch: where a data path shows as the bottleneck
         memory = None
         while step < a.steps and not (joined and joined.should_stop):
@@ -157,23 +185,24 @@ def main():
                 loss.backward()
                 optimizer.step()
                 step += 1
-                losses.append(float(loss))
+                loss_sum, losses = loss_sum + loss.detach(), losses + 1
                 if step == a.warmup:
-                    t0, cpu0 = time.perf_counter(), tree_cpu_seconds(os.getpid())
+                    t0, cpu0 = now(device), tree_cpu_seconds(os.getpid())
                 if step % a.report == 0 or step == a.steps:
-                    mean_loss = sum(losses) / len(losses)
+                    mean_loss = float(loss_sum) / losses
                     first_loss = mean_loss if first_loss is None else first_loss
-                    rate = len(losses) * a.batch / (time.perf_counter() - window)
+                    rate = losses * a.batch / (time.perf_counter() - window)
                     if joined:
                         joined.report(step=step, epoch=source.epoch_index, samples=step * a.batch, loss=mean_loss,
                                       samples_per_s=rate, lr=a.lr)
                     if rank == 0:
                         print(f"ddp_pde: step {step} loss {mean_loss:.5f} {rate * world:.0f} samples/s", flush=True)
-                    losses, window = [], time.perf_counter()
+                    loss_sum, losses, window = 0.0, 0, time.perf_counter()
                 if step == a.steps:
                     # Measured while the loader's workers still live: they are part of the cost.
-                    seconds, cpu = time.perf_counter() - t0, tree_cpu_seconds(os.getpid()) - cpu0
+                    seconds, cpu = now(device) - t0, tree_cpu_seconds(os.getpid()) - cpu0
                     memory = tree_memory(os.getpid())
+                    gpu_bytes = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
                 if step >= a.steps or (joined and joined.should_stop):
                     break
                 asked = time.perf_counter()
@@ -181,15 +210,18 @@ def main():
             # A tensor all_gather whose tensors live until the end: all_gather_object's temporaries are
             # freed by Gloo's worker thread, which then needs the GIL; if that races with the process
             # group's destructor (holding the GIL, joining that thread), torch 1.13 deadlocks at exit.
-            mine = torch.tensor([seconds, waited, cpu] + [memory[k] for k in MEMORY_FIELDS], dtype=torch.float64)
+            # (NCCL gathers GPU tensors only, hence the device.)
+            mine = torch.tensor([seconds, waited, cpu, gpu_bytes] + [memory[k] for k in MEMORY_FIELDS],
+                                dtype=torch.float64, device=device)
             everyone = [torch.empty_like(mine) for _ in range(world)]
             dist.all_gather(everyone, mine)
-            gathered = [dict(seconds=float(t[0]), waited=float(t[1]), cpu=float(t[2]),
-                             memory={k: int(v) for k, v in zip(MEMORY_FIELDS, t[3:].tolist())})
-                        for t in everyone]
+            gathered = [dict(seconds=float(t[0]), waited=float(t[1]), cpu=float(t[2]), gpu_bytes=int(t[3]),
+                             memory={k: int(v) for k, v in zip(MEMORY_FIELDS, t[4:].tolist())})
+                        for t in (t.cpu() for t in everyone)]
             if rank == 0:
                 result = dict(data=a.data, load=a.load if a.data == "loader" else None,
                               workers=a.workers if a.data == "loader" else None, model=a.model, ranks=world,
+                              device=device.type, gpu_memory_bytes=[r["gpu_bytes"] for r in gathered],
                               batch_per_rank=a.batch, timed_steps=a.steps - a.warmup,
                               samples_per_s=world * a.batch * (a.steps - a.warmup) / max(r["seconds"] for r in gathered),
                               cpu_ms_per_sample=1e3 * sum(r["cpu"] for r in gathered) / (world * a.batch * (a.steps - a.warmup)),

@@ -1,5 +1,5 @@
 """The three batch sources of ddp_pde.py, one interface: a context manager whose epoch() yields the
-next epoch's (x, regime) batches of this rank, x float (batch, 2, points) normalised as
+next epoch's (x, regime) batches of this rank on its device, x float (batch, 2, points) normalised as
 (x / 255 - mean) / std and regime int64 (batch,), plus tree_memory() for the memory figures.
 
 Every source shards and shuffles as DistributedSampler(shuffle=True, drop_last=True) does: the epoch's
@@ -40,13 +40,18 @@ def shard_order(n, rank, world, seed, epoch):
 
 
 class TandemBatches:
-    """tandem.HostFeed over the node's dataset cache: C++ gather threads reading the one mapped copy."""
+    """tandem.HostFeed over the node's dataset cache (C++ gather threads reading the one mapped copy), or
+    on a GPU tandem.DeviceFeed (the rank's split copied from the cache into GPU memory once, batches
+    gathered and normalised there by kernels on the current stream)."""
 
-    def __init__(self, cache, batch, rank, world, seed, mean, std, workers):
+    def __init__(self, cache, batch, rank, world, seed, mean, std, workers, device):
         import tandem
+        shard = dict(split="train", rank=rank, world_size=world, seed=seed, mean=mean, std=std, drop_last=True)
         try:
-            self.feed = tandem.HostFeed(cache, batch, split="train", rank=rank, world_size=world, seed=seed,
-                                        mean=mean, std=std, device="cpu", workers=workers, drop_last=True)
+            if device.type == "cuda":
+                self.feed = tandem.DeviceFeed(cache, batch, device=device, **shard)
+            else:
+                self.feed = tandem.HostFeed(cache, batch, device="cpu", workers=workers, **shard)
         except tandem.SegmentNotFoundError as e:
             raise BadInput(f"{e} (ddp_pde.py --cache {cache})") from None
         shape = tuple(self.feed.dataset["x"].shape)
@@ -56,7 +61,7 @@ class TandemBatches:
         self.shared_bytes = os.stat(f"/dev/shm/{self.feed.dataset.segment}").st_size
 
     def describe(self):
-        return f"tandem.HostFeed over /dev/shm/{self.feed.dataset.segment}"
+        return f"tandem.{type(self.feed).__name__} over /dev/shm/{self.feed.dataset.segment}"
 
     @property
     def epoch_index(self):
@@ -74,22 +79,23 @@ class TandemBatches:
 
 
 class MemoryBatches:
-    """The upper bound: the arrays in this process's own memory, shuffled batches sliced from them."""
+    """The upper bound: the arrays in this process's own memory (on a GPU, in its memory), shuffled
+    batches sliced from them."""
 
     shared_bytes = 0
 
-    def __init__(self, d, batch, rank, world, seed, mean, std):
-        self.x = torch.from_numpy(np.load(d / "x_train.npy"))
-        self.y = torch.from_numpy(np.load(d / "y_train.npy"))
+    def __init__(self, d, batch, rank, world, seed, mean, std, device):
+        self.x = torch.from_numpy(np.load(d / "x_train.npy")).to(device)
+        self.y = torch.from_numpy(np.load(d / "y_train.npy")).to(device)
         self.d, self.batch, self.rank, self.world, self.seed = d, batch, rank, world, seed
         self.scale, self.bias = 1.0 / (255.0 * std), -mean / std
         self.epoch_index = 0
 
     def describe(self):
-        return f"{self.d} loaded into this rank's memory"
+        return f"{self.d} loaded into this rank's memory ({self.x.device})"
 
     def epoch(self):
-        order = shard_order(len(self.x), self.rank, self.world, self.seed, self.epoch_index)
+        order = shard_order(len(self.x), self.rank, self.world, self.seed, self.epoch_index).to(self.x.device)
         self.epoch_index += 1
         for i in range(len(order) // self.batch):
             idx = order[i * self.batch:(i + 1) * self.batch]
@@ -124,18 +130,20 @@ class NpyPairs(torch.utils.data.Dataset):
 
 
 class LoaderBatches:
-    """Dataset + DistributedSampler + DataLoader(num_workers), the baseline."""
+    """Dataset + DistributedSampler + DataLoader(num_workers), the baseline; for a GPU with pinned
+    batches copied without blocking, as the PyTorch tutorials do."""
 
     shared_bytes = 0
 
-    def __init__(self, d, batch, rank, world, seed, mean, std, workers, load):
+    def __init__(self, d, batch, rank, world, seed, mean, std, workers, load, device):
         self.dataset = NpyPairs(d, load, mean, std)
         self.sampler = torch.utils.data.DistributedSampler(self.dataset, num_replicas=world, rank=rank, shuffle=True,
                                                            seed=seed, drop_last=True)
         self.loader = torch.utils.data.DataLoader(self.dataset, batch_size=batch, sampler=self.sampler,
                                                   num_workers=workers, persistent_workers=workers > 0,
-                                                  drop_last=True)
+                                                  drop_last=True, pin_memory=device.type == "cuda")
         self.what = f"DataLoader({workers} workers) over {d}, {load}"
+        self.device = device
         self.epoch_index = 0
 
     def describe(self):
@@ -144,7 +152,11 @@ class LoaderBatches:
     def epoch(self):
         self.sampler.set_epoch(self.epoch_index)
         self.epoch_index += 1
-        yield from self.loader
+        if self.device.type == "cpu":
+            yield from self.loader
+            return
+        for x, y in self.loader:
+            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
 
     def __enter__(self):
         return self
