@@ -1,6 +1,7 @@
 """Workload 3(a) at small size: the user's torch DDP script (examples/python/ddp_pde.py) on 2 learner
 ranks under `tandem run` (examples/ddp-pde.toml), fed by tandem.HostFeed from a dataset cache
-preloaded before the ranks start; and the same job with one rank SIGKILLed."""
+preloaded before the ranks start; the same job with one rank SIGKILLed; and on GPUs over NCCL, fed by
+tandem.DeviceFeed."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import tandem
 from helpers import ROOT, SESSION, read_line
@@ -30,7 +32,7 @@ def pde_cache(tmp_path_factory):
     tandem.remove_dataset(name)
 
 
-def job_command(job, cache, run_dir, steps, extra_args=""):
+def job_command(job, cache, run_dir, steps, extra_args="", extra_sets=()):
     args = f"examples/python/ddp_pde.py --data tandem --model light {extra_args}"
     sets = {"run.job": f'"{job}"', "run.unique_id": "false", "run.runs_dir": f'"{run_dir}"', "run.status": '"plain"',
             "run.dashboard": "false", "run.metrics_interval_s": "0.1", "run.learner_args": f'"{args}"',
@@ -38,7 +40,7 @@ def job_command(job, cache, run_dir, steps, extra_args=""):
             "data.name": f'"{cache}"', "supervised.batch_size": "64", "supervised.steps": str(steps),
             "learner.report_every_steps": "5"}
     cmd = [TANDEM, "run", str(ROOT / "examples/ddp-pde.toml")]
-    for key, value in sets.items():
+    for key, value in list(sets.items()) + list(extra_sets):
         cmd += ["--set", f"{key}={value}"]
     return cmd
 
@@ -99,4 +101,19 @@ def test_a_ddp_rank_killed_fails_the_job_within_10_s_naming_it(pde_cache, tmp_pa
     assert code != 0, output
     assert seconds < 10, f"the job took {seconds:.1f} s to fail:\n{output}"
     assert re.search(rf"job {job} failed .*learner\.1 \(pid {pid}\) was killed by SIGKILL", output), output
+    assert job_segments(job) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU and a torch with CUDA")
+def test_ddp_ranks_on_gpus_train_over_nccl_from_a_device_feed(pde_cache, tmp_path):
+    job, ranks = f"{SESSION}-ddp-gpu", min(2, torch.cuda.device_count())  # NCCL takes one GPU per rank
+    p = subprocess.run(job_command(job, pde_cache, tmp_path, 60, "--lr 0.01 --device cuda", [("run.learners", str(ranks))]),
+                       cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    for rank in range(ranks):
+        assert re.search(rf"\[learner\.{rank}\] ddp_pde: rank {rank}/{ranks} .* from tandem\.DeviceFeed over "
+                         rf"/dev/shm/tandem\.data\.{pde_cache} on cuda:{rank}", p.stdout), p.stdout[-3000:]
+        assert f"[learner.{rank}] ddp_pde: rank {rank} finished at step 60" in p.stdout, p.stdout[-3000:]
+    losses = [float(v) for v in re.findall(r"\[learner\.0\] ddp_pde: step \d+ loss ([0-9.]+)", p.stdout)]
+    assert len(losses) == 12 and sum(losses[-3:]) < sum(losses[:3]), p.stdout[-3000:]
     assert job_segments(job) == []
