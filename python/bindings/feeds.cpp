@@ -8,6 +8,10 @@
 // step it held is gone; a caller that keeps `ring_slots` steps alive would wait for ever in C++. From
 // Python that is an easy mistake (list(feed)), so next() checks first, through weak references to the
 // storages it handed out, and raises instead of hanging.
+//
+// A step is taken by one thread (it holds every consumer's batch). take() lets go of the GIL while the
+// feed works, so a second Python thread could enter it meanwhile and race the first one in C++ (two
+// refills of the same batch objects, a ring slot handed out twice): OneTaker refuses that instead.
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
 #include <pybind11/stl.h>
@@ -38,6 +42,26 @@ class NextEpoch {
 
  private:
   std::uint64_t epoch_, steps_per_epoch_;
+};
+
+// Marks a feed's take() in progress; a second take() while one is (from another Python thread) fails.
+// `taking` is only read and written with the GIL held, which orders it between threads.
+class OneTaker {
+ public:
+  OneTaker(bool& taking, const char* feed) : taking_(taking) {
+    if (taking_)
+      fail(
+          "{}: a step was asked for from two threads at once; a feed is iterated by one thread (it hands "
+          "out every consumer's batch of a step): give each thread a feed of its own",
+          feed);
+    taking_ = true;
+  }
+  ~OneTaker() { taking_ = false; }
+  OneTaker(const OneTaker&) = delete;
+  OneTaker& operator=(const OneTaker&) = delete;
+
+ private:
+  bool& taking_;
 };
 
 // A step as Python gets it: one (x, y) tuple of torch.Tensors per consumer.
@@ -113,6 +137,7 @@ class PyHostFeed {
   py::tuple next() { return step_to_python(take()); }
 
   PyStep take() {
+    const OneTaker one(taking_, "HostFeed");
     if (!feed_->on_gpu()) refuse_stall();
     feed::Step step;
     {
@@ -166,6 +191,7 @@ class PyHostFeed {
   std::optional<NextEpoch> next_epoch_;
   std::deque<Held> held_;
   std::uint64_t taken_ = 0;
+  bool taking_ = false;  // OneTaker's
 };
 
 class PyDeviceFeed {
@@ -180,6 +206,7 @@ class PyDeviceFeed {
   py::tuple next() { return step_to_python(take()); }
 
   PyStep take() {
+    const OneTaker one(taking_, "DeviceFeed");
     const std::uintptr_t stream = feed_->current_stream();
     std::vector<feed::Batch> refill = outputs_.offer(consumers_, stream);
     feed::Step step;
@@ -203,6 +230,7 @@ class PyDeviceFeed {
   ReusedBatches outputs_;
   std::optional<feed::DeviceFeed> feed_;
   std::optional<NextEpoch> next_epoch_;
+  bool taking_ = false;  // OneTaker's
 };
 
 py::dict rank_from_env() {

@@ -1,5 +1,7 @@
 """tandem.HostFeed and tandem.DeviceFeed: the C++ feeds as Python iterables."""
 
+import threading
+
 import pytest
 import torch
 
@@ -90,6 +92,35 @@ def test_holding_every_ring_slot_raises_instead_of_waiting_for_ever(fmnist):
         feed.next_step()
     kept.pop(0)
     assert feed.next_step().index == 3
+
+
+def test_a_feed_asked_for_steps_from_two_threads_at_once_refuses_the_second(fmnist):
+    # Big batches on one gather thread: each step spends milliseconds in C++ with the GIL let go, so the
+    # two threads' calls overlap from the first step on.
+    feed = tandem.HostFeed(fmnist, 8192, device="cpu", workers=1)
+    errors, steps = {}, {}
+
+    def take(name):
+        steps[name] = 0
+        try:
+            for _ in range(40):
+                feed.next_step()
+                steps[name] += 1
+        except tandem.Error as e:
+            errors[name] = str(e)
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    # The refused thread stops there; the other one takes every step it asked for.
+    assert len(errors) == 1, steps
+    [(refused, message)] = errors.items()
+    assert message.startswith("HostFeed: a step was asked for from two threads at once") and "\n" not in message
+    assert steps[({"a", "b"} - {refused}).pop()] == 40
+    feed.next_step()  # a refusal leaves the feed usable
 
 
 def test_device_feed_without_a_gpu_says_so_in_one_line(fmnist):
