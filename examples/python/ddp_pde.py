@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A user's torch DDP script: a 1-D ConvNet surrogate of an advection-diffusion solver (u0 -> u(T),
 examples/python/make_pde_dataset.py), trained on every learner rank with DistributedDataParallel, over
-Gloo on CPUs or NCCL on GPUs (--device cuda: rank r on GPU LOCAL_RANK). Under `tandem run` (examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
+Gloo on CPUs or NCCL on GPUs (--device cuda: each rank on GPU LOCAL_RANK). Under `tandem run`
+(examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
 
     tandem data preload pde --from data/pde        # once per node, before the ranks start
     tandem run examples/ddp-pde.toml
@@ -17,11 +18,12 @@ The batches come from one of three places (--data), the rest of the script being
             the files opened in each worker, memory-mapped (--load mmap) or read (--load memory),
             on a GPU with pin_memory and a non-blocking copy: what users write today.
 It runs under torchrun too (no tandem.job() then): it needs only torchrun's RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT (and LOCAL_RANK on GPUs). Under `tandem run` the defaults come from the job's config
-($TANDEM_CONFIG: data.name, data.from, data.mean, data.std, supervised.batch_size (all ranks
-together), supervised.steps, learner.device, learner.seed, learner.threads, learner.report_every_steps, optimizer.lr)
-and it reports its metrics row through tandem.job(). --out FILE: rank 0 writes one JSON object with
-the timed samples/s and the ranks' (and their workers') memory from /proc/<pid>/smaps_rollup.
+MASTER_ADDR and MASTER_PORT (and LOCAL_RANK on GPUs). Under `tandem run` the defaults come from the
+job's config ($TANDEM_CONFIG: data.name, data.from, data.mean, data.std, supervised.batch_size (all
+ranks together), supervised.steps, learner.device, learner.seed, learner.threads,
+learner.report_every_steps, optimizer.lr) and it reports its metrics row through tandem.job().
+--out FILE: rank 0 writes one JSON object with the timed samples/s and the ranks' (and their
+workers') memory from /proc/<pid>/smaps_rollup.
 """
 import argparse
 import contextlib
@@ -172,7 +174,7 @@ def main():
               f"from {source.describe()} on {device}", flush=True)
         # The losses are summed where they are made and read at a report: a read per step would make a GPU
         # rank wait for every step before asking for the next batch.
-        step, loss_sum, losses, first_loss, t0, window = 0, 0.0, 0, None, None, time.perf_counter()
+        step, loss_sum, window_steps, first_loss, t0, window = 0, 0.0, 0, None, None, time.perf_counter()
         waited = 0.0  # timed seconds spent waiting for a batch: where a data path shows as the bottleneck
         memory = None
         while step < a.steps and not (joined and joined.should_stop):
@@ -185,19 +187,19 @@ def main():
                 loss.backward()
                 optimizer.step()
                 step += 1
-                loss_sum, losses = loss_sum + loss.detach(), losses + 1
+                loss_sum, window_steps = loss_sum + loss.detach(), window_steps + 1
                 if step == a.warmup:
                     t0, cpu0 = now(device), tree_cpu_seconds(os.getpid())
                 if step % a.report == 0 or step == a.steps:
-                    mean_loss = float(loss_sum) / losses
+                    mean_loss = float(loss_sum) / window_steps
                     first_loss = mean_loss if first_loss is None else first_loss
-                    rate = losses * a.batch / (time.perf_counter() - window)
+                    rate = window_steps * a.batch / (time.perf_counter() - window)
                     if joined:
                         joined.report(step=step, epoch=source.epoch_index, samples=step * a.batch, loss=mean_loss,
                                       samples_per_s=rate, lr=a.lr)
                     if rank == 0:
                         print(f"ddp_pde: step {step} loss {mean_loss:.5f} {rate * world:.0f} samples/s", flush=True)
-                    loss_sum, losses, window = 0.0, 0, time.perf_counter()
+                    loss_sum, window_steps, window = 0.0, 0, time.perf_counter()
                 if step == a.steps:
                     # Measured while the loader's workers still live: they are part of the cost.
                     seconds, cpu = now(device) - t0, tree_cpu_seconds(os.getpid()) - cpu0

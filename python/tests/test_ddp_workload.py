@@ -107,8 +107,8 @@ def test_a_ddp_rank_killed_fails_the_job_within_10_s_naming_it(pde_cache, tmp_pa
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU and a torch with CUDA")
 def test_ddp_ranks_on_gpus_train_over_nccl_from_a_device_feed(pde_cache, tmp_path):
     job, ranks = f"{SESSION}-ddp-gpu", min(2, torch.cuda.device_count())  # NCCL takes one GPU per rank
-    p = subprocess.run(job_command(job, pde_cache, tmp_path, 60, "--lr 0.01 --device cuda", [("run.learners", str(ranks))]),
-                       cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=300)
+    command = job_command(job, pde_cache, tmp_path, 60, "--lr 0.01 --device cuda", [("run.learners", str(ranks))])
+    p = subprocess.run(command, cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     for rank in range(ranks):
         assert re.search(rf"\[learner\.{rank}\] ddp_pde: rank {rank}/{ranks} .* from tandem\.DeviceFeed over "
