@@ -21,7 +21,7 @@ struct ModelPublisherOptions {
   bool bf16 = false;
   std::uint32_t slots = shm::kDefaultSlots;
   std::uint32_t leases = shm::kDefaultLeases;
-  PublisherOptions when;  // every N steps / T ms
+  PublisherOptions when{};  // every N steps / T ms
   // Replace an existing slab of the same name when the process that created it has exited (a stale
   // slab of a crashed run). A slab whose writer still runs is never replaced: a UserError names it.
   bool replace_dead_writer = false;
