@@ -29,8 +29,8 @@ struct RankRun {
                                     // pin ddp.shm_progress (shm alone leaves it at auto)
   double collective_timeout_s = 30;
   double rendezvous_timeout_s = 30;
-  std::string out;     // result file ("" : none)
-  std::string marker;  // created after the first step ("" : none)
+  std::string out{};     // result file ("" : none)
+  std::string marker{};  // created after the first step ("" : none)
 };
 
 std::vector<std::string> rank_args(const RankRun& run);

@@ -27,11 +27,11 @@ LoadPlan plan_load(const std::filesystem::path& dir, std::string format);  // ""
 struct PreloadOptions {
   std::string name;
   std::filesystem::path from;
-  std::string format;  // "" = detect_format(from)
+  std::string format{};  // "" = detect_format(from)
   bool force = false;
   unsigned threads = 0;  // 0 = hardware concurrency
   // Called by worker threads (concurrently) with the bytes written so far and the total.
-  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress{};
 };
 
 struct PreloadResult {
