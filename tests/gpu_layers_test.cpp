@@ -141,8 +141,9 @@ TEST_CASE("bn_act: NaN passes through ReLU and its gradient, as in ATen") {
 TEST_CASE("channels_last_weights converts every weight at once and hands float32 gradients back") {
   REQUIRE(torch::cuda::is_available());
   torch::manual_seed(1);
+  // The last one's channels (2048 x 3 x 3) are wider than the kernel stages in shared memory.
   std::vector<torch::Tensor> params = {torch::randn({64, 3, 3, 3}, kGpu), torch::randn({128, 64, 3, 3}, kGpu),
-                                       torch::randn({128, 64, 1, 1}, kGpu)};
+                                       torch::randn({128, 64, 1, 1}, kGpu), torch::randn({4, 2048, 3, 3}, kGpu)};
   for (torch::Tensor& p : params) p.requires_grad_();
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
     const std::string type = c10::toString(dtype);

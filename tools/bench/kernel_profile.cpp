@@ -25,13 +25,24 @@ void KernelProfile::print(std::FILE* out, std::size_t top) const {
 
 namespace {
 
-// "void at::native::foo<float, 4>(Args)" -> "void at::native::foo": the template makes one name per
-// instantiation, which hides how much one kind of kernel costs.
+// "void at::native::foo<float, 4>(Args)" -> "at::native::foo": the template makes one name per
+// instantiation, which hides how much one kind of kernel costs. ATen's elementwise kernels are one
+// template for every op, so for them the op (the functor, their second template argument) is kept:
+// "at::native::vectorized_elementwise_kernel [CUDAFunctor_add]".
 std::string short_name(std::string name) {
-  for (const std::string noise : {"(anonymous namespace)::", "void "}) {
+  for (const std::string noise : {"(anonymous namespace)::", "void ", "at::native::"}) {
     for (std::size_t at; (at = name.find(noise)) != std::string::npos;) name.erase(at, noise.size());
   }
-  return name.substr(0, std::min(name.find('<'), name.find('('))).substr(0, 90);
+  const std::size_t open = std::min(name.find('<'), name.find('('));
+  std::string shown = name.substr(0, open);
+  if (shown.ends_with("elementwise_kernel") && open < name.size() && name[open] == '<') {
+    const std::size_t comma = name.find(", ", open);
+    if (comma != std::string::npos) {
+      const std::size_t end = std::min(name.find_first_of("<,(", comma + 2), name.size());
+      shown += " [" + name.substr(comma + 2, end - comma - 2).substr(0, 60) + "]";
+    }
+  }
+  return shown.substr(0, 100);
 }
 
 }  // namespace
