@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/torch/bn_act.hpp"
+#include "common/torch/bn_act_cudnn.hpp"
 #include "common/torch/conv_pool.hpp"
 #include "common/torch/folded_eval.hpp"
 #include "common/torch/models.hpp"
@@ -260,6 +261,31 @@ TEST_CASE("bn_act's cuDNN backend matches ATen where cuDNN takes the shape" * do
     }
   bn_act_set_backend(BnBackend::automatic);
   CHECK(taken == 4);
+}
+
+TEST_CASE("BatchCounts counts the cuDNN BatchNorms of its scope in one launch, and only at apply()") {
+  REQUIRE(torch::cuda::is_available());
+  bn_act_set_backend(BnBackend::cudnn);
+  torch::nn::BatchNorm2d bn = random_bn(64);
+  const torch::Tensor x = channels_last(torch::randn({16, 64, 8, 8}, kGpu));
+  REQUIRE(cudnn_bn::supported(x, /*residual=*/false, /*relu=*/true));
+  const auto counted = [&] { return bn->num_batches_tracked.item<std::int64_t>(); };
+  {
+    BatchCounts counts;
+    bn_act(*bn, x);
+    bn_act(*bn, x);
+    CHECK(counted() == 0);
+    counts.apply();
+    CHECK(counted() == 2);
+  }
+  {
+    BatchCounts failed_step;  // left without apply(): nothing counted
+    bn_act(*bn, x);
+  }
+  CHECK(counted() == 2);
+  bn_act(*bn, x);  // no scope: counted at once
+  CHECK(counted() == 3);
+  bn_act_set_backend(BnBackend::automatic);
 }
 
 TEST_CASE("conv3x3_relu_pool2 gives ATen's conv, bias, ReLU and max-pool in any input layout" * doctest::timeout(60)) {

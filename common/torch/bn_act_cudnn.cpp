@@ -1,6 +1,7 @@
 #include "common/torch/bn_act_cudnn.hpp"
 
 #include "common/error.hpp"
+#include "common/torch/bn_act.hpp"
 
 #if defined(TANDEM_TORCH_CUDA) && defined(TANDEM_HAVE_CUDNN)
 #include <ATen/cudnn/Handle.h>
@@ -94,7 +95,7 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
               save_invstd.data_ptr(), relu ? d.relu : nullptr, workspace.data_ptr(), workspace_size, reserve.data_ptr(),
               reserve_size),
           "cudnnBatchNormalizationForwardTrainingEx");
-    num_batches_tracked.add_(1);
+    BatchCounts::count(num_batches_tracked);
     ctx->save_for_backward({x, y, weight, bias, save_mean, save_invstd, reserve});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = residual.has_value();

@@ -3,7 +3,8 @@
 // the ReLU (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and the residual add (_BN_ADD_ACTIVATION) inside),
 // measured against Tandem's kernels (bn_act_kernels.hpp) by `tandem-bench graph --bn-backend`;
 // docs/CUDA_GRAPHS.md says which wins where. Semantics as bn_act.hpp: batch statistics, running
-// statistics updated with the unbiased variance, num_batches_tracked counted (one small add).
+// statistics updated with the unbiased variance, num_batches_tracked counted (a small
+// add of its own, or in BatchCounts' one launch, bn_act.hpp).
 //
 // Built where python3's torch ships cuDNN (common/meson.build, TANDEM_HAVE_CUDNN); elsewhere
 // supported() is false. cuDNN's legacy API takes no residual without the ReLU; supported() says

@@ -209,8 +209,10 @@ struct ResNet18 : Net {
   std::vector<Tensor> heads(const Tensor& x) override {
     const Tensor in = x.is_cuda() ? to_compute(x, compute_dtype) : x;
     const ConvWeights w(convs, in, compute_dtype);
+    BatchCounts counts;
     Tensor h = bn_act(*bn1, w(conv1, in));
     for (auto& b : blocks) h = b->forward(h, w);
+    counts.apply();
     h = torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
     return {dense(fc, h).to(torch::kFloat32)};
   }
