@@ -4,14 +4,14 @@
 #include "common/torch/bn_act.hpp"
 
 #if defined(TANDEM_TORCH_CUDA) && defined(TANDEM_HAVE_CUDNN)
-#include <ATen/cudnn/Handle.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cudnn.h>
 #include <torch/autograd.h>
 
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include "common/torch/cudnn_handle.hpp"
 #endif
 
 namespace tandem::cudnn_bn {
@@ -61,12 +61,6 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-cudnnHandle_t handle_on_stream() {
-  cudnnHandle_t h = at::native::getCudnnHandle();
-  check(cudnnSetStream(h, c10::cuda::getCurrentCUDAStream().stream()), "cudnnSetStream");
-  return h;
-}
-
 Tensor bytes(std::size_t n, const Tensor& like) {
   return torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(n, 1))}, like.options().dtype(torch::kUInt8));
 }
@@ -76,7 +70,7 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
                         const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& num_batches_tracked, double momentum, double eps, bool relu) {
     const Descriptors d(x, residual.has_value(), relu);
-    cudnnHandle_t h = handle_on_stream();
+    cudnnHandle_t h = cudnn_handle_on_current_stream();
     std::size_t workspace_size = 0, reserve_size = 0;
     check(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(h, d.kMode, d.ops, d.x, residual ? d.x : nullptr,
                                                                    d.x, d.bn, relu ? d.relu : nullptr, &workspace_size),
@@ -109,7 +103,7 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
     const Tensor &x = s[0], &y = s[1], &weight = s[2], &bias = s[3], &reserve = s[6];
     const bool relu = ctx->saved_data["relu"].toBool(), residual = ctx->saved_data["residual"].toBool();
     const Descriptors d(x, residual, relu);
-    cudnnHandle_t h = handle_on_stream();
+    cudnnHandle_t h = cudnn_handle_on_current_stream();
     const Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
     Tensor dx = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     Tensor dresidual = residual ? torch::empty_like(x, at::MemoryFormat::ChannelsLast) : Tensor();

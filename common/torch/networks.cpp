@@ -18,6 +18,7 @@
 #include "common/settings/data.hpp"
 #include "common/torch/bn_act.hpp"
 #include "common/torch/conv_pool.hpp"
+#include "common/torch/cudnn_conv.hpp"
 #include "common/torch/dnnl_linear.hpp"
 #include "common/torch/fused_bn_relu_pool.hpp"
 #include "common/torch/models.hpp"
@@ -71,6 +72,17 @@ class ConvWeights {
     if (weights_.empty()) return c->forward(x);
     for (std::size_t i = 0; i < convs_.size(); ++i)
       if (convs_[i].get() == c.get()) return conv_with(c, x, weights_[i]);
+    throw std::logic_error("ConvWeights: a convolution outside the network's list");
+  }
+  // (c applied to x, x again to read in x's other uses): on the GPU the two uses' gradients meet in
+  // cuDNN's data-gradient kernel instead of an add (cudnn_conv.hpp).
+  std::pair<Tensor, Tensor> sharing_input(nn::Conv2d& c, const Tensor& x) const {
+    if (weights_.empty()) return {c->forward(x), x};
+    for (std::size_t i = 0; i < convs_.size(); ++i) {
+      if (convs_[i].get() != c.get()) continue;
+      const Tensor& w = weights_[i];
+      return conv2d_sharing_input(x, w, c->options.stride(), {w.size(2) / 2, w.size(3) / 2});
+    }
     throw std::logic_error("ConvWeights: a convolution outside the network's list");
   }
 
@@ -172,8 +184,9 @@ struct BasicBlock : nn::Module {
     }
   }
   Tensor forward(const Tensor& x, const ConvWeights& w) {
-    const Tensor h = bn_act(*bn1, w(conv1, x));
-    const Tensor shortcut = down_conv ? bn_act(*down_bn, w(down_conv, x), {}, /*relu=*/false) : x;
+    const auto [c1, x_again] = w.sharing_input(conv1, x);
+    const Tensor h = bn_act(*bn1, c1);
+    const Tensor shortcut = down_conv ? bn_act(*down_bn, w(down_conv, x_again), {}, /*relu=*/false) : x_again;
     return bn_act(*bn2, w(conv2, h), shortcut);
   }
 };
