@@ -1,6 +1,6 @@
 // GPU: the fused layers against ATen's ops — BatchNorm + add + ReLU (common/torch/bn_act.hpp), the
 // one-launch weight conversion (weight_prep.hpp), the block input's gradient blended by cuDNN
-// (cudnn_conv.hpp), the folded evaluation (folded_eval.hpp) and its fused
+// (cudnn_conv.hpp), the first convolution's kernels (stem_conv.hpp), the folded evaluation (folded_eval.hpp) and its fused
 // conv-ReLU-pool kernels (conv_pool.hpp), and the fused optimizers (learner/optim.hpp). Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
@@ -16,6 +16,7 @@
 #include "common/torch/cudnn_conv.hpp"
 #include "common/torch/folded_eval.hpp"
 #include "common/torch/models.hpp"
+#include "common/torch/stem_conv.hpp"
 #include "common/torch/weight_prep.hpp"
 #include "learner/optim.hpp"
 #include "tests/harness.hpp"
@@ -219,6 +220,48 @@ TEST_CASE("conv_dgrad_accumulate adds the data gradient to what dx holds") {
                                                                      false, {0, 0}, 1, {true, false, false}));
     CHECK(relative_l2(dx, before + dgrad) < (dtype == torch::kFloat32 ? 5e-3 : 2e-2));
   }
+}
+
+TEST_CASE("stem_conv3x3 gives ATen's convolution and gradients, its weight gradient the same bits every run") {
+  REQUIRE(torch::cuda::is_available());
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);  // the kernels multiply in float32
+  struct Case {
+    std::int64_t channels, outputs, height, width;
+  };
+  for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const Case c : {Case{3, 64, 7, 30}, Case{1, 32, 8, 8}, Case{4, 32, 5, 70}, Case{2, 64, 3, 9}}) {
+      const std::string type = c10::toString(dtype);
+      CAPTURE(type);
+      CAPTURE(c.channels);
+      CAPTURE(c.width);
+      torch::manual_seed(7);
+      const torch::Tensor x0 = channels_last(torch::randn({2, c.channels, c.height, c.width}, kGpu).to(dtype));
+      const torch::Tensor w0 = channels_last(torch::randn({c.outputs, c.channels, 3, 3}, kGpu).to(dtype));
+      REQUIRE(stem_conv_applies(x0, w0, {1, 1}, {1, 1}));
+      const torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+      const torch::Tensor y = stem_conv3x3(x, w);
+      const torch::Tensor g = channels_last(torch::randn(y.sizes(), kGpu).to(dtype));
+      (y * g).sum().backward();
+      const torch::Tensor rx = x0.clone().requires_grad_(), rw = w0.clone().requires_grad_();
+      const torch::Tensor ry = at::conv2d(rx, rw, {}, {1, 1}, {1, 1});
+      (ry * g).sum().backward();
+      const double tolerance = dtype == torch::kFloat32 ? 1e-5 : 1e-2;
+      CHECK(y.is_contiguous(at::MemoryFormat::ChannelsLast));
+      CHECK(relative_l2(y, ry) < tolerance);
+      CHECK(relative_l2(w.grad(), rw.grad()) < tolerance);
+      CHECK(relative_l2(x.grad(), rx.grad()) < tolerance);
+      const torch::Tensor first = w.grad().clone();
+      w.mutable_grad() = torch::Tensor();
+      (stem_conv3x3(x0, w) * g).sum().backward();
+      CHECK(torch::equal(w.grad(), first));
+    }
+  const auto cl = [](torch::Tensor t) { return t.contiguous(at::MemoryFormat::ChannelsLast); };
+  CHECK_FALSE(stem_conv_applies(cl(torch::randn({2, 8, 8, 8}, kGpu)), cl(torch::randn({32, 8, 3, 3}, kGpu)), {1, 1},
+                                {1, 1}));  // 8 channels: cuDNN's tensor cores take those
+  CHECK_FALSE(stem_conv_applies(cl(torch::randn({2, 3, 8, 8}, kGpu)), cl(torch::randn({16, 3, 3, 3}, kGpu)), {1, 1},
+                                {1, 1}));  // 16 outputs: a run would be 128 pixels, mostly idle
+  at::globalContext().setAllowTF32CuDNN(tf32);
 }
 
 TEST_CASE("folded evaluation gives eager's logits, and refold() follows new weights" * doctest::timeout(120)) {

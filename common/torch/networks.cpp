@@ -22,6 +22,7 @@
 #include "common/torch/dnnl_linear.hpp"
 #include "common/torch/fused_bn_relu_pool.hpp"
 #include "common/torch/models.hpp"
+#include "common/torch/stem_conv.hpp"
 #include "common/torch/weight_prep.hpp"
 
 namespace tandem::nets {
@@ -70,8 +71,12 @@ class ConvWeights {
   }
   Tensor operator()(nn::Conv2d& c, const Tensor& x) const {
     if (weights_.empty()) return c->forward(x);
-    for (std::size_t i = 0; i < convs_.size(); ++i)
-      if (convs_[i].get() == c.get()) return conv_with(c, x, weights_[i]);
+    for (std::size_t i = 0; i < convs_.size(); ++i) {
+      if (convs_[i].get() != c.get()) continue;
+      const Tensor& w = weights_[i];
+      if (stem_conv_applies(x, w, c->options.stride(), {w.size(2) / 2, w.size(3) / 2})) return stem_conv3x3(x, w);
+      return conv_with(c, x, w);
+    }
     throw std::logic_error("ConvWeights: a convolution outside the network's list");
   }
   // (c applied to x, x again to read in x's other uses): on the GPU the two uses' gradients meet in

@@ -1,0 +1,88 @@
+#include "common/torch/stem_conv.hpp"
+
+#include <ATen/Functions.h>
+
+#include "common/error.hpp"
+
+#ifdef TANDEM_GPU_KERNELS
+#include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
+
+#include "common/torch/stem_conv_kernels.hpp"
+#endif
+
+namespace tandem {
+
+using torch::Tensor;
+
+#ifdef TANDEM_GPU_KERNELS
+
+namespace {
+
+namespace kernels = stem_conv_kernels;
+
+kernels::Shape shape_of(const Tensor& x, const Tensor& w) {
+  return {.n = x.size(0), .height = x.size(2), .width = x.size(3), .in_channels = x.size(1), .out_channels = w.size(0)};
+}
+
+kernels::DType dtype_of(const Tensor& t) {
+  return t.scalar_type() == torch::kFloat32 ? kernels::DType::f32 : kernels::DType::bf16;
+}
+
+cuda::StreamHandle stream_of(const Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+struct StemConv : torch::autograd::Function<StemConv> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w) {
+    Tensor y = torch::empty({x.size(0), w.size(0), x.size(2), x.size(3)},
+                            x.options().memory_format(at::MemoryFormat::ChannelsLast));
+    kernels::forward(x.data_ptr(), w.data_ptr(), y.data_ptr(), shape_of(x, w), dtype_of(x), stream_of(x));
+    ctx->save_for_backward({x, w});
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &w = saved[1];
+    const Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
+    Tensor dx, dw;
+    if (ctx->needs_input_grad(1)) {
+      const kernels::Shape s = shape_of(x, w);
+      dw = torch::empty_like(w, at::MemoryFormat::ChannelsLast);
+      const Tensor workspace = torch::empty({static_cast<std::int64_t>(kernels::weight_grad_workspace_bytes(s))},
+                                            x.options().dtype(torch::kUInt8));
+      kernels::weight_grad(x.data_ptr(), dy.data_ptr(), dw.data_ptr(), workspace.data_ptr(), s, dtype_of(x),
+                           stream_of(x));
+    }
+    if (ctx->needs_input_grad(0))
+      dx = std::get<0>(at::convolution_backward(dy, x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1,
+                                                {true, false, false}));
+    return {dx, dw};
+  }
+};
+
+}  // namespace
+
+bool stem_conv_applies(const Tensor& x, const Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (!x.is_cuda() || x.dim() != 4 || w.dim() != 4 || w.device() != x.device()) return false;
+  if (x.scalar_type() != torch::kFloat32 && x.scalar_type() != torch::kBFloat16) return false;
+  if (w.scalar_type() != x.scalar_type() || w.size(1) != x.size(1) || w.size(2) != 3 || w.size(3) != 3) return false;
+  if (stride != at::IntArrayRef{1, 1} || padding != at::IntArrayRef{1, 1}) return false;
+  if (!x.is_contiguous(at::MemoryFormat::ChannelsLast) || !w.is_contiguous(at::MemoryFormat::ChannelsLast))
+    return false;
+  return kernels::supports(shape_of(x, w));
+}
+
+Tensor stem_conv3x3(const Tensor& x, const Tensor& w) { return StemConv::apply(x, w); }
+
+#else
+
+bool stem_conv_applies(const Tensor&, const Tensor&, at::IntArrayRef, at::IntArrayRef) { return false; }
+
+Tensor stem_conv3x3(const Tensor&, const Tensor&) {
+  fail("stem_conv3x3 needs Tandem's GPU kernels, which this build lacks: check stem_conv_applies() first");
+}
+
+#endif
+
+}  // namespace tandem
