@@ -222,7 +222,8 @@ TEST_CASE("conv_dgrad_accumulate adds the data gradient to what dx holds") {
   }
 }
 
-TEST_CASE("stem_conv3x3 gives ATen's convolution and gradients, its weight gradient the same bits every run") {
+TEST_CASE(
+    "stem_conv3x3 gives ATen's convolution and gradients (its weight gradient the same bits every run), and its bias-ReLU form ATen's") {
   REQUIRE(torch::cuda::is_available());
   const bool tf32 = at::globalContext().allowTF32CuDNN();
   at::globalContext().setAllowTF32CuDNN(false);  // the kernels multiply in float32
@@ -251,6 +252,12 @@ TEST_CASE("stem_conv3x3 gives ATen's convolution and gradients, its weight gradi
       CHECK(relative_l2(y, ry) < tolerance);
       CHECK(relative_l2(w.grad(), rw.grad()) < tolerance);
       CHECK(relative_l2(x.grad(), rx.grad()) < tolerance);
+      {
+        torch::NoGradGuard no_grad;
+        const torch::Tensor b0 = torch::randn({c.outputs}, kGpu).to(dtype);
+        CHECK(relative_l2(stem_conv3x3_bias_relu(x0, w0, b0), torch::relu(at::conv2d(x0, w0, b0, {1, 1}, {1, 1}))) <
+              tolerance);
+      }
       const torch::Tensor first = w.grad().clone();
       w.mutable_grad() = torch::Tensor();
       (stem_conv3x3(x0, w) * g).sum().backward();

@@ -246,7 +246,10 @@ struct ResNet18 : Net {
     return pairs;
   }
   Tensor folded_logits(const Tensor& x, const Folded& f) override {
-    Tensor h = folded_conv(conv1, to_compute(x, f.dtype), f.weight[0], f.bias[0]);
+    const Tensor in = to_compute(x, f.dtype);
+    Tensor h = stem_conv_applies(in, f.weight[0], conv1->options.stride(), {1, 1})
+                   ? stem_conv3x3_bias_relu(in, f.weight[0], f.bias[0])
+                   : folded_conv(conv1, in, f.weight[0], f.bias[0]);
     std::size_t k = 1;
     for (auto& b : blocks) {
       const Tensor t = folded_conv(b->conv1, h, f.weight[k], f.bias[k]);

@@ -1,12 +1,14 @@
 #include "common/torch/stem_conv.hpp"
 
 #include <ATen/Functions.h>
+#include <torch/autograd.h>
+
+#include <stdexcept>
 
 #include "common/error.hpp"
 
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
-#include <torch/autograd.h>
 
 #include "common/torch/stem_conv_kernels.hpp"
 #endif
@@ -35,7 +37,7 @@ struct StemConv : torch::autograd::Function<StemConv> {
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w) {
     Tensor y = torch::empty({x.size(0), w.size(0), x.size(2), x.size(3)},
                             x.options().memory_format(at::MemoryFormat::ChannelsLast));
-    kernels::forward(x.data_ptr(), w.data_ptr(), y.data_ptr(), shape_of(x, w), dtype_of(x), stream_of(x));
+    kernels::forward(x.data_ptr(), w.data_ptr(), {}, y.data_ptr(), shape_of(x, w), dtype_of(x), stream_of(x));
     ctx->save_for_backward({x, w});
     return y;
   }
@@ -75,12 +77,29 @@ bool stem_conv_applies(const Tensor& x, const Tensor& w, at::IntArrayRef stride,
 
 Tensor stem_conv3x3(const Tensor& x, const Tensor& w) { return StemConv::apply(x, w); }
 
+Tensor stem_conv3x3_bias_relu(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad() || bias.requires_grad()))
+    throw std::logic_error("stem_conv3x3_bias_relu is for evaluation: it has no gradient");
+  if (bias.scalar_type() != w.scalar_type() || !bias.is_contiguous() || bias.numel() != w.size(0) ||
+      bias.device() != w.device())
+    throw std::logic_error("stem_conv3x3_bias_relu: the bias is not a contiguous [K] of the weight's dtype and device");
+  Tensor y = torch::empty({x.size(0), w.size(0), x.size(2), x.size(3)},
+                          x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  kernels::forward(x.data_ptr(), w.data_ptr(), {.bias = bias.data_ptr(), .relu = true}, y.data_ptr(), shape_of(x, w),
+                   dtype_of(x), stream_of(x));
+  return y;
+}
+
 #else
 
 bool stem_conv_applies(const Tensor&, const Tensor&, at::IntArrayRef, at::IntArrayRef) { return false; }
 
 Tensor stem_conv3x3(const Tensor&, const Tensor&) {
   fail("stem_conv3x3 needs Tandem's GPU kernels, which this build lacks: check stem_conv_applies() first");
+}
+
+Tensor stem_conv3x3_bias_relu(const Tensor&, const Tensor&, const Tensor&) {
+  fail("stem_conv3x3_bias_relu needs Tandem's GPU kernels, which this build lacks: check stem_conv_applies() first");
 }
 
 #endif

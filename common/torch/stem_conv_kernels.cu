@@ -100,7 +100,8 @@ int total_runs(const Shape& s) {
 // memory reads, not FMAs, bound a first version with one pixel per thread: 49 us forward at batch
 // 128, no faster than cuDNN).
 template <typename T, int C, int K>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* w, T* y, Shape s, int runs) {
+__global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s,
+                                                           int runs) {
   constexpr int kTaps = 9 * C;
   __shared__ __align__(16) float patch[kMaxPatch];
   __shared__ float filters[K * kTaps];
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* 
   float filter[kTaps];
 #pragma unroll
   for (int t = 0; t < kTaps; ++t) filter[t] = filters[k * kTaps + t];
+  const float bias = e.bias != nullptr ? to_float(static_cast<const T*>(e.bias)[k]) : 0.0f;
   for (int index = static_cast<int>(blockIdx.x); index < runs; index += static_cast<int>(gridDim.x)) {
     const Run r = run_at<K>(index, s);
     __syncthreads();  // the previous run's patch is read
@@ -135,7 +137,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* 
     T* row = y + (static_cast<std::int64_t>(r.row) * width + r.w0 + p0) * out + k;
 #pragma unroll
     for (int j = 0; j < kPixels; ++j)
-      if (r.w0 + p0 + j < width) row[static_cast<std::int64_t>(j) * out] = from_float<T>(acc[j]);
+      if (r.w0 + p0 + j < width) {
+        float v = acc[j] + bias;
+        if (e.relu && v < 0.0f) v = 0.0f;  // NaN stays NaN, as in ATen's ReLU
+        row[static_cast<std::int64_t>(j) * out] = from_float<T>(v);
+      }
   }
 }
 
@@ -203,10 +209,10 @@ __global__ void __launch_bounds__(kThreads) weight_grad_sum(const float* partial
 int partial_blocks(const Shape& s) { return std::min(total_runs(s), kPartialBlocks); }
 
 template <typename T, int C, int K>
-void launch_forward(const void* x, const void* w, void* y, const Shape& s, cudaStream_t stream) {
+void launch_forward(const void* x, const void* w, const Epilogue& e, void* y, const Shape& s, cudaStream_t stream) {
   const int runs = total_runs(s);
   forward_kernel<T, C, K><<<std::min(runs, kForwardBlocks), kThreads, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), s, runs);
+      static_cast<const T*>(x), static_cast<const T*>(w), e, static_cast<T*>(y), s, runs);
   TANDEM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -250,11 +256,12 @@ std::size_t weight_grad_workspace_bytes(const Shape& s) {
     TANDEM_STEM_BY_CHANNELS(T, 64, LAUNCH, __VA_ARGS__)                        \
   }
 
-void forward(const void* x, const void* w, void* y, const Shape& s, DType dtype, cuda::StreamHandle stream) {
+void forward(const void* x, const void* w, const Epilogue& e, void* y, const Shape& s, DType dtype,
+             cuda::StreamHandle stream) {
   if (dtype == DType::f32) {
-    TANDEM_STEM_DISPATCH(float, launch_forward, x, w, y, s, stream)
+    TANDEM_STEM_DISPATCH(float, launch_forward, x, w, e, y, s, stream)
   } else {
-    TANDEM_STEM_DISPATCH(__nv_bfloat16, launch_forward, x, w, y, s, stream)
+    TANDEM_STEM_DISPATCH(__nv_bfloat16, launch_forward, x, w, e, y, s, stream)
   }
 }
 

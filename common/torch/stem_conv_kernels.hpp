@@ -35,8 +35,15 @@ struct Shape {
 // Whether the kernels take this shape.
 bool supports(const Shape& s);
 
-// y [N, H, W, K] = conv3x3(x [N, H, W, C], w [K, 3, 3, C]): all dtype, contiguous as written.
-void forward(const void* x, const void* w, void* y, const Shape& s, DType dtype, cuda::StreamHandle stream);
+// What the forward adds after the convolution: a folded evaluation's bias (dtype [K]) and ReLU.
+struct Epilogue {
+  const void* bias = nullptr;  // null: none
+  bool relu = false;
+};
+
+// y [N, H, W, K] = epilogue(conv3x3(x [N, H, W, C], w [K, 3, 3, C])): all dtype, contiguous as written.
+void forward(const void* x, const void* w, const Epilogue& e, void* y, const Shape& s, DType dtype,
+             cuda::StreamHandle stream);
 
 // dw [K, 3, 3, C] (dtype) = the weight gradient from x and dy [N, H, W, K]; `workspace` holds
 // weight_grad_workspace_bytes(s) of float32 partials.
