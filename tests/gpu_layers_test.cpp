@@ -263,7 +263,7 @@ TEST_CASE(
       (stem_conv3x3(x0, w) * g).sum().backward();
       CHECK(torch::equal(w.grad(), first));
     }
-  const auto cl = [](torch::Tensor t) { return t.contiguous(at::MemoryFormat::ChannelsLast); };
+  const auto cl = [](const torch::Tensor& t) { return t.contiguous(at::MemoryFormat::ChannelsLast); };
   CHECK_FALSE(stem_conv_applies(cl(torch::randn({2, 8, 8, 8}, kGpu)), cl(torch::randn({32, 8, 3, 3}, kGpu)), {1, 1},
                                 {1, 1}));  // 8 channels: cuDNN's tensor cores take those
   CHECK_FALSE(stem_conv_applies(cl(torch::randn({2, 3, 8, 8}, kGpu)), cl(torch::randn({16, 3, 3, 3}, kGpu)), {1, 1},

@@ -10,9 +10,9 @@ namespace tandem::stem_conv_kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kPixels = 8;           // consecutive pixels of one row per thread
+constexpr int kPixels = 8;  // consecutive pixels of one row per thread
 constexpr int kMaxChannels = 4;
-constexpr int kPartialBlocks = 512;  // weight_grad's first kernel: at most this many blocks, one partial each
+constexpr int kPartialBlocks = 512;   // weight_grad's first kernel: at most this many blocks, one partial each
 constexpr int kForwardBlocks = 1024;  // enough to fill a GPU, few enough that each loads its filters once for many runs
 constexpr int kMaxPatch = 3 * kMaxChannels * (kPixels * kThreads / 32 + 4);  // the widest run: 32 outputs
 
@@ -33,7 +33,7 @@ __device__ __forceinline__ T from_float(float v) {
 // column each side, [row][channel][column] with a pitch that keeps every lane's columns 16-byte
 // aligned.
 template <int K>
-constexpr int kRunLength = kPixels * (kThreads / K);
+constexpr int kRunLength = kPixels*(kThreads / K);
 
 struct Run {
   int row;  // n * H + h
@@ -100,8 +100,8 @@ int total_runs(const Shape& s) {
 // memory reads, not FMAs, bound a first version with one pixel per thread: 49 us forward at batch
 // 128, no faster than cuDNN).
 template <typename T, int C, int K>
-__global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s,
-                                                           int runs) {
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s, int runs) {
   constexpr int kTaps = 9 * C;
   __shared__ __align__(16) float patch[kMaxPatch];
   __shared__ float filters[K * kTaps];
@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* 
     __syncthreads();  // the previous run's patch is read
     share.store(patch);
     __syncthreads();
-    if (index + static_cast<int>(gridDim.x) < runs) share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
+    if (index + static_cast<int>(gridDim.x) < runs)
+      share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
     float acc[kPixels] = {};
 #pragma unroll
     for (int dr = 0; dr < 3; ++dr)
@@ -146,8 +147,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const T* x, const T* 
 }
 
 template <typename T, int C, int K>
-__global__ void __launch_bounds__(kThreads) weight_grad_partials(const T* x, const T* dy, float* partial, Shape s,
-                                                                 int runs) {
+__global__ void __launch_bounds__(kThreads)
+    weight_grad_partials(const T* x, const T* dy, float* partial, Shape s, int runs) {
   constexpr int kTaps = 9 * C;
   __shared__ __align__(16) float patch[kMaxPatch];
   __shared__ float lane_sums[kThreads * kTaps];
@@ -162,11 +163,13 @@ __global__ void __launch_bounds__(kThreads) weight_grad_partials(const T* x, con
     float d[kPixels];
     const T* row = dy + (static_cast<std::int64_t>(r.row) * width + r.w0 + p0) * out + k;
 #pragma unroll
-    for (int j = 0; j < kPixels; ++j) d[j] = r.w0 + p0 + j < width ? to_float(row[static_cast<std::int64_t>(j) * out]) : 0.0f;
+    for (int j = 0; j < kPixels; ++j)
+      d[j] = r.w0 + p0 + j < width ? to_float(row[static_cast<std::int64_t>(j) * out]) : 0.0f;
     __syncthreads();  // the previous run's patch is read
     share.store(patch);
     __syncthreads();
-    if (index + static_cast<int>(gridDim.x) < runs) share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
+    if (index + static_cast<int>(gridDim.x) < runs)
+      share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
 #pragma unroll
     for (int dr = 0; dr < 3; ++dr)
 #pragma unroll
@@ -217,15 +220,14 @@ void launch_forward(const void* x, const void* w, const Epilogue& e, void* y, co
 }
 
 template <typename T, int C, int K>
-void launch_weight_grad(const void* x, const void* dy, void* dw, void* workspace, const Shape& s,
-                        cudaStream_t stream) {
+void launch_weight_grad(const void* x, const void* dy, void* dw, void* workspace, const Shape& s, cudaStream_t stream) {
   const int blocks = partial_blocks(s), outputs = static_cast<int>(s.out_channels) * 9 * C;
   auto* partial = static_cast<float*>(workspace);
-  weight_grad_partials<T, C, K><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy),
-                                                             partial, s, total_runs(s));
+  weight_grad_partials<T, C, K>
+      <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy), partial, s, total_runs(s));
   TANDEM_CUDA_CHECK(cudaGetLastError());
   weight_grad_sum<T><<<(outputs * 32 + kThreads - 1) / kThreads, kThreads, 0, stream>>>(partial, static_cast<T*>(dw),
-                                                                                      blocks, outputs);
+                                                                                        blocks, outputs);
   TANDEM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -233,8 +235,7 @@ void launch_weight_grad(const void* x, const void* dy, void* dw, void* workspace
 
 bool supports(const Shape& s) {
   return s.in_channels >= 1 && s.in_channels <= kMaxChannels && (s.out_channels == 32 || s.out_channels == 64) &&
-         s.n >= 1 && s.height >= 1 && s.width >= 1 &&
-         s.n * s.height * s.width < (std::int64_t{1} << 31);
+         s.n >= 1 && s.height >= 1 && s.width >= 1 && s.n * s.height * s.width < (std::int64_t{1} << 31);
 }
 
 std::size_t weight_grad_workspace_bytes(const Shape& s) {
@@ -243,17 +244,17 @@ std::size_t weight_grad_workspace_bytes(const Shape& s) {
 }
 
 #define TANDEM_STEM_BY_CHANNELS(T, K, LAUNCH, ...) \
-  switch (s.in_channels) {                           \
-    case 1: LAUNCH<T, 1, K>(__VA_ARGS__); break;     \
-    case 2: LAUNCH<T, 2, K>(__VA_ARGS__); break;     \
-    case 3: LAUNCH<T, 3, K>(__VA_ARGS__); break;     \
-    default: LAUNCH<T, 4, K>(__VA_ARGS__); break;    \
+  switch (s.in_channels) {                         \
+    case 1: LAUNCH<T, 1, K>(__VA_ARGS__); break;   \
+    case 2: LAUNCH<T, 2, K>(__VA_ARGS__); break;   \
+    case 3: LAUNCH<T, 3, K>(__VA_ARGS__); break;   \
+    default: LAUNCH<T, 4, K>(__VA_ARGS__); break;  \
   }
-#define TANDEM_STEM_DISPATCH(T, LAUNCH, ...)                                   \
-  if (s.out_channels == 32) {                                                  \
-    TANDEM_STEM_BY_CHANNELS(T, 32, LAUNCH, __VA_ARGS__)                        \
-  } else {                                                                     \
-    TANDEM_STEM_BY_CHANNELS(T, 64, LAUNCH, __VA_ARGS__)                        \
+#define TANDEM_STEM_DISPATCH(T, LAUNCH, ...)            \
+  if (s.out_channels == 32) {                           \
+    TANDEM_STEM_BY_CHANNELS(T, 32, LAUNCH, __VA_ARGS__) \
+  } else {                                              \
+    TANDEM_STEM_BY_CHANNELS(T, 64, LAUNCH, __VA_ARGS__) \
   }
 
 void forward(const void* x, const void* w, const Epilogue& e, void* y, const Shape& s, DType dtype,
