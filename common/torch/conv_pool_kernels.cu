@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/torch/float_convert.cuh"
 #include "common/torch/conv_pool_kernels.hpp"
 
 namespace tandem::conv_pool_kernels {
@@ -13,11 +14,7 @@ constexpr int kThreads = 256;
 constexpr int kMaxInChannels = 4;
 constexpr int kMaxOutChannels = 32;
 
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return __bfloat162float(v);
-}
+using gpu::to_float;
 
 // ATen's max-pool lets NaN win; fmaxf would drop it.
 __device__ __forceinline__ float nan_max(float a, float b) { return (a > b || a != a) ? a : b; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/torch/float_convert.cuh"
 #include "common/torch/stem_conv_kernels.hpp"
 
 namespace tandem::stem_conv_kernels {
@@ -16,17 +17,8 @@ constexpr int kPartialBlocks = 512;   // weight_grad's first kernel: at most thi
 constexpr int kForwardBlocks = 1024;  // enough to fill a GPU, few enough that each loads its filters once for many runs
 constexpr int kMaxPatch = 3 * kMaxChannels * (kPixels * kThreads / 32 + 4);  // the widest run: 32 outputs
 
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return __bfloat162float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return __float2bfloat16_rn(v);
-}
+using gpu::from_float;
+using gpu::to_float;
 
 // A block covers a run of one image row: kThreads / K lanes of kPixels pixels each, every lane with
 // the K threads of all output channels. Its input patch is the 3 rows around the run, one padding
@@ -68,6 +60,15 @@ struct PatchShare {
       if (i < 3 * C * kColumns && hh >= 0 && hh < height && ww >= 0 && ww < width)
         v[m] = to_float(x[(static_cast<std::int64_t>(image_row0 + hh) * width + ww) * C + c]);
     }
+  }
+
+  // Run `index`'s patch (fetched before) into shared memory once every thread is done with the last
+  // one, then the fetch of the block's next run.
+  __device__ void next(float* patch, const T* x, const Shape& s, int index, int runs) {
+    __syncthreads();
+    store(patch);
+    __syncthreads();
+    if (index + static_cast<int>(gridDim.x) < runs) fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
   }
 
   __device__ void store(float* patch) const {
@@ -118,11 +119,7 @@ __global__ void __launch_bounds__(kThreads)
   const float bias = e.bias != nullptr ? to_float(static_cast<const T*>(e.bias)[k]) : 0.0f;
   for (int index = static_cast<int>(blockIdx.x); index < runs; index += static_cast<int>(gridDim.x)) {
     const Run r = run_at<K>(index, s);
-    __syncthreads();  // the previous run's patch is read
-    share.store(patch);
-    __syncthreads();
-    if (index + static_cast<int>(gridDim.x) < runs)
-      share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
+    share.next(patch, x, s, index, runs);
     float acc[kPixels] = {};
 #pragma unroll
     for (int dr = 0; dr < 3; ++dr)
@@ -165,11 +162,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kPixels; ++j)
       d[j] = r.w0 + p0 + j < width ? to_float(row[static_cast<std::int64_t>(j) * out]) : 0.0f;
-    __syncthreads();  // the previous run's patch is read
-    share.store(patch);
-    __syncthreads();
-    if (index + static_cast<int>(gridDim.x) < runs)
-      share.fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
+    share.next(patch, x, s, index, runs);
 #pragma unroll
     for (int dr = 0; dr < 3; ++dr)
 #pragma unroll

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/torch/float_convert.cuh"
 #include "common/torch/weight_kernels.hpp"
 
 namespace tandem::weight_kernels {
@@ -28,17 +29,8 @@ struct Jobs {
   int count;
 };
 
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return __bfloat162float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return __float2bfloat16_rn(v);
-}
+using gpu::from_float;
+using gpu::to_float;
 
 // Where element k of a channel's [K, I] order sits in its [I, K] order.
 __device__ __forceinline__ int ik_of_ki(int k, int in_channels, int kernel_area) {
