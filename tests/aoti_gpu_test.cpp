@@ -15,10 +15,12 @@
 #include "common/torch/models.hpp"
 #include "learner/model_publisher.hpp"
 #include "tests/harness.hpp"
+#include "tests/tensor_compare.hpp"
 
 TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
+using testing::relative_l2;
 
 namespace {
 
@@ -26,11 +28,6 @@ const torch::Device kGpu(torch::kCUDA, 0);
 
 ModelSpec resnet18() {
   return {.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 4};
-}
-
-double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).norm().item<double>() /
-         b.to(torch::kDouble).norm().item<double>();
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
+#include "tests/tensor_compare.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -33,6 +34,7 @@
 TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
+using testing::relative_l2;
 
 namespace {
 
@@ -149,10 +151,6 @@ Trained train(const std::string& name, Mode mode, const TrainerConfig& base, con
   // Parameters and buffers (BatchNorm statistics too), as float32.
   out.params = flat.buffer().narrow(0, 0, static_cast<std::int64_t>(flat.float32_bytes())).view(torch::kFloat).clone();
   return out;
-}
-
-double relative_l2(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).norm().item<double>() / b.norm().item<double>();
 }
 
 }  // namespace
