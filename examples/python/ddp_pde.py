@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A user's torch DDP script: a 1-D ConvNet surrogate of an advection-diffusion solver (u0 -> u(T),
 examples/python/make_pde_dataset.py), trained on every learner rank with DistributedDataParallel, over
-Gloo on CPUs or NCCL on GPUs (--device cuda: each rank on GPU LOCAL_RANK). Under `tandem run`
-(examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
+Gloo on CPUs or NCCL on GPUs (--device cuda: each rank on GPU LOCAL_RANK; cuda:N: GPU N, one rank per
+node). Under `tandem run` (examples/ddp-pde.toml) it reads its batches from the node's dataset cache:
 
     tandem data preload pde --from data/pde        # once per node, before the ranks start
     tandem run examples/ddp-pde.toml
@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import sys
 import time
 import tomllib
@@ -90,13 +91,21 @@ def job_defaults():
                                   lr=get("optimizer", "lr")).items() if v is not None}
 
 
+def device_name(text):
+    """--device, spelled as the job config's learner.device is."""
+    if text in ("cpu", "cuda") or re.fullmatch(r"cuda:[0-9]+", text):
+        return text
+    raise argparse.ArgumentTypeError(f"'{text}' is not cpu, cuda or cuda:N")
+
+
 def arguments(world):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", choices=["tandem", "memory", "loader"], default="tandem")
     p.add_argument("--load", choices=["mmap", "memory"], default="mmap", help="--data loader: how a worker opens the files")
     p.add_argument("--workers", type=int, default=2, help="--data loader: DataLoader workers per rank")
     p.add_argument("--model", choices=sorted(MODELS), default="light")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: NCCL, rank on GPU LOCAL_RANK")
+    p.add_argument("--device", type=device_name, default="cpu",
+                   help="cpu (Gloo), cuda (NCCL, each rank on GPU LOCAL_RANK) or cuda:N (GPU N, one rank per node)")
     p.add_argument("--cache", default="pde", help="dataset cache (--data tandem)")
     p.add_argument("--dir", default="data/pde", help=".npy directory (--data memory, loader)")
     p.add_argument("--mean", default="0.5")
@@ -130,16 +139,27 @@ def batches(a, rank, world, device):
 
 
 def placement(a):
-    """The rank's device and process group backend: GPU LOCAL_RANK and NCCL, or the CPU and Gloo."""
+    """The rank's device and process group backend: a GPU (LOCAL_RANK's, or the one named) and NCCL, or
+    the CPU and Gloo."""
     if a.device == "cpu":
         return torch.device("cpu"), "gloo"
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if a.device != "cuda" and local_ranks > 1:
+        raise BadInput(f"--device {a.device} names one GPU for this node's {local_ranks} ranks: "
+                       "use --device cuda (each rank on GPU LOCAL_RANK)")
     if not torch.cuda.is_available():
-        raise BadInput("--device cuda but this torch sees no GPU: run with --device cpu")
-    local = int(os.environ.get("LOCAL_RANK", 0))
-    if local >= torch.cuda.device_count():
-        raise BadInput(f"LOCAL_RANK {local} but only {torch.cuda.device_count()} GPUs: start one rank per GPU")
-    torch.cuda.set_device(local)
-    return torch.device("cuda", local), "nccl"
+        raise BadInput(f"--device {a.device} but this torch sees no GPU: run with --device cpu")
+    gpus = torch.cuda.device_count()
+    if a.device == "cuda":
+        index = int(os.environ.get("LOCAL_RANK", 0))
+        if index >= gpus:
+            raise BadInput(f"LOCAL_RANK {index} but only {gpus} GPUs: start one rank per GPU")
+    else:
+        index = int(a.device.split(":")[1])
+        if index >= gpus:
+            raise BadInput(f"--device {a.device} but this machine has {gpus} GPUs: name one of cuda:0-{gpus - 1}")
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index), "nccl"
 
 
 def now(device):

@@ -55,6 +55,29 @@ def job_segments(job):
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"tandem.{job}."))
 
 
+def run_script_with(args, local_ranks):
+    """The script's start under torchrun-like variables, where a device choice is refused or taken."""
+    env = dict(job_env(), RANK="0", WORLD_SIZE=str(local_ranks), LOCAL_RANK="0", LOCAL_WORLD_SIZE=str(local_ranks),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    return subprocess.run([sys.executable, ROOT / "examples/python/ddp_pde.py", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_script_takes_the_learner_device_spellings_and_refuses_others_in_one_line():
+    bad = run_script_with(["--device", "gpu0"], 1)
+    assert bad.returncode == 2 and "'gpu0' is not cpu, cuda or cuda:N" in bad.stderr
+    # cuda:N names one GPU: two ranks on this node cannot both have it (checked before any GPU is needed).
+    shared = run_script_with(["--device", "cuda:1"], 2)
+    assert shared.returncode == 1
+    assert shared.stderr.strip().splitlines()[-1] == (
+        "ddp_pde: --device cuda:1 names one GPU for this node's 2 ranks: use --device cuda (each rank on GPU LOCAL_RANK)")
+    if not torch.cuda.is_available():
+        alone = run_script_with(["--device", "cuda:0"], 1)
+        assert alone.returncode == 1
+        assert alone.stderr.strip().splitlines()[-1] == (
+            "ddp_pde: --device cuda:0 but this torch sees no GPU: run with --device cpu")
+
+
 def test_two_ddp_ranks_train_from_the_cache_under_tandem_run(pde_cache, tmp_path):
     job = f"{SESSION}-ddp"
     p = subprocess.run(job_command(job, pde_cache, tmp_path, 60, "--lr 0.01"), cwd=ROOT, env=job_env(),
