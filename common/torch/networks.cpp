@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
@@ -52,10 +53,13 @@ Tensor dense(nn::Linear& l, const Tensor& x) {
   return torch::linear(x, l->weight.to(x.scalar_type()), l->bias.to(x.scalar_type()));
 }
 
-// A built-in convolution with another weight (and bias): they all pad kernel / 2, with dilation 1 and
-// one group (conv3x3 and the 1x1 downsample), which nn::Conv2d's protected _conv_forward would read.
+// A built-in convolution's padding: they all pad kernel / 2, with dilation 1 and one group (conv3x3
+// and the 1x1 downsample), which nn::Conv2d's protected _conv_forward would read.
+std::array<std::int64_t, 2> padding_of(const Tensor& w) { return {w.size(2) / 2, w.size(3) / 2}; }
+
+// A built-in convolution with another weight (and bias).
 Tensor conv_with(const nn::Conv2d& c, const Tensor& x, const Tensor& w, const Tensor& b = {}) {
-  return at::conv2d(x, w, b, c->options.stride(), {w.size(2) / 2, w.size(3) / 2});
+  return at::conv2d(x, w, b, c->options.stride(), padding_of(w));
 }
 
 // The convolution weights of one forward: on the GPU all of them converted at once
@@ -71,27 +75,25 @@ class ConvWeights {
   }
   Tensor operator()(nn::Conv2d& c, const Tensor& x) const {
     if (weights_.empty()) return c->forward(x);
-    for (std::size_t i = 0; i < convs_.size(); ++i) {
-      if (convs_[i].get() != c.get()) continue;
-      const Tensor& w = weights_[i];
-      if (stem_conv_applies(x, w, c->options.stride(), {w.size(2) / 2, w.size(3) / 2})) return stem_conv3x3(x, w);
-      return conv_with(c, x, w);
-    }
-    throw std::logic_error("ConvWeights: a convolution outside the network's list");
+    const Tensor& w = weight_of(c);
+    if (stem_conv_applies(x, w, c->options.stride(), padding_of(w))) return stem_conv3x3(x, w);
+    return conv_with(c, x, w);
   }
   // (c applied to x, x again to read in x's other uses): on the GPU the two uses' gradients meet in
   // cuDNN's data-gradient kernel instead of an add (cudnn_conv.hpp).
   std::pair<Tensor, Tensor> sharing_input(nn::Conv2d& c, const Tensor& x) const {
     if (weights_.empty()) return {c->forward(x), x};
-    for (std::size_t i = 0; i < convs_.size(); ++i) {
-      if (convs_[i].get() != c.get()) continue;
-      const Tensor& w = weights_[i];
-      return conv2d_sharing_input(x, w, c->options.stride(), {w.size(2) / 2, w.size(3) / 2});
-    }
-    throw std::logic_error("ConvWeights: a convolution outside the network's list");
+    const Tensor& w = weight_of(c);
+    return conv2d_sharing_input(x, w, c->options.stride(), padding_of(w));
   }
 
  private:
+  const Tensor& weight_of(const nn::Conv2d& c) const {
+    for (std::size_t i = 0; i < convs_.size(); ++i)
+      if (convs_[i].get() == c.get()) return weights_[i];
+    throw std::logic_error("ConvWeights: a convolution outside the network's list");
+  }
+
   const std::vector<nn::Conv2d>& convs_;
   std::vector<Tensor> weights_;
 };
@@ -101,7 +103,7 @@ class ConvWeights {
 Tensor folded_conv(nn::Conv2d& c, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& add = {},
                    bool relu = true) {
   if (!relu) return conv_with(c, x, w, b);
-  const std::vector<std::int64_t> padding{w.size(2) / 2, w.size(3) / 2}, dilation{1, 1};
+  const std::array<std::int64_t, 2> padding = padding_of(w), dilation{1, 1};
   const at::IntArrayRef stride = c->options.stride();
   if (add.defined()) return at::cudnn_convolution_add_relu(x, w, add, 1, b, stride, padding, dilation, 1);
   return at::cudnn_convolution_relu(x, w, b, stride, padding, dilation, 1);
@@ -247,7 +249,7 @@ struct ResNet18 : Net {
   }
   Tensor folded_logits(const Tensor& x, const Folded& f) override {
     const Tensor in = to_compute(x, f.dtype);
-    Tensor h = stem_conv_applies(in, f.weight[0], conv1->options.stride(), {1, 1})
+    Tensor h = stem_conv_applies(in, f.weight[0], conv1->options.stride(), padding_of(f.weight[0]))
                    ? stem_conv3x3_bias_relu(in, f.weight[0], f.bias[0])
                    : folded_conv(conv1, in, f.weight[0], f.bias[0]);
     std::size_t k = 1;
