@@ -11,6 +11,7 @@
 
 #include "common/torch/bn_act_cudnn.hpp"
 #include "common/torch/bn_act_kernels.hpp"
+#include "common/torch/scratch.hpp"
 #endif
 
 namespace tandem {
@@ -46,8 +47,7 @@ kernels::DType kernel_dtype(const Tensor& t) {
 std::int64_t rows_of(const Tensor& x) { return x.numel() / x.size(1); }
 
 Tensor workspace_for(const Tensor& x) {
-  const std::size_t bytes = kernels::workspace_bytes(kernel_dtype(x), rows_of(x), x.size(1));
-  return torch::empty({static_cast<std::int64_t>(bytes)}, x.options().dtype(torch::kUInt8));
+  return scratch_bytes(static_cast<std::int64_t>(kernels::workspace_bytes(kernel_dtype(x), rows_of(x), x.size(1))), x);
 }
 
 struct BnAct : torch::autograd::Function<BnAct> {

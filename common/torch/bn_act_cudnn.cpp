@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "common/torch/cudnn_handle.hpp"
+#include "common/torch/scratch.hpp"
 #endif
 
 namespace tandem::cudnn_bn {
@@ -61,10 +62,6 @@ struct Descriptors {
   Descriptors& operator=(const Descriptors&) = delete;
 };
 
-Tensor bytes(std::size_t n, const Tensor& like) {
-  return torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(n, 1))}, like.options().dtype(torch::kUInt8));
-}
-
 struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
   static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const c10::optional<Tensor>& residual,
                         const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
@@ -80,7 +77,8 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
           "cudnnGetBatchNormalizationTrainingExReserveSpaceSize");
     Tensor y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
     Tensor save_mean = torch::empty_like(weight), save_invstd = torch::empty_like(weight);
-    Tensor workspace = bytes(workspace_size, x), reserve = bytes(reserve_size, x);
+    Tensor workspace = scratch_bytes(static_cast<std::int64_t>(workspace_size), x),
+           reserve = scratch_bytes(static_cast<std::int64_t>(reserve_size), x);
     const float one = 1.0f, zero = 0.0f;
     check(cudnnBatchNormalizationForwardTrainingEx(
               h, d.kMode, d.ops, &one, &zero, d.x, x.data_ptr(), residual ? d.x : nullptr,
@@ -112,7 +110,7 @@ struct CudnnBnAct : torch::autograd::Function<CudnnBnAct> {
     check(cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, d.kMode, d.ops, d.x, d.x, d.x, residual ? d.x : nullptr,
                                                             d.x, d.bn, relu ? d.relu : nullptr, &workspace_size),
           "cudnnGetBatchNormalizationBackwardExWorkspaceSize");
-    Tensor workspace = bytes(workspace_size, x);
+    Tensor workspace = scratch_bytes(static_cast<std::int64_t>(workspace_size), x);
     const float one = 1.0f, zero = 0.0f;
     check(cudnnBatchNormalizationBackwardEx(
               h, d.kMode, d.ops, &one, &zero, &one, &zero, d.x, x.data_ptr(), d.x, y.data_ptr(), d.x, dy.data_ptr(),

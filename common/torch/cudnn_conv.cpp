@@ -18,6 +18,7 @@
 
 #include "common/torch/cudnn_graph.hpp"
 #include "common/torch/cudnn_handle.hpp"
+#include "common/torch/scratch.hpp"
 #define TANDEM_CUDNN_CONV 1
 #endif
 
@@ -26,8 +27,8 @@ namespace tandem {
 using torch::Tensor;
 
 namespace {
-
 constexpr std::array<std::int64_t, 2> kDilation{1, 1}, kNoOutputPadding{0, 0};
+}  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> conv_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                                  at::IntArrayRef stride, at::IntArrayRef padding,
@@ -35,6 +36,8 @@ std::tuple<Tensor, Tensor, Tensor> conv_backward(const Tensor& dy, const Tensor&
   return at::convolution_backward(dy, x, w, c10::nullopt, stride, padding, kDilation, /*transposed=*/false,
                                   kNoOutputPadding, /*groups=*/1, mask);
 }
+
+namespace {
 
 struct ConvSharingInput : torch::autograd::Function<ConvSharingInput> {
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w,
@@ -118,8 +121,7 @@ std::shared_ptr<const graph::Plan> fastest(cudnnHandle_t handle, std::vector<gra
   std::optional<std::size_t> best;
   float best_ms = std::numeric_limits<float>::max();
   for (std::size_t i = 0; i < plans.size(); ++i) {
-    const Tensor workspace = torch::empty({std::max<std::int64_t>(plans[i].workspace_bytes(), 1)},
-                                          dx.options().dtype(torch::kUInt8));
+    const Tensor workspace = scratch_bytes(plans[i].workspace_bytes(), dx);
     const auto run = [&] {
       plans[i].execute(handle, {{graph::kY, dy.data_ptr()}, {graph::kW, w.data_ptr()}, {graph::kX, scratch.data_ptr()}},
                        workspace.data_ptr());
@@ -182,8 +184,7 @@ bool conv_dgrad_accumulate(const Tensor& dy, const Tensor& w, const Tensor& dx, 
   const cudnnHandle_t handle = cudnn_handle_on_current_stream();
   const std::shared_ptr<const graph::Plan> plan = plan_for(handle, shape, dy, w, dx);
   if (!plan) return false;
-  const Tensor workspace = torch::empty({std::max<std::int64_t>(plan->workspace_bytes(), 1)},
-                                        dx.options().dtype(torch::kUInt8));
+  const Tensor workspace = scratch_bytes(plan->workspace_bytes(), dx);
   plan->execute(handle, {{graph::kY, dy.data_ptr()}, {graph::kW, w.data_ptr()}, {graph::kX, dx.data_ptr()}},
                 workspace.data_ptr());
   return true;

@@ -25,9 +25,17 @@
 
 #include <torch/types.h>
 
+#include <array>
+#include <tuple>
 #include <utility>
 
 namespace tandem {
+
+// ATen's backward of a 2-D convolution with dilation 1, one group and no bias: (dx, dw, -) where
+// `mask` asks for them. The one spelling of at::convolution_backward's ten arguments here.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_backward(const torch::Tensor& dy, const torch::Tensor& x,
+                                                                      const torch::Tensor& w, at::IntArrayRef stride,
+                                                                      at::IntArrayRef padding, std::array<bool, 3> mask);
 
 std::pair<torch::Tensor, torch::Tensor> conv2d_sharing_input(const torch::Tensor& x, const torch::Tensor& w,
                                                              at::IntArrayRef stride, at::IntArrayRef padding);

@@ -10,6 +10,8 @@
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
 
+#include "common/torch/cudnn_conv.hpp"
+#include "common/torch/scratch.hpp"
 #include "common/torch/stem_conv_kernels.hpp"
 #endif
 
@@ -51,14 +53,12 @@ struct StemConv : torch::autograd::Function<StemConv> {
     if (ctx->needs_input_grad(1)) {
       const kernels::Shape s = shape_of(x, w);
       dw = torch::empty_like(w, at::MemoryFormat::ChannelsLast);
-      const Tensor workspace = torch::empty({static_cast<std::int64_t>(kernels::weight_grad_workspace_bytes(s))},
-                                            x.options().dtype(torch::kUInt8));
+      const Tensor workspace = scratch_bytes(static_cast<std::int64_t>(kernels::weight_grad_workspace_bytes(s)), x);
       kernels::weight_grad(x.data_ptr(), dy.data_ptr(), dw.data_ptr(), workspace.data_ptr(), s, dtype_of(x),
                            stream_of(x));
     }
     if (ctx->needs_input_grad(0))
-      dx = std::get<0>(at::convolution_backward(dy, x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1,
-                                                {true, false, false}));
+      dx = std::get<0>(conv_backward(dy, x, w, {1, 1}, {1, 1}, {true, false, false}));
     return {dx, dw};
   }
 };

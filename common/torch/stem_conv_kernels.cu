@@ -91,6 +91,22 @@ __device__ __forceinline__ void window(const float* row, float (&v)[kPixels + 4]
   }
 }
 
+// Calls visit(tap, v) for each of the 9 * C filter taps, tap = (dr * 3 + dc) * C + c, where v[j] is
+// the input that tap multiplies for the lane's pixel j (from the patch staged at `patch`). Both
+// kernels walk the taps this way; fully unrolled, v stays in registers.
+template <int C, int kPitch, typename Visit>
+__device__ __forceinline__ void for_each_tap(const float* patch, int p0, Visit&& visit) {
+#pragma unroll
+  for (int dr = 0; dr < 3; ++dr)
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float v[kPixels + 4];
+      window(patch + (dr * C + c) * kPitch + p0, v);
+#pragma unroll
+      for (int dc = 0; dc < 3; ++dc) visit((dr * 3 + dc) * C + c, v + dc);
+    }
+}
+
 int total_runs(const Shape& s) {
   const int length = kPixels * (kThreads / static_cast<int>(s.out_channels));
   return static_cast<int>(s.n * s.height * ((s.width + length - 1) / length));
@@ -121,17 +137,10 @@ __global__ void __launch_bounds__(kThreads)
     const Run r = run_at<K>(index, s);
     share.next(patch, x, s, index, runs);
     float acc[kPixels] = {};
+    for_each_tap<C, pitch>(patch, p0, [&](int tap, const float* v) {
 #pragma unroll
-    for (int dr = 0; dr < 3; ++dr)
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        float v[kPixels + 4];
-        window(patch + (dr * C + c) * pitch + p0, v);
-#pragma unroll
-        for (int dc = 0; dc < 3; ++dc)
-#pragma unroll
-          for (int j = 0; j < kPixels; ++j) acc[j] = fmaf(v[j + dc], filter[(dr * 3 + dc) * C + c], acc[j]);
-      }
+      for (int j = 0; j < kPixels; ++j) acc[j] = fmaf(v[j], filter[tap], acc[j]);
+    });
     T* row = y + (static_cast<std::int64_t>(r.row) * width + r.w0 + p0) * out + k;
 #pragma unroll
     for (int j = 0; j < kPixels; ++j)
@@ -163,20 +172,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kPixels; ++j)
       d[j] = r.w0 + p0 + j < width ? to_float(row[static_cast<std::int64_t>(j) * out]) : 0.0f;
     share.next(patch, x, s, index, runs);
+    for_each_tap<C, pitch>(patch, p0, [&](int tap, const float* v) {
+      float a = acc[tap];
 #pragma unroll
-    for (int dr = 0; dr < 3; ++dr)
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        float v[kPixels + 4];
-        window(patch + (dr * C + c) * pitch + p0, v);
-#pragma unroll
-        for (int dc = 0; dc < 3; ++dc) {
-          float a = acc[(dr * 3 + dc) * C + c];
-#pragma unroll
-          for (int j = 0; j < kPixels; ++j) a = fmaf(d[j], v[j + dc], a);
-          acc[(dr * 3 + dc) * C + c] = a;
-        }
-      }
+      for (int j = 0; j < kPixels; ++j) a = fmaf(d[j], v[j], a);
+      acc[tap] = a;
+    });
   }
 #pragma unroll
   for (int t = 0; t < kTaps; ++t) lane_sums[(lane * out + k) * kTaps + t] = acc[t];
