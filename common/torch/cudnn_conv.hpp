@@ -35,7 +35,8 @@ namespace tandem {
 // `mask` asks for them. The one spelling of at::convolution_backward's ten arguments here.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_backward(const torch::Tensor& dy, const torch::Tensor& x,
                                                                       const torch::Tensor& w, at::IntArrayRef stride,
-                                                                      at::IntArrayRef padding, std::array<bool, 3> mask);
+                                                                      at::IntArrayRef padding,
+                                                                      std::array<bool, 3> mask);
 
 std::pair<torch::Tensor, torch::Tensor> conv2d_sharing_input(const torch::Tensor& x, const torch::Tensor& w,
                                                              at::IntArrayRef stride, at::IntArrayRef padding);

@@ -57,8 +57,7 @@ struct StemConv : torch::autograd::Function<StemConv> {
       kernels::weight_grad(x.data_ptr(), dy.data_ptr(), dw.data_ptr(), workspace.data_ptr(), s, dtype_of(x),
                            stream_of(x));
     }
-    if (ctx->needs_input_grad(0))
-      dx = std::get<0>(conv_backward(dy, x, w, {1, 1}, {1, 1}, {true, false, false}));
+    if (ctx->needs_input_grad(0)) dx = std::get<0>(conv_backward(dy, x, w, {1, 1}, {1, 1}, {true, false, false}));
     return {dx, dw};
   }
 };
