@@ -15,7 +15,10 @@ namespace {
 // and 16-byte loads from 1024 threads keep enough bytes in flight to saturate HBM.
 constexpr int kReduceThreads = 1024;
 constexpr int kApplyThreads = 256;
-constexpr int kMinRowsPerThread = 8;  // fewer blocks for small tensors: less for the last block to add
+constexpr int kMinRowsPerThread = 8;
+// Rows whose loads a reduction thread issues together (walk_rows): 64 bytes in flight per thread in
+// both, within the 64 registers a 1024-thread block leaves each thread.
+constexpr int kStatsBatch = 4, kBackwardBatch = 2;  // fewer blocks for small tensors: less for the last block to add
 constexpr std::int64_t kMaxChannels = 4096;
 
 // Tail first: each reduction walks the rows from the last to the first, and the pass after it from
@@ -58,19 +61,20 @@ __global__ void __launch_bounds__(kReduceThreads, 1) forward_stats(StatsParams p
   if (lane < g.groups) {
     float shift[V];
     load16(x + lane * V, shift);
-    const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * rows_at_once;
-#pragma unroll 4
-    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes; r < g.rows;
-         r += step) {
+    walk_rows<kStatsBatch>(
+        static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes,
+        static_cast<std::int64_t>(gridDim.x) * rows_at_once, g.rows,
+        [&](std::int64_t row) { return load_raw16(x + row * g.channels + lane * V); },
+        [&](const uint4& raw) {
       float v[V];
-      load16(x + (g.rows - 1 - r) * g.channels + lane * V, v);  // tail first (the note on L2 above)
+      unpack16<T>(raw, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float d = v[j] - shift[j];
         s[j] += d;
         q[j] = fmaf(d, d, q[j]);
       }
-    }
+        });
   }
   store_block_sums<V>(g, s, q, p.partials, reinterpret_cast<float*>(shared));
   if (!last_block(&g_counters[p.counter])) return;
@@ -176,22 +180,28 @@ __global__ void __launch_bounds__(kReduceThreads, 1) backward_reduce(BackwardPar
     float mean[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) mean[j] = p.save_mean[lane * V + j];
-    const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * rows_at_once;
-#pragma unroll 4
-    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes; r < g.rows;
-         r += step) {
-      const std::int64_t row = g.rows - 1 - r;  // tail first (the note on L2 above)
+    struct Row {
+      uint4 dy, x;
+      unsigned bits;
+    };
+    walk_rows<kBackwardBatch>(
+        static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes,
+        static_cast<std::int64_t>(gridDim.x) * rows_at_once, g.rows,
+        [&](std::int64_t row) {
+      const std::int64_t at = row * g.channels + lane * V;
+      return Row{load_raw16(dy + at), load_raw16(x + at), kRelu ? p.mask[row * g.groups + lane] : 0xffu};
+        },
+        [&](const Row& row) {
       float d[V], v[V];
-      load16(dy + row * g.channels + lane * V, d);
-      load16(x + row * g.channels + lane * V, v);
-      const unsigned bits = kRelu ? p.mask[row * g.groups + lane] : 0xffu;
+      unpack16<T>(row.dy, d);
+      unpack16<T>(row.x, v);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float dz = (bits >> j) & 1u ? d[j] : 0.0f;
+        const float dz = (row.bits >> j) & 1u ? d[j] : 0.0f;
         sdz[j] += dz;
         sdzx[j] = fmaf(dz, v[j] - mean[j], sdzx[j]);
       }
-    }
+    });
   }
   store_block_sums<V>(g, sdz, sdzx, p.partials, reinterpret_cast<float*>(shared));
   if (!last_block(&g_counters[p.counter])) return;

@@ -21,31 +21,7 @@ std::array<std::int64_t, 4> nhwc_strides(const std::array<std::int64_t, 4>& d) {
 }
 
 Descriptor tensor(Uid uid, const ConvShape& shape, const std::array<std::int64_t, 4>& dims) {
-  const std::array<std::int64_t, 4> strides = nhwc_strides(dims);
-  const std::int64_t id = uid;
-  Descriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &shape.type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data())
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
-      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &shape.alignment);
-  return std::move(t.finalize());
-}
-
-Descriptor convolution(const ConvShape& shape) {
-  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const std::int64_t dims = 2;
-  const std::array<std::int64_t, 2> dilation{1, 1};
-  Descriptor c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math)
-      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
-      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
-      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation.data())
-      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, shape.stride.data())
-      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, shape.padding.data())
-      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, shape.padding.data());
-  return std::move(c.finalize());
+  return nhwc_tensor(uid, shape.type, dims, false, shape.alignment);
 }
 
 // The engine configurations heuristics `mode` ranks for `graph`, at most `max`.
@@ -106,6 +82,35 @@ Descriptor& Descriptor::finalize() {
 }
 
 bool Descriptor::try_finalize() { return cudnnBackendFinalize(d_) == CUDNN_STATUS_SUCCESS; }
+
+Descriptor nhwc_tensor(std::int64_t uid, cudnnDataType_t type, const std::array<std::int64_t, 4>& dims, bool is_virtual,
+                       std::int64_t alignment) {
+  const std::array<std::int64_t, 4> strides = nhwc_strides(dims);
+  Descriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data())
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment)
+      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  return std::move(t.finalize());
+}
+
+Descriptor convolution(const ConvShape& shape) {
+  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const std::int64_t dims = 2;
+  const std::array<std::int64_t, 2> dilation{1, 1};
+  Descriptor c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation.data())
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, shape.stride.data())
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, shape.padding.data())
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, shape.padding.data());
+  return std::move(c.finalize());
+}
 
 std::shared_ptr<const Graph> conv_dgrad_graph(cudnnHandle_t handle, const ConvShape& shape, float beta) {
   auto g = std::make_shared<Graph>();

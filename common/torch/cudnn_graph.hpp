@@ -52,8 +52,16 @@ struct ConvShape {
   friend bool operator==(const ConvShape&, const ConvShape&) = default;
 };
 
-// The unique ids the variant pack names the tensors by.
-enum Uid : std::int64_t { kX = 1, kW = 2, kY = 3 };
+// The unique ids the variant pack names the tensors by: a convolution's three, and the per-channel
+// tensors of the BatchNorm-fused graphs tandem-cudnn-fusion measures (tools/bench/cudnn_fusion.cpp).
+enum Uid : std::int64_t { kX = 1, kW = 2, kY = 3, kSum = 4, kSqsum = 5, kScale = 6, kBias = 7 };
+
+// A tensor of logical [N, C, H, W] dimensions, channels-last in memory; a virtual one lives only
+// inside a fused kernel (no pointer in the variant pack).
+Descriptor nhwc_tensor(std::int64_t uid, cudnnDataType_t type, const std::array<std::int64_t, 4>& dims,
+                       bool is_virtual = false, std::int64_t alignment = 16);
+// shape's convolution descriptor (float32 math, cross-correlation).
+Descriptor convolution(const ConvShape& shape);
 
 // A finalized operation graph and the descriptors it was built from, which it refers to and which
 // live as long as it does (as the plans made from it do).
