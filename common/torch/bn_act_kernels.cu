@@ -11,14 +11,16 @@
 namespace tandem::bn_act_kernels {
 namespace {
 
-// The reductions run one wide block per SM (at most): few partial sums for the last block to add,
-// and 16-byte loads from 1024 threads keep enough bytes in flight to saturate HBM.
+// The reductions run one wide block per SM (at most): few partial sums for the last block to add.
+// They do not saturate HBM: the statistics pass moves 45 % of the H200's bandwidth at ResNet-18's
+// layer 1 (Nsight Compute, docs/results/bn-reduce-ncu-h200.txt); prefetching rows into L2 and
+// 512-thread blocks with 8-row batches measured slower (docs/results/bn-reduce-variants-h200.txt).
 constexpr int kReduceThreads = 1024;
 constexpr int kApplyThreads = 256;
-constexpr int kMinRowsPerThread = 8;
+constexpr int kMinRowsPerThread = 8;  // fewer blocks for small tensors: less for the last block to add
 // Rows whose loads a reduction thread issues together (walk_rows): 64 bytes in flight per thread in
 // both, within the 64 registers a 1024-thread block leaves each thread.
-constexpr int kStatsBatch = 4, kBackwardBatch = 2;  // fewer blocks for small tensors: less for the last block to add
+constexpr int kStatsBatch = 4, kBackwardBatch = 2;
 constexpr std::int64_t kMaxChannels = 4096;
 
 // Tail first: each reduction walks the rows from the last to the first, and the pass after it from
