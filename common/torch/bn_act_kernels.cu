@@ -12,9 +12,8 @@ namespace tandem::bn_act_kernels {
 namespace {
 
 // The reductions run one wide block per SM (at most): few partial sums for the last block to add.
-// They do not saturate HBM: the statistics pass moves 45 % of the H200's bandwidth at ResNet-18's
-// layer 1 (Nsight Compute, docs/results/bn-reduce-ncu-h200.txt); prefetching rows into L2 and
-// 512-thread blocks with 8-row batches measured slower (docs/results/bn-reduce-variants-h200.txt).
+// They reach 45 % of an H200's HBM bandwidth (docs/results/bn-reduce-ncu-h200.txt); L2 prefetch and
+// 512-thread blocks measured slower (docs/results/bn-reduce-variants-h200.txt).
 constexpr int kReduceThreads = 1024;
 constexpr int kApplyThreads = 256;
 constexpr int kMinRowsPerThread = 8;  // fewer blocks for small tensors: less for the last block to add
