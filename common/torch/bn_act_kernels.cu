@@ -57,15 +57,12 @@ __global__ void __launch_bounds__(kReduceThreads, 1) forward_stats(StatsParams p
   const Geometry& g = p.g;
   const T* x = static_cast<const T*>(p.x);
   const int lane = threadIdx.x & (g.lanes - 1);
-  const int rows_at_once = blockDim.x / g.lanes;
   float s[V] = {}, q[V] = {};
   if (lane < g.groups) {
     float shift[V];
     load16(x + lane * V, shift);
     walk_rows<kStatsBatch>(
-        static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes,
-        static_cast<std::int64_t>(gridDim.x) * rows_at_once, g.rows,
-        [&](std::int64_t row) { return load_raw16(x + row * g.channels + lane * V); },
+        g, [&](std::int64_t row) { return load_raw16(x + row * g.channels + lane * V); },
         [&](const uint4& raw) {
       float v[V];
       unpack16<T>(raw, v);
@@ -175,7 +172,6 @@ __global__ void __launch_bounds__(kReduceThreads, 1) backward_reduce(BackwardPar
   const T* dy = static_cast<const T*>(p.dy);
   const T* x = static_cast<const T*>(p.x);
   const int lane = threadIdx.x & (g.lanes - 1);
-  const int rows_at_once = blockDim.x / g.lanes;
   float sdz[V] = {}, sdzx[V] = {};
   if (lane < g.groups) {
     float mean[V];
@@ -186,8 +182,7 @@ __global__ void __launch_bounds__(kReduceThreads, 1) backward_reduce(BackwardPar
       unsigned bits;
     };
     walk_rows<kBackwardBatch>(
-        static_cast<std::int64_t>(blockIdx.x) * rows_at_once + threadIdx.x / g.lanes,
-        static_cast<std::int64_t>(gridDim.x) * rows_at_once, g.rows,
+        g,
         [&](std::int64_t row) {
       const std::int64_t at = row * g.channels + lane * V;
       return Row{load_raw16(dy + at), load_raw16(x + at), kRelu ? p.mask[row * g.groups + lane] : 0xffu};
