@@ -1,5 +1,6 @@
-// tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks (over the node's shared
-// memory, or Gloo), 1 rank and N ranks, beside PyTorch DDP (bench/peers/ddp_peer.py) in the same run:
+// tandem-bench ddp: data-parallel training throughput of Tandem's learner ranks (CPU ranks over the
+// node's shared memory or Gloo, GPU ranks over NCCL), 1 rank and N ranks, beside PyTorch DDP
+// (bench/peers/ddp_peer.py, Gloo or NCCL to match) in the same run:
 // step time, samples/s, scaling efficiency (N-rank samples/s over N x the 1-rank samples/s, at the
 // same batch per rank), and the all-reduce and exposed (not overlapped) communication time the ranks
 // report.
@@ -111,10 +112,14 @@ int bench_ddp(const DdpBenchOptions& o) {
   if (o.steps < 20 || o.warmup < 10)
     fail("--steps {} / --warmup {} are too few: use at least 20 / 10", o.steps, o.warmup);
   if (o.rounds < 1 || o.rounds > 20) fail("--rounds {} is out of range: use 1..20", o.rounds);
+  if (o.precision == "bf16" && o.device != "cuda")
+    fail("--precision bf16 needs --device cuda (CPU ranks train in float32)");
+  if (o.ceiling && o.device == "cuda")
+    fail("--ceiling runs independent one-rank jobs, which would all train on GPU 0: drop it with --device cuda");
   if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
     fail(
-        "dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from /usr/share/datasets/fashion-mnist` "
-        "first, or pass --dataset NAME",
+        "dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from DIR` first (fashion-mnist for the "
+        "cnn; tools/synthetic_cifar.py writes CIFAR-10 files for resnet18), or pass --dataset NAME",
         o.dataset, o.dataset);
   WorkDir work;
   std::vector<Round> rounds;
@@ -124,11 +129,14 @@ int bench_ddp(const DdpBenchOptions& o) {
   const DdpResult many = median_of(rounds, [](const Round& r) -> const DdpResult& { return r.many; });
   const double efficiency = many.samples_per_s / (o.ranks * one.samples_per_s);
 
+  const std::string collectives = o.device == "cuda"
+                                      ? std::string("nccl")
+                                      : fmt::format("{} (shm progress {})", o.collectives, o.shm_progress);
   fmt::print(
-      "\nthe fmnist cnn on '{}', batch {} per rank, one thread per rank, collectives {} (shm progress {}), buckets {} "
-      "MiB then {} MiB; {} steps after {} warmup; {}\n",
-      o.dataset, o.batch, o.collectives, o.shm_progress, o.bucket_first_mb, o.bucket_mb, o.steps, o.warmup,
-      o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
+      "\n{} on '{}', {} {}, batch {} per rank, one thread per rank, collectives {}, buckets {} MiB then {} MiB; {} "
+      "steps after {} warmup; {}\n",
+      o.model, o.dataset, o.device, o.precision, o.batch, collectives, o.bucket_first_mb, o.bucket_mb, o.steps,
+      o.warmup, o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
@@ -143,9 +151,11 @@ int bench_ddp(const DdpBenchOptions& o) {
     per_round.push_back(std::move(j));
   }
   Json line = {{"bench", "ddp"},
-               {"model", "cnn"},
+               {"model", o.model},
                {"dataset", o.dataset},
-               {"backend", o.collectives},
+               {"device", o.device},
+               {"precision", o.precision},
+               {"backend", o.device == "cuda" ? std::string("nccl") : o.collectives},
                {"shm_progress", o.shm_progress},
                {"batch_per_rank", o.batch},
                {"threads_per_rank", 1},
@@ -180,9 +190,10 @@ int bench_ddp(const DdpBenchOptions& o) {
     print_row("PyTorch DDP (peer)", peer_many, peer_efficiency);
     const double ratio = many.samples_per_s / peer_many.samples_per_s;
     fmt::print(
-        "\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP (goal > 1); scaling {:.1f} % vs {:.1f} % "
-        "(goal >= 95 %)\n",
-        o.ranks, many.samples_per_s, peer_many.samples_per_s, ratio, efficiency * 100, peer_efficiency * 100);
+        "\n{} ranks: {:.0f} vs {:.0f} samples/s, {:.2f}x PyTorch DDP; scaling {:.1f} % vs {:.1f} %; one rank: {:.2f} "
+        "vs {:.2f} ms a step\n",
+        o.ranks, many.samples_per_s, peer_many.samples_per_s, ratio, efficiency * 100, peer_efficiency * 100,
+        one.step_ms, peer_one.step_ms);
     line["peer"] = {{"one_rank", result_json(peer_one)},
                     {"ranks", result_json(peer_many)},
                     {"scaling_efficiency", rounded(peer_efficiency, 4)}};
@@ -204,7 +215,16 @@ int bench_ddp(const DdpBenchOptions& o) {
 void add_ddp_command(CLI::App& app) {
   static DdpBenchOptions o;
   auto* cmd = app.add_subcommand("ddp", "data-parallel step time and scaling of the learner ranks, 1 and N ranks");
-  cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache with 1x28x28 images (the fmnist cnn)")
+  cmd->add_option("--dataset", o.dataset, "a preloaded dataset cache (the model's input shape comes from it)")
+      ->capture_default_str();
+  cmd->add_option("--model", o.model, "model.name of the ranks")
+      ->check(CLI::IsMember({"cnn", "resnet18"}))
+      ->capture_default_str();
+  cmd->add_option("--device", o.device, "learner.device of the ranks: cuda puts rank r on GPU r, over NCCL")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--precision", o.precision, "learner.precision of the ranks (bf16: cuda only; the peer autocasts)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--ranks", o.ranks, "ranks of the data-parallel run (beside 1 rank)")->capture_default_str();
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
@@ -225,7 +245,8 @@ void add_ddp_command(CLI::App& app) {
                 "also run N independent one-rank jobs at once: the scaling the machine allows with no communication, "
                 "and with every job held to the slowest one's pace (what a synchronous step allows)");
   cmd->add_flag("--peer", o.peer,
-                "also run bench/peers/ddp_peer.py (PyTorch DDP, Gloo) under torchrun and print ratios");
+                "also run bench/peers/ddp_peer.py (PyTorch DDP: Gloo on CPUs, NCCL on GPUs) under torchrun and print "
+                "ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer (runs torch.distributed.run)")
       ->capture_default_str();
   cmd->add_option("--peer-script", o.peer_script, "path of ddp_peer.py (default: found in the source tree)");

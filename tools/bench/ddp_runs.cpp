@@ -52,8 +52,11 @@ std::string find_tandem(const std::string& given) {
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
                        const std::string& job = "bench-ddp") {
   // supervised.batch_size counts all ranks' samples: --batch per rank times the ranks.
-  // The default job's model and data (examples/fmnist-cnn.toml), one thread per rank, a constant
-  // learning rate, and nothing else in the loop: no actors, no publishing or checkpoints on the way.
+  // One thread per rank, a constant learning rate, and nothing else in the loop: no actors, no
+  // publishing or checkpoints on the way. CPU ranks read batches through one feed thread each; GPU
+  // ranks gather theirs on the GPU (DeviceFeed) and step eagerly, since a data-parallel step is not
+  // captured (learner.cuda_graph).
+  const bool cuda = o.device == "cuda";
   return fmt::format(R"([run]
 job = "{}"
 learners = {}
@@ -64,12 +67,15 @@ metrics_interval_s = {}
 [data]
 name = "{}"
 [model]
-name = "cnn"
+name = "{}"
 [learner]
+device = "{}"
+precision = "{}"
 threads = 1
 report_every_steps = {}
 [supervised]
-feed_workers = 1
+feed = "{}"
+feed_workers = {}
 batch_size = {}
 steps = {}
 [schedule]
@@ -85,8 +91,9 @@ bucket_mb = {}
 cpu_collectives = "{}"
 shm_progress = "{}"
 )",
-                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, report_every(o), o.batch * ranks,
-                     o.warmup + o.steps, o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
+                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.model, o.device, o.precision,
+                     report_every(o), cuda ? "device" : "host", cuda ? 0 : 1, o.batch * ranks, o.warmup + o.steps,
+                     o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
 }
 
 double mean(const std::vector<double>& v) {
@@ -177,10 +184,10 @@ DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesys
   // torchrun as a module of the chosen Python; Debian's torchrun crashes in an enum on Python 3.11
   // unless its output is redirected and teed.
   const std::string command = fmt::format(
-      "{} -m torch.distributed.run --standalone --nproc_per_node={} --redirects 1 --tee 1 {} --dataset {} --batch {} "
-      "--steps {} --warmup {} --json {}",
+      "{} -m torch.distributed.run --standalone --nproc_per_node={} --redirects 1 --tee 1 {} --dataset {} --model {} "
+      "--device {} --precision {} --batch {} --steps {} --warmup {} --json {}",
       shell_quote(o.python), ranks, shell_quote(find_peer_script(o.peer_script, "ddp_peer.py")), shell_quote(o.dataset),
-      o.batch, o.steps, o.warmup, shell_quote(result.string()));
+      o.model, o.device, o.precision, o.batch, o.steps, o.warmup, shell_quote(result.string()));
   if (const int status = run_echoed(command); status != 0)
     fail("the peer `{}` failed (status {}): see its output above", command, status);
   std::ifstream in(result);

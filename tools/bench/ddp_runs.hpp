@@ -1,6 +1,7 @@
 // The runs behind `tandem-bench ddp`: Tandem's learner ranks started by `tandem run` (the way a user
-// starts them) with the fmnist cnn and no actors, measured from the metrics every rank reports into
-// <run_dir>/metrics.jsonl; and the PyTorch DDP peer (bench/peers/ddp_peer.py) under torchrun.
+// starts them) with a built-in model (the fmnist cnn on CPU ranks, or ResNet-18 on one GPU per rank)
+// and no actors, measured from the metrics every rank reports into <run_dir>/metrics.jsonl; and the
+// PyTorch DDP peer (bench/peers/ddp_peer.py) under torchrun, over Gloo or NCCL to match.
 // Both run in the foreground, one after the other, with their output echoed under ours.
 #pragma once
 
@@ -12,6 +13,9 @@ namespace tandem::bench {
 
 struct DdpBenchOptions {
   std::string dataset = "fmnist";
+  std::string model = "cnn";       // model.name of the ranks: cnn | resnet18
+  std::string device = "cpu";      // learner.device of the ranks: cpu | cuda (rank r on GPU r, NCCL)
+  std::string precision = "fp32";  // learner.precision of the ranks (bf16: cuda only)
   int ranks = 2;
   int batch = 128;  // per rank
   int steps = 300;  // measured steps, after the warmup
