@@ -114,8 +114,6 @@ int bench_ddp(const DdpBenchOptions& o) {
   if (o.rounds < 1 || o.rounds > 20) fail("--rounds {} is out of range: use 1..20", o.rounds);
   if (o.precision == "bf16" && o.device != "cuda")
     fail("--precision bf16 needs --device cuda (CPU ranks train in float32)");
-  if (o.ceiling && o.device == "cuda")
-    fail("--ceiling runs independent one-rank jobs, which would all train on GPU 0: drop it with --device cuda");
   if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
     fail(
         "dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from DIR` first (fashion-mnist for the "
@@ -241,9 +239,10 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--rounds", o.rounds, "run every configuration this many times, interleaved; report medians")
       ->capture_default_str();
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
-  cmd->add_flag("--ceiling", o.ceiling,
-                "also run N independent one-rank jobs at once: the scaling the machine allows with no communication, "
-                "and with every job held to the slowest one's pace (what a synchronous step allows)");
+  cmd->add_flag(
+      "--ceiling", o.ceiling,
+      "also run N independent one-rank jobs at once (on GPUs: job j on GPU j): the scaling the machine allows "
+      "with no communication, and with every job held to the slowest one's pace (what a synchronous step allows)");
   cmd->add_flag("--peer", o.peer,
                 "also run bench/peers/ddp_peer.py (PyTorch DDP: Gloo on CPUs, NCCL on GPUs) under torchrun and print "
                 "ratios");

@@ -49,8 +49,9 @@ std::string find_tandem(const std::string& given) {
       here.string());
 }
 
+// `gpu`: the GPU of an independent one-rank job on a cuda run (job j on GPU j, as rank j would be).
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
-                       const std::string& job = "bench-ddp") {
+                       const std::string& job = "bench-ddp", int gpu = 0) {
   // supervised.batch_size counts all ranks' samples: --batch per rank times the ranks.
   // One thread per rank, a constant learning rate, and nothing else in the loop: no actors, no
   // publishing or checkpoints on the way. CPU ranks read batches through one feed thread each; GPU
@@ -91,9 +92,10 @@ bucket_mb = {}
 cpu_collectives = "{}"
 shm_progress = "{}"
 )",
-                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.model, o.device, o.precision,
-                     report_every(o), cuda ? "device" : "host", cuda ? 0 : 1, o.batch * ranks, o.warmup + o.steps,
-                     o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
+                     job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.model,
+                     cuda && gpu > 0 ? fmt::format("cuda:{}", gpu) : o.device, o.precision, report_every(o),
+                     cuda ? "device" : "host", cuda ? 0 : 1, o.batch * ranks, o.warmup + o.steps, o.bucket_first_mb,
+                     o.bucket_mb, o.collectives, o.shm_progress);
 }
 
 double mean(const std::vector<double>& v) {
@@ -160,7 +162,7 @@ DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::f
   for (int j = 0; j < jobs; ++j) {
     run_dirs.push_back(work_dir / fmt::format("independent-{}", j));
     const auto config = work_dir / fmt::format("independent-{}.toml", j);
-    std::ofstream(config) << job_config(o, 1, run_dirs.back(), fmt::format("bench-ddp-independent-{}", j));
+    std::ofstream(config) << job_config(o, 1, run_dirs.back(), fmt::format("bench-ddp-independent-{}", j), j);
     script += fmt::format("{} run {} & p{}=$!; ", shell_quote(find_tandem(o.tandem)), shell_quote(config.string()), j);
   }
   script += "ok=0; ";
@@ -182,9 +184,10 @@ DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::f
 DdpResult run_peer_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir) {
   const auto result = work_dir / fmt::format("peer-{}-ranks.json", ranks);
   // torchrun as a module of the chosen Python; Debian's torchrun crashes in an enum on Python 3.11
-  // unless its output is redirected and teed.
+  // unless its output is redirected and teed. torchrun sets OMP_NUM_THREADS=1 for 2 or more
+  // processes only: set for every run, so that 1 and N processes run alike.
   const std::string command = fmt::format(
-      "{} -m torch.distributed.run --standalone --nproc_per_node={} --redirects 1 --tee 1 {} --dataset {} --model {} "
+      "OMP_NUM_THREADS=1 {} -m torch.distributed.run --standalone --nproc_per_node={} --redirects 1 --tee 1 {} --dataset {} --model {} "
       "--device {} --precision {} --batch {} --steps {} --warmup {} --json {}",
       shell_quote(o.python), ranks, shell_quote(find_peer_script(o.peer_script, "ddp_peer.py")), shell_quote(o.dataset),
       o.model, o.device, o.precision, o.batch, o.steps, o.warmup, shell_quote(result.string()));

@@ -45,7 +45,8 @@ struct DdpResult {
 
 // `tandem run` with `ranks` learner ranks; fails naming the run when it does not succeed.
 DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::filesystem::path& work_dir);
-// `jobs` independent one-rank `tandem run`s at once, each training its own model (no communication):
+// `jobs` independent one-rank `tandem run`s at once, each training its own model (no communication;
+// on GPUs job j on GPU j):
 // what the machine's shared cores, caches and memory bus leave of N x one rank. Its samples/s is the
 // jobs' sum; its step time their mean; slowest_step_ms the slowest job's.
 DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::filesystem::path& work_dir);
