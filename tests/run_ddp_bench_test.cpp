@@ -126,6 +126,7 @@ TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line 
       {"--batch 0", "--batch 0 must be positive"},
       {"--steps 5", "--steps 5 / --warmup 60 are too few"},
       {"--rounds 0", "--rounds 0 is out of range: use 1..20"},
+      {"--precision bf16", "--precision bf16 needs --device cuda (CPU ranks train in float32)"},
   };
   for (const auto& c : cases) {
     const auto r = test::run_command(fmt::format("{} bench ddp {}", tandem_binary_path(), c.args));
