@@ -52,6 +52,12 @@ Stream::~Stream() {
 void Stream::synchronize() const { TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 void Stream::wait(EventHandle event) const { TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream_, event, 0)); }
 
+bool capturing(StreamHandle stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TANDEM_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 Event Event::create(bool timing) {
   require_gpu();
   Event e;
@@ -127,6 +133,7 @@ Stream Stream::create(int, bool, int) { not_built(); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { not_built(); }
 void Stream::wait(EventHandle) const { not_built(); }
+bool capturing(StreamHandle) { return false; }
 Event Event::create(bool) { not_built(); }
 Event::~Event() = default;
 void Event::record(StreamHandle) { not_built(); }

@@ -22,6 +22,9 @@ using EventHandle = CUevent_st*;    // == cudaEvent_t
 bool compiled();     // built against the CUDA runtime
 int device_count();  // 0 when not compiled or no usable GPU; never throws
 void set_device(int device);
+// Whether `stream` is recording a CUDA graph: work issued to it now is recorded, not run, and its
+// events can be waited on by later captured work only. False without CUDA.
+bool capturing(StreamHandle stream);
 
 // Throws CallError("CUDA", status, cudaGetErrorString(status), call, site); TANDEM_CUDA_CHECK calls it.
 [[noreturn]] void throw_cuda_error(int status, std::string_view call, CallSite site);

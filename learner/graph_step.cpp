@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "learner/ddp/grad_sync.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -14,14 +15,15 @@
 
 namespace tandem {
 
-std::optional<std::string> GraphStep::unsupported(Trainer& trainer) {
+std::optional<std::string> GraphStep::unsupported(Trainer& trainer, const ddp::GradSync* sync) {
   Model& model = trainer.model();
   if (!model.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
   if (!model.device().is_cuda()) return "the learner trains on the CPU (CUDA graphs need learner.device = \"cuda\")";
-  if (trainer.has_before_update())
-    return "data-parallel gradient sync is not captured (its all-reduce starts from autograd hooks and is waited on "
-           "from the host; Gloo cannot be captured at all)";
+  if (sync && !sync->capturable())
+    return "this gradient sync's collectives cannot be recorded into a graph (only NCCL's can)";
+  if (trainer.has_before_update() && !sync)
+    return "the trainer runs host code before each update, which a graph would not replay";
 #ifndef TANDEM_TORCH_CUDA
   return "this build's LibTorch has no CUDA";
 #endif
@@ -41,10 +43,11 @@ struct GraphStep::Impl {
   torch::Tensor window_loss, window_correct;  // the trainer's, added to inside the graph
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool fallen_back = false;
+  ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
 
-  Impl(Trainer& t, const std::vector<std::int64_t>& shape, Gather g, int warmup)
-      : trainer(t), gather(std::move(g)), warmup_left(std::max(warmup, 1)) {
-    if (auto why = unsupported(t)) fail("a captured training step is not possible here: {}", *why);
+  Impl(Trainer& t, const std::vector<std::int64_t>& shape, Gather g, int warmup, ddp::GradSync* s)
+      : trainer(t), gather(std::move(g)), warmup_left(std::max(warmup, 1)), sync(s) {
+    if (auto why = unsupported(t, sync)) fail("a captured training step is not possible here: {}", *why);
     if (shape.empty() || shape[0] < 1) fail("a captured training step needs a batch shape with at least one sample");
     const torch::Device d = t.model().device();
     device = d.index();
@@ -63,7 +66,18 @@ struct GraphStep::Impl {
     torch::Tensor logits = trainer.model().forward(fixed.x);
     torch::Tensor l = torch::nn::functional::cross_entropy(logits, fixed.y);
     Optimizer& opt = trainer.mutable_optimizer();
-    if (opt.fused()) {
+    if (sync) {  // the gradients go through the sync's flat buffer: its hooks start the all-reduces
+      l.backward();
+      sync->finish_on_device(trainer.step());
+      if (opt.fused()) {
+        std::vector<torch::Tensor> grads;
+        for (const torch::Tensor& p : opt.parameters()) grads.push_back(p.grad());
+        opt.step_fused(grads);
+      } else {
+        opt.step_captured();
+      }
+      sync->grad_buffer().zero_();  // every gradient (and the vote) in one launch
+    } else if (opt.fused()) {
       opt.step_fused(torch::autograd::grad({l}, opt.parameters(), {}, /*retain_graph=*/false, /*create_graph=*/false,
                                            /*allow_unused=*/true));
     } else {
@@ -123,6 +137,11 @@ struct GraphStep::Impl {
         if (eol != std::string::npos) why.resize(eol);
       }
     });
+    if (!why.empty() && sync)  // its collectives' bookkeeping (and NCCL's) is mid-step: no eager retry
+      fail(
+          "learner.cuda_graph: capturing the data-parallel training step failed at step {} ({}): set "
+          "learner.cuda_graph = false to train these ranks eagerly",
+          trainer.step(), why);
     if (!why.empty()) {
       (void)cudaGetLastError();  // a refused capture leaves its error behind; the eager path must not see it
       log::warn("learner.cuda_graph: capturing the training step failed ({}); training eagerly from step {}", why,
@@ -151,6 +170,7 @@ struct GraphStep::Impl {
       }
       graph->replay();
     }
+    if (sync) sync->after_replay();  // after a warm-up step too: its vote is read the same way
     trainer.count_step(fixed.y.size(0), lr);
     return {.step = trainer.step(), .lr = lr, .samples = fixed.y.size(0), .loss = loss, .correct = correct};
   }
@@ -161,8 +181,9 @@ struct GraphStep::Impl {
   }
 };
 
-GraphStep::GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather, int warmup_steps)
-    : impl_(std::make_unique<Impl>(trainer, batch_shape, std::move(gather), warmup_steps)) {}
+GraphStep::GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather, int warmup_steps,
+                     ddp::GradSync* sync)
+    : impl_(std::make_unique<Impl>(trainer, batch_shape, std::move(gather), warmup_steps, sync)) {}
 GraphStep::~GraphStep() = default;
 
 const torch::Tensor& GraphStep::rows() { return impl_->rows_; }
@@ -184,7 +205,7 @@ bool GraphStep::eager() const { return impl_->fallen_back; }
 struct GraphStep::Impl {};
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink parameter, which the CUDA build's constructor keeps
-GraphStep::GraphStep(Trainer&, const std::vector<std::int64_t>&, Gather, int) {
+GraphStep::GraphStep(Trainer&, const std::vector<std::int64_t>&, Gather, int, ddp::GradSync*) {
   fail("a captured training step (learner.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
 }
 GraphStep::~GraphStep() = default;

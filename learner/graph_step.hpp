@@ -20,6 +20,12 @@
 // step and all later ones then run eagerly through Trainer::train_step, after one log line saying why.
 // BatchNorm's running statistics update in place, which a graph replays faithfully.
 //
+// Data-parallel ranks (a GradSync over NCCL, `sync`): backward accumulates into the sync's flat
+// gradients, whose autograd hooks launch the buckets' all-reduces; those, GradSync::finish_on_device
+// and the update over the gradients are recorded too, and after each replay GradSync::after_replay
+// reads the stop vote and watches the replay's collectives. Every rank captures the same step (the
+// same warm-up), so their graphs issue the same collectives in the same order.
+//
 // Tensors: the model's parameters, gradients and buffers must keep their addresses (flat parameters
 // do); step()'s StepMetrics loss/correct are the graph's outputs, overwritten by the next step.
 // Threads: the one thread that drives the trainer, always with the same current stream. In a build
@@ -38,6 +44,10 @@
 #include "learner/feed/batch.hpp"
 #include "learner/trainer.hpp"
 
+namespace tandem::ddp {
+class GradSync;
+}
+
 namespace tandem {
 
 class GraphStep {
@@ -45,12 +55,13 @@ class GraphStep {
   // Fills `out` (the fixed batch) from `rows` (the fixed index buffer) with capturable kernels only.
   using Gather = std::function<void(const torch::Tensor& rows, feed::Batch& out)>;
 
-  // Why this trainer's step cannot be captured (a CPU model, a TorchScript model, a data-parallel
-  // gradient sync, a build without CUDA), or nullopt when it can be tried.
-  static std::optional<std::string> unsupported(Trainer& trainer);
+  // Why this trainer's step cannot be captured (a CPU model, a TorchScript model, a gradient sync
+  // other than `sync` over NCCL, a build without CUDA), or nullopt when it can be tried.
+  static std::optional<std::string> unsupported(Trainer& trainer, const ddp::GradSync* sync = nullptr);
 
   // batch_shape: [batch, sample shape...] of the inputs every step has (full batches only).
-  GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather = {}, int warmup_steps = 3);
+  GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather = {}, int warmup_steps = 3,
+            ddp::GradSync* sync = nullptr);
   ~GraphStep();
   GraphStep(const GraphStep&) = delete;
   GraphStep& operator=(const GraphStep&) = delete;

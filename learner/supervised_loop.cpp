@@ -207,13 +207,13 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
   // learner.cuda_graph: one graph per run; where it cannot be, one line says why and training is eager.
   std::unique_ptr<GraphStep> graph;
   if (settings.learner.cuda_graph) {
-    if (auto why = GraphStep::unsupported(trainer)) {
+    if (auto why = GraphStep::unsupported(trainer, sync ? &*sync : nullptr)) {
       log::info("learner.cuda_graph = true, training eagerly: {}", *why);
     } else {
       GraphStep::Gather gather;
       if (feed.device) gather = [&](const torch::Tensor& rows, feed::Batch& out) { feed.device->gather(rows, out); };
       graph = std::make_unique<GraphStep>(trainer, feed::describe_feed(cache, fopts).batch_shape(fopts.batch_size),
-                                          std::move(gather));
+                                          std::move(gather), 3, sync ? &*sync : nullptr);
       log::info("learner.cuda_graph: the training step is captured after its warm-up and replayed");
     }
   }
@@ -241,7 +241,7 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
         samples += b.y.size(0);
       }
     }
-    if (sync) comm.add(sync->last_times());
+    if (sync && !(graph && graph->captured())) comm.add(sync->last_times());  // a replay has no host timings
     const auto step = static_cast<std::uint64_t>(trainer.step());
     runtime.step_taken(step);
     if (trainer.step() % report_every == 0 || trainer.step() == total) {

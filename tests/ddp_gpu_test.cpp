@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "common/cuda.hpp"
 #include "tests/ddp_rank_child.hpp"
@@ -46,6 +47,20 @@ std::vector<Child> spawn_ranks(RankRun base, const TempDir& dir, const std::stri
   return ranks;
 }
 
+// The flat parameters' relative L2 distance, read as float32.
+double relative_l2(const std::string& a, const std::string& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
+    float x, y;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, b.data() + i, 4);
+    diff += (double(x) - y) * (double(x) - y);
+    norm += double(y) * y;
+  }
+  return std::sqrt(diff / norm);
+}
+
 }  // namespace
 
 TEST_CASE("NCCL data-parallel mlp: 2 GPU ranks x batch 16 end with 1 GPU x batch 32's weights, ranks bitwise equal" *
@@ -59,16 +74,38 @@ TEST_CASE("NCCL data-parallel mlp: 2 GPU ranks x batch 16 end with 1 GPU x batch
   const RankResult a = read_rank_result(dir.file("two-0")), b = read_rank_result(dir.file("two-1")),
                    c = read_rank_result(dir.file("one-0"));
   CHECK(a.flat == b.flat);
-  REQUIRE(a.flat.size() == c.flat.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i + 4 <= a.flat.size(); i += 4) {
-    float x, y;
-    std::memcpy(&x, a.flat.data() + i, 4);
-    std::memcpy(&y, c.flat.data() + i, 4);
-    diff += (double(x) - y) * (double(x) - y);
-    norm += double(y) * y;
-  }
-  CHECK(std::sqrt(diff / norm) < 1e-4);
+  CHECK(relative_l2(a.flat, c.flat) < 1e-4);
+}
+
+TEST_CASE(
+    "NCCL data-parallel, captured (learner.cuda_graph): 2 GPU ranks end equal bit for bit and within 1e-5 of 2 "
+    "eager ranks over the same samples" *
+    doctest::timeout(240)) {
+  REQUIRE_TWO_GPUS();
+  TempDir dir;
+  auto captured = spawn_ranks({.world = 2, .batch = 16, .steps = 50, .cuda_graph = true}, dir, "graph");
+  for (auto& c : captured) REQUIRE(c.wait() == 0);  // a rank that stepped eagerly fails
+  auto eager = spawn_ranks({.world = 2, .batch = 16, .steps = 50}, dir, "eager");
+  for (auto& c : eager) REQUIRE(c.wait() == 0);
+  const RankResult a = read_rank_result(dir.file("graph-0")), b = read_rank_result(dir.file("graph-1")),
+                   c = read_rank_result(dir.file("eager-0"));
+  CHECK(a.step == 50);
+  CHECK(a.flat == b.flat);
+  CHECK(relative_l2(a.flat, c.flat) < 1e-5);
+}
+
+TEST_CASE("NCCL data-parallel, captured: rank 1's stop vote ends both ranks after the same step" *
+          doctest::timeout(240)) {
+  REQUIRE_TWO_GPUS();
+  TempDir dir;
+  auto ranks = spawn_ranks({.world = 2, .batch = 16, .steps = 200, .stop_vote_at = 20, .cuda_graph = true}, dir,
+                           "vote");
+  for (auto& c : ranks) REQUIRE(c.wait() == 0);
+  const RankResult a = read_rank_result(dir.file("vote-0")), b = read_rank_result(dir.file("vote-1"));
+  CHECK(a.step == b.step);
+  CHECK(a.step >= 20);  // the vote counts from step 20 or the one before, and is read two steps late
+  CHECK(a.step <= 24);
+  CHECK(a.flat == b.flat);
 }
 
 TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" *
@@ -82,6 +119,23 @@ TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zer
   while (!std::filesystem::exists(dir.file("trained")))
     if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
       FAIL("rank 1 exited (" << status << ") before its first step");
+  ranks[1].kill(SIGKILL);
+  REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
+  CHECK(status != 0);
+}
+
+TEST_CASE("NCCL data-parallel fault, captured: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" *
+          doctest::timeout(120)) {
+  REQUIRE_TWO_GPUS();
+  TempDir dir;
+  RankRun base{.world = 2, .batch = 16, .steps = 1000000, .cuda_graph = true, .collective_timeout_s = 5};
+  base.marker = dir.file("trained");
+  auto ranks = spawn_ranks(base, dir, "kill");
+  int status = 0;
+  while (!std::filesystem::exists(dir.file("trained")))
+    if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
+      FAIL("rank 1 exited (" << status << ") before its first step");
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // well past the capture, into the replays
   ranks[1].kill(SIGKILL);
   REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
   CHECK(status != 0);

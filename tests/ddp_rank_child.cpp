@@ -19,6 +19,7 @@
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
 #include "learner/ddp/session.hpp"
+#include "learner/graph_step.hpp"
 #include "learner/trainer.hpp"
 #include "tests/harness.hpp"
 
@@ -86,16 +87,23 @@ int train_rank() {
       for (auto& [name, t] : trainer.optimizer().state_tensors()) state.push_back(t);
       sync->broadcast_from_rank0(state);
     }
+    std::unique_ptr<GraphStep> graph;
+    if (kv["cuda_graph"] == "1")
+      graph = std::make_unique<GraphStep>(trainer, std::vector<std::int64_t>{batch, 1, 28, 28}, GraphStep::Gather{}, 3,
+                                          sync ? &*sync : nullptr);
     for (int i = 0; i < steps; ++i) {
       torch::manual_seed(1000 + static_cast<std::uint64_t>(i));
       const torch::Tensor x = torch::randn({batch * world, 1, 28, 28});
       const torch::Tensor y = torch::randint(0, 10, {batch * world}, torch::kInt64);
       if (sync) sync->vote_stop(stop_at >= 0 && i >= stop_at && rank.rank == 1);
-      trainer.train_step(x.narrow(0, rank.rank * batch, batch).to(device),
-                         y.narrow(0, rank.rank * batch, batch).to(device));
+      const torch::Tensor xr = x.narrow(0, rank.rank * batch, batch).to(device);
+      const torch::Tensor yr = y.narrow(0, rank.rank * batch, batch).to(device);
+      if (graph) graph->step(xr, yr);
+      else trainer.train_step(xr, yr);
       if (i == 0 && !kv["marker"].empty()) std::ofstream(kv["marker"]) << "trained\n";
       if (sync && sync->stop_agreed()) break;
     }
+    if (graph && !graph->captured()) fail("rank {}: the step was not captured (see the warning above)", rank.rank);
     if (!kv["out"].empty()) {
       const at::Tensor bytes = flat.buffer().cpu();
       const std::int64_t step = trainer.step();
@@ -120,6 +128,7 @@ std::vector<std::string> rank_args(const RankRun& r) {
           fmt::format("steps={}", r.steps),
           fmt::format("stop_vote_at={}", r.stop_vote_at),
           "device=" + r.device,
+          fmt::format("cuda_graph={}", r.cuda_graph ? 1 : 0),
           fmt::format("collective_timeout_s={}", r.collective_timeout_s),
           fmt::format("rendezvous_timeout_s={}", r.rendezvous_timeout_s),
           "out=" + r.out,

@@ -18,7 +18,7 @@ const std::vector<ConfigKey> kLearner = {
     {"learner.device", T::string, "\"cpu\"", "where the learner trains: cpu, cuda (each rank on the GPU of its local rank) or cuda:N (GPU N; one rank per node)"},
     {"learner.threads", T::integer, "1", "LibTorch intra-op threads of the learner (CPU training)", 1, 256},
     {"learner.seed", T::integer, "0", "seed of the batch order (supervised) or of the minibatch order (RL)", 0, 9.0e15},
-    {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; supervised learner only; falls back to eager, saying why once, with a CPU learner, a TorchScript model, data-parallel ranks, an RL algo, or a step that cannot be captured"},
+    {"learner.cuda_graph", T::boolean, "false", "capture the whole training step (feed gather, forward, backward, optimizer) in a CUDA graph and replay it each step: far fewer kernel launches; supervised learner only; data-parallel GPU ranks capture their NCCL all-reduces too; falls back to eager, saying why once, with a CPU learner, a TorchScript model, an RL algo, or a step that cannot be captured"},
     {"learner.precision", T::string, "\"fp32\"", "GPU training: fp32, or bf16 (activations and matmuls in bfloat16 with float32 master weights, BatchNorm statistics and optimizer state, as torch.autocast does; captured by learner.cuda_graph too, docs/CUDA_GRAPHS.md); needs learner.device = cuda", {}, {}, {"fp32", "bf16"}},
     {"learner.report_every_steps", T::integer, "20", "steps between metrics reports (loss, accuracy, samples/s) to the control block, a log line every 10th; RL: updates between log lines (every update is reported)", 1, 1000000},
 };

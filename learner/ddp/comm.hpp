@@ -58,6 +58,12 @@ class Communicator {
   // on its own timeout or through the watchdog, so this only marks the communicator broken).
   virtual void abort() = 0;
   virtual const char* backend() const = 0;  // for the log: what carries the collectives
+  // Whether its ops can be recorded into a CUDA graph (a captured data-parallel step, graph_step.hpp):
+  // NCCL's can; an op issued while the compute stream captures is recorded, not watched.
+  virtual bool capturable() const { return false; }
+  // After each replay of a captured step: watch the collectives it ran, as an eager op is watched
+  // (NCCL: one event behind the replay on the compute stream; past the timeout, abort and exit).
+  virtual void watch_replay() {}
   // A zeroed float32 buffer of `numel` elements on `device` for the gradients this communicator will
   // reduce. A collective: every rank calls it once, with the same numel, before any op on it. shm
   // hands out the rank's slot in the node's shared memory, which the all-reduce then sums in place

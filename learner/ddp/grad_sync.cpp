@@ -22,6 +22,10 @@
 #ifdef TANDEM_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda_runtime_api.h>
+
+#include "common/cuda.hpp"
 #endif
 
 namespace tandem::ddp {
@@ -42,6 +46,8 @@ struct GradSync::State {
   std::vector<std::size_t> bucket_of;                                // param index -> bucket
   std::vector<Bucket> buckets;
   at::Tensor grads;             // float32 [numel + 1]; the last element is the stop vote
+  at::Tensor agreed;            // [1] on the gradients' device: the last step's reduced vote
+  at::Tensor vote_host;         // [1] float32, pinned on a GPU: the vote a captured step reads
   at::Tensor flat_bytes;        // the model's flat parameters and buffers (uint8)
   at::Tensor buffers;           // uint8 view of its buffers' region, or undefined
   std::size_t next_launch = 0;  // buckets launch in order: the first not yet launched
@@ -59,7 +65,7 @@ struct GradSync::State {
       Bucket& b = buckets[next_launch];
       if (next_launch == 0) {
         first_launch = Clock::now();
-        grads[grads.numel() - 1].fill_(vote);  // averaged with the rest: > 0 where any rank voted
+        write_vote();  // averaged with the rest: > 0 where any rank voted
       }
       // The last bucket carries rank 0's buffers: forward has written them for this step and
       // nothing touches them again before the next forward, which runs after finish().
@@ -69,6 +75,24 @@ struct GradSync::State {
       issuing_s += seconds_since(issue);
       ++next_launch;
     }
+  }
+  // Eagerly the vote goes in as a kernel argument: exactly this step's. A captured step reads it when
+  // each replay gets there, from the pinned copy vote_stop() keeps current: it may then land in the
+  // step before the one it was cast for, and is never lost as long as it stays cast (the learner's
+  // do: a stop request is not withdrawn). Either way every rank reads the same reduced value.
+  void write_vote() {
+    at::Tensor slot = grads.narrow(0, grads.numel() - 1, 1);
+#ifdef TANDEM_TORCH_CUDA
+    if (slot.is_cuda()) {
+      const cudaStream_t stream = at::cuda::getCurrentCUDAStream(slot.device().index()).stream();
+      if (cuda::capturing(reinterpret_cast<cuda::StreamHandle>(stream))) {
+        C10_CUDA_CHECK(
+            cudaMemcpyAsync(slot.data_ptr(), vote_host.data_ptr(), sizeof(float), cudaMemcpyHostToDevice, stream));
+        return;
+      }
+    }
+#endif
+    slot.fill_(vote);
   }
 };
 
@@ -196,6 +220,8 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
   }
   torch::NoGradGuard no_grad;
   s.grads = comm.gradient_buffer(numel + 1, device);
+  s.agreed = torch::zeros({1}, s.grads.options());
+  s.vote_host = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).pinned_memory(device.is_cuda()));
 
   std::vector<std::int64_t> offset(s.params.size());
   std::int64_t at = 0;
@@ -266,7 +292,12 @@ GradSync::~GradSync() = default;
 std::size_t GradSync::bucket_count() const { return state_->buckets.size(); }
 const at::Tensor& GradSync::grad_buffer() const { return state_->grads; }
 
-void GradSync::vote_stop(bool stop) { state_->vote = stop ? 1.0f : 0.0f; }
+void GradSync::vote_stop(bool stop) {
+  state_->vote = stop ? 1.0f : 0.0f;
+  state_->vote_host.data_ptr<float>()[0] = state_->vote;
+}
+
+bool GradSync::capturable() const { return state_->comm->capturable(); }
 
 void GradSync::broadcast_from_rank0(const std::vector<at::Tensor>& extra) {
   // Parameters and buffers are views of the flat bytes: one broadcast moves them all.
@@ -287,6 +318,16 @@ std::int64_t GradSync::agree(std::int64_t value) {
 }
 
 void GradSync::finish(std::int64_t step) {
+  finish_on_device(step);
+  stop_agreed_ = local_->vote.read(state_->agreed);
+}
+
+void GradSync::after_replay() {
+  state_->comm->watch_replay();
+  stop_agreed_ = local_->vote.read(state_->agreed);
+}
+
+void GradSync::finish_on_device(std::int64_t step) {
   State& s = *state_;
   torch::NoGradGuard no_grad;
   const auto backward_done = Clock::now();
@@ -315,8 +356,8 @@ void GradSync::finish(std::int64_t step) {
   local_->watchdog->disarm();
   times_.exposed_s = issued_during_backward_s + seconds_since(backward_done);
   s.issuing_s = 0;
-  at::Tensor vote = s.grads[s.grads.numel() - 1];
-  stop_agreed_ = local_->vote.read(vote);
+  at::Tensor vote = s.grads.narrow(0, s.grads.numel() - 1, 1);
+  s.agreed.copy_(vote);  // read on the host by finish() or after_replay(), behind the step's work
   vote.zero_();
   s.next_launch = 0;
   for (auto& b : s.buckets) b.pending = b.params.size();

@@ -25,6 +25,11 @@
 // collective. On CPUs stop_agreed() answers for this step's vote; on GPUs for the vote of two steps
 // before (copied to the host behind the all-reduce, so no step waits for the device), the same lag
 // on every rank: a stop takes effect two steps after it was voted.
+// Captured (learner.cuda_graph with NCCL, learner/graph_step.hpp): forward, backward with its hooks'
+// all-reduces, finish_on_device() and the update are recorded once and replayed; after each replay
+// after_replay() reads the vote (same lag) and has the communicator watch the replay's collectives.
+// A replay reads the vote from pinned memory when it gets there, so a vote must stay cast once cast
+// (the learner's do); it may then count from the step before. The ranks agree either way.
 //
 // Threads: the training thread calls everything; the hooks run on the autograd thread that executes
 // backward for it (the same thread on CPU), never concurrently with those calls. A watchdog thread
@@ -79,6 +84,11 @@ class GradSync {
 
   void vote_stop(bool stop);       // before backward: this rank wants to stop after this step
   void finish(std::int64_t step);  // after backward, before the optimizer step; UserError on failure
+  // A captured step: finish_on_device() is finish() without reading the vote, recorded into the graph
+  // after backward; after_replay() follows each replay (the vote, the watchdog on its collectives).
+  bool capturable() const;  // the communicator's ops can be recorded (NCCL)
+  void finish_on_device(std::int64_t step);
+  void after_replay();
   bool stop_agreed() const { return stop_agreed_; }
   SyncTimes last_times() const { return times_; }
   std::size_t bucket_count() const;

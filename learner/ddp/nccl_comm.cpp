@@ -4,6 +4,8 @@
 // compute stream wait for the op; the host never blocks. A watchdog thread polls each op's completion
 // event: one still pending after the timeout (a dead or stopped peer) aborts the communicator
 // (ncclCommAbort) and ends the process with one line, since CUDA work queued behind it cannot finish.
+// Ops issued while the compute stream captures a CUDA graph are recorded into it (NCCL supports
+// capture); each replay is then watched as one op.
 #include "learner/ddp/comm.hpp"
 
 #include "common/error.hpp"
@@ -101,6 +103,12 @@ class NcclCommunicator final : public Communicator {
     if (!aborted_.exchange(true)) (void)ncclCommAbort(comm_);
   }
   const char* backend() const override { return "nccl"; }
+  bool capturable() const override { return true; }
+  void watch_replay() override {
+    cuda::Event replayed = cuda::Event::create();
+    replayed.record(compute_stream(device_));
+    watch(std::move(replayed), "collectives of a captured step");
+  }
 
  private:
   void enqueue_broadcast(const at::Tensor& t, int root, cudaStream_t s) {
@@ -109,21 +117,31 @@ class NcclCommunicator final : public Communicator {
     TANDEM_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), count, nccl_type(t), root, comm_, s));
   }
 
+  // Under capture the op is recorded into the graph, not run: its events exist only there, so the
+  // watchdog (which queries events from its own thread) watches each replay instead (watch_replay).
   template <class F>
   cuda::Event launch(const char* what, F&& enqueue) {
+    const cuda::StreamHandle compute = compute_stream(device_);
+    const bool recording = cuda::capturing(compute);
     cuda::Event ready = cuda::Event::create(), done = cuda::Event::create();
-    ready.record(compute_stream(device_));
+    ready.record(compute);
     stream_.wait(ready.get());
     enqueue(reinterpret_cast<cudaStream_t>(stream_.get()));
     done.record(stream_.get());
-    cuda::Event watched = cuda::Event::create();
-    watched.record(stream_.get());
+    if (!recording) {
+      cuda::Event watched = cuda::Event::create();
+      watched.record(stream_.get());
+      watch(std::move(watched), what);
+    }
+    return done;
+  }
+
+  void watch(cuda::Event event, const char* what) {
     {
       std::lock_guard lock(mutex_);
-      in_flight_.push_back({std::move(watched), std::chrono::steady_clock::now() + timeout_, what});
+      in_flight_.push_back({std::move(event), std::chrono::steady_clock::now() + timeout_, what});
     }
     wake_.notify_all();
-    return done;
   }
 
   void watch() {

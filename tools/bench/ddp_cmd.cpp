@@ -114,6 +114,7 @@ int bench_ddp(const DdpBenchOptions& o) {
   if (o.rounds < 1 || o.rounds > 20) fail("--rounds {} is out of range: use 1..20", o.rounds);
   if (o.precision == "bf16" && o.device != "cuda")
     fail("--precision bf16 needs --device cuda (CPU ranks train in float32)");
+  if (o.cuda_graph && o.device != "cuda") fail("--cuda-graph needs --device cuda (CPU steps are not captured)");
   if (!std::filesystem::exists("/dev/shm/tandem.data." + o.dataset))
     fail(
         "dataset cache '{}' is not in /dev/shm: run `tandem data preload {} --from DIR` first (fashion-mnist for the "
@@ -131,10 +132,11 @@ int bench_ddp(const DdpBenchOptions& o) {
                                       ? std::string("nccl")
                                       : fmt::format("{} (shm progress {})", o.collectives, o.shm_progress);
   fmt::print(
-      "\n{} on '{}', {} {}, batch {} per rank, one thread per rank, collectives {}, buckets {} MiB then {} MiB; {} "
+      "\n{} on '{}', {} {}{}, batch {} per rank, one thread per rank, collectives {}, buckets {} MiB then {} MiB; {} "
       "steps after {} warmup; {}\n",
-      o.model, o.dataset, o.device, o.precision, o.batch, collectives, o.bucket_first_mb, o.bucket_mb, o.steps,
-      o.warmup, o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
+      o.model, o.dataset, o.device, o.precision, o.cuda_graph ? " captured" : "", o.batch, collectives,
+      o.bucket_first_mb, o.bucket_mb, o.steps, o.warmup,
+      o.rounds == 1 ? std::string("one round") : fmt::format("median of {} rounds", o.rounds));
   fmt::print("{:<22} {:>5} {:>10} {:>11} {:>9} {:>13} {:>16}\n", "", "ranks", "step ms", "samples/s", "scaling",
              "all-reduce ms", "exposed comm ms");
   print_row("tandem", one, std::nullopt);
@@ -153,6 +155,7 @@ int bench_ddp(const DdpBenchOptions& o) {
                {"dataset", o.dataset},
                {"device", o.device},
                {"precision", o.precision},
+               {"cuda_graph", o.cuda_graph},
                {"backend", o.device == "cuda" ? std::string("nccl") : o.collectives},
                {"shm_progress", o.shm_progress},
                {"batch_per_rank", o.batch},
@@ -224,6 +227,9 @@ void add_ddp_command(CLI::App& app) {
   cmd->add_option("--precision", o.precision, "learner.precision of the ranks (bf16: cuda only; the peer autocasts)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--cuda-graph", o.cuda_graph,
+                "learner.cuda_graph of the ranks: each rank's step, its NCCL all-reduces included, captured and "
+                "replayed (the peer stays eager)");
   cmd->add_option("--ranks", o.ranks, "ranks of the data-parallel run (beside 1 rank)")->capture_default_str();
   cmd->add_option("--batch", o.batch, "samples per rank per step")->capture_default_str();
   cmd->add_option("--steps", o.steps, "measured steps per run")->capture_default_str();

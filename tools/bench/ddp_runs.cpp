@@ -55,8 +55,7 @@ std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesyste
   // supervised.batch_size counts all ranks' samples: --batch per rank times the ranks.
   // One thread per rank, a constant learning rate, and nothing else in the loop: no actors, no
   // publishing or checkpoints on the way. CPU ranks read batches through one feed thread each; GPU
-  // ranks gather theirs on the GPU (DeviceFeed) and step eagerly, since a data-parallel step is not
-  // captured (learner.cuda_graph).
+  // ranks gather theirs on the GPU (DeviceFeed), eagerly or captured (learner.cuda_graph).
   const bool cuda = o.device == "cuda";
   return fmt::format(R"([run]
 job = "{}"
@@ -72,6 +71,7 @@ name = "{}"
 [learner]
 device = "{}"
 precision = "{}"
+cuda_graph = {}
 threads = 1
 report_every_steps = {}
 [supervised]
@@ -93,9 +93,9 @@ cpu_collectives = "{}"
 shm_progress = "{}"
 )",
                      job, ranks, run_dir.string(), kMetricsInterval, o.dataset, o.model,
-                     cuda && gpu > 0 ? fmt::format("cuda:{}", gpu) : o.device, o.precision, report_every(o),
-                     cuda ? "device" : "host", cuda ? 0 : 1, o.batch * ranks, o.warmup + o.steps, o.bucket_first_mb,
-                     o.bucket_mb, o.collectives, o.shm_progress);
+                     cuda && gpu > 0 ? fmt::format("cuda:{}", gpu) : o.device, o.precision, o.cuda_graph,
+                     report_every(o), cuda ? "device" : "host", cuda ? 0 : 1, o.batch * ranks, o.warmup + o.steps,
+                     o.bucket_first_mb, o.bucket_mb, o.collectives, o.shm_progress);
 }
 
 double mean(const std::vector<double>& v) {

@@ -16,6 +16,7 @@ struct DdpBenchOptions {
   std::string model = "cnn";       // model.name of the ranks: cnn | resnet18
   std::string device = "cpu";      // learner.device of the ranks: cpu | cuda (rank r on GPU r, NCCL)
   std::string precision = "fp32";  // learner.precision of the ranks (bf16: cuda only)
+  bool cuda_graph = false;         // learner.cuda_graph of the ranks (cuda only): steps captured, all-reduces too
   int ranks = 2;
   int batch = 128;  // per rank
   int steps = 300;  // measured steps, after the warmup
