@@ -44,6 +44,8 @@ struct GraphStep::Impl {
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool fallen_back = false;
   ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
+  // Where warm-up and capture run: one stream, which a data-parallel sync's accumulators share.
+  std::optional<c10::cuda::CUDAStream> side;
 
   Impl(Trainer& t, const std::vector<std::int64_t>& shape, Gather g, int warmup, ddp::GradSync* s)
       : trainer(t), gather(std::move(g)), warmup_left(std::max(warmup, 1)), sync(s) {
@@ -56,6 +58,8 @@ struct GraphStep::Impl {
     fixed.y = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
     rows_ = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
     std::tie(window_loss, window_correct) = t.window_sums(d);
+    side = c10::cuda::getStreamFromPool(false, device);
+    if (sync) on_side_stream([&] { sync->rehook(); });
   }
 
   // One step's device work; eager during warm-up, recorded during capture. With the fused optimizers
@@ -92,17 +96,16 @@ struct GraphStep::Impl {
     window_correct.add_(correct);
   }
 
-  // Runs `fn` on a side stream ordered after, and before, the caller's stream.
+  // Runs `fn` on the side stream, ordered after, and before, the caller's stream.
   template <class Fn>
   void on_side_stream(Fn&& fn) {
     const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device);
-    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
-    cuda_wait(caller, side);
+    cuda_wait(caller, *side);
     {
-      c10::cuda::CUDAStreamGuard on_side(side);
+      c10::cuda::CUDAStreamGuard on_side(*side);
       fn();
     }
-    cuda_wait(side, caller);
+    cuda_wait(*side, caller);
   }
 
   static void cuda_wait(const c10::cuda::CUDAStream& first, const c10::cuda::CUDAStream& then) {

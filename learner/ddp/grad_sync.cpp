@@ -257,17 +257,7 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
     if (size >= limit(s.buckets.empty()) || k == 0) close(offset[k]);
   }
 
-  for (std::size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
-    if (!acc) fail("data-parallel training: parameter {} is not a leaf that requires grad", i);
-    std::weak_ptr<State> weak = state_;
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-      if (auto st = weak.lock()) st->ready(i);
-      return outputs;
-    }));
-    s.accumulators.push_back(std::move(acc));
-  }
+  hook_accumulators();
 
   // Buffers (BatchNorm statistics): the flat bytes that are not trainable parameters. The layout puts
   // parameters before buffers within each dtype group, so one range from the first buffer to the end
@@ -288,6 +278,32 @@ GradSync::GradSync(const FlatParams& flat, std::vector<at::Tensor> params, Commu
 
 // The hooks hold the state weakly: once it is gone with this object, they do nothing.
 GradSync::~GradSync() = default;
+
+void GradSync::hook_accumulators() {
+  State& s = *state_;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
+    if (!acc) fail("data-parallel training: parameter {} is not a leaf that requires grad", i);
+    std::weak_ptr<State> weak = state_;
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+      if (auto st = weak.lock()) st->ready(i);
+      return outputs;
+    }));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
+void GradSync::rehook() {
+  State& s = *state_;
+  std::vector<const torch::autograd::Node*> old;
+  for (const auto& a : s.accumulators) old.push_back(a.get());
+  s.accumulators.clear();  // the last owners: the parameters hold their accumulators weakly
+  hook_accumulators();
+  for (std::size_t i = 0; i < old.size(); ++i)
+    if (s.accumulators[i].get() == old[i])  // still alive: it now carries this sync's hook twice
+      throw std::logic_error("GradSync::rehook: an autograd graph still holds a parameter's AccumulateGrad");
+}
 
 std::size_t GradSync::bucket_count() const { return state_->buckets.size(); }
 const at::Tensor& GradSync::grad_buffer() const { return state_->grads; }

@@ -89,12 +89,20 @@ class GradSync {
   bool capturable() const;  // the communicator's ops can be recorded (NCCL)
   void finish_on_device(std::int64_t step);
   void after_replay();
+  // Makes the parameters' AccumulateGrad nodes afresh, hooked, on the current stream. LibTorch 2.x
+  // runs each node on the stream current when it was made, and a captured step runs on a side stream
+  // of its own, which the accumulators must share: autograd would otherwise make the legacy stream
+  // wait for the capturing one, which capture refuses. Between steps only, with no autograd graph
+  // alive (std::logic_error otherwise).
+  void rehook();
   bool stop_agreed() const { return stop_agreed_; }
   SyncTimes last_times() const { return times_; }
   std::size_t bucket_count() const;
   const at::Tensor& grad_buffer() const;  // the flat gradients (+ the vote element at the end)
 
  private:
+  void hook_accumulators();  // one hook per parameter, on its AccumulateGrad node
+
   struct State;
   struct Local;
   std::shared_ptr<State> state_;  // shared with the hooks, which outlive this object
