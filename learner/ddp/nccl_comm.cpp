@@ -2,8 +2,8 @@
 // the rendezvous store; ncclCommInitRank), collectives on a stream of its own. An op is fenced both
 // ways with events: the comm stream waits for the compute stream's work so far, and wait() makes the
 // compute stream wait for the op; the host never blocks. A watchdog thread polls each op's completion
-// event: one still pending after the timeout (a dead or stopped peer) aborts the communicator
-// (ncclCommAbort) and ends the process with one line, since CUDA work queued behind it cannot finish.
+// event: one still pending after the timeout (a dead or stopped peer) ends the process with one line,
+// since CUDA work queued behind it cannot finish.
 // Ops issued while the compute stream captures a CUDA graph are recorded into it (NCCL supports
 // capture); each replay is then watched as one op.
 #include "learner/ddp/comm.hpp"
@@ -150,10 +150,12 @@ class NcclCommunicator final : public Communicator {
       wake_.wait_for(lock, std::chrono::milliseconds(50));
       while (!in_flight_.empty() && in_flight_.front().done.query()) in_flight_.pop_front();
       if (!in_flight_.empty() && std::chrono::steady_clock::now() > in_flight_.front().deadline) {
-        abort();
+        // Exits without ncclCommAbort: the driver reclaims the process's work anyway, and an abort
+        // waits for the graphs that hold NCCL work (a captured step's) to be released, which the
+        // training thread, stuck behind the hung op, never does.
         std::fprintf(stderr,
                      "tandem-learner: rank %d: NCCL %s did not complete within %.0f s: a peer rank died or "
-                     "hangs; communicator aborted\n",
+                     "hangs; exiting\n",
                      rank_, in_flight_.front().what, std::chrono::duration<double>(timeout_).count());
         std::_Exit(1);
       }
