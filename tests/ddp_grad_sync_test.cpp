@@ -90,3 +90,20 @@ TEST_CASE("grad sync: one rank's stop vote is every rank's after finish, and is 
   sync.finish(1);
   CHECK_FALSE(sync.stop_agreed());
 }
+
+TEST_CASE(
+    "grad sync: rehook makes fresh accumulators whose hooks launch every bucket once, and refuses while a graph "
+    "holds the old ones") {
+  Replica synced;
+  IdenticalPeers peers;
+  ddp::RankInfo rank;
+  rank.world_size = 2;
+  ddp::GradSync sync(synced.flat, synced.params(), peers, rank, {.bucket_first_mb = 0.0625, .bucket_mb = 0.25});
+  sync.rehook();
+  synced.loss().backward();
+  CHECK(peers.launches.size() == sync.bucket_count());  // one hook per parameter, not two
+  sync.finish(0);
+
+  const torch::Tensor alive = synced.loss();  // its graph holds the parameters' accumulators
+  CHECK_THROWS_WITH_AS(sync.rehook(), doctest::Contains("an autograd graph still holds"), std::logic_error);
+}
