@@ -8,8 +8,6 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -38,20 +36,6 @@ std::vector<RankResult> run_ranks(RankRun base, const TempDir& dir, const std::s
     REQUIRE(results.back().step >= 0);
   }
   return results;
-}
-
-// The leading float32 run of two flat buffers: ||a - b|| / ||b||.
-double relative_difference(const std::string& a, const std::string& b, std::size_t float_bytes) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i + 4 <= float_bytes; i += 4) {
-    float x, y;
-    std::memcpy(&x, a.data() + i, 4);
-    std::memcpy(&y, b.data() + i, 4);
-    diff += (double(x) - y) * (double(x) - y);
-    norm += double(y) * y;
-  }
-  return std::sqrt(diff / norm);
 }
 
 void check_equivalent(const std::string& model, std::size_t float_bytes, const std::string& collectives) {

@@ -5,8 +5,6 @@
 
 #include <signal.h>
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -47,18 +45,21 @@ std::vector<Child> spawn_ranks(RankRun base, const TempDir& dir, const std::stri
   return ranks;
 }
 
-// The flat parameters' relative L2 distance, read as float32.
-double relative_l2(const std::string& a, const std::string& b) {
-  REQUIRE(a.size() == b.size());
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i + 4 <= a.size(); i += 4) {
-    float x, y;
-    std::memcpy(&x, a.data() + i, 4);
-    std::memcpy(&y, b.data() + i, 4);
-    diff += (double(x) - y) * (double(x) - y);
-    norm += double(y) * y;
-  }
-  return std::sqrt(diff / norm);
+// Rank 1 SIGKILLed once past its first step (`captured`: a second later, well into the replays):
+// rank 0's watchdog ends it within 10 s, non-zero.
+void check_killed_rank_ends_peer(bool captured) {
+  TempDir dir;
+  RankRun base{.world = 2, .batch = 16, .steps = 1000000, .cuda_graph = captured, .collective_timeout_s = 5};
+  base.marker = dir.file("trained");
+  auto ranks = spawn_ranks(base, dir, "kill");
+  int status = 0;
+  while (!std::filesystem::exists(dir.file("trained")))
+    if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
+      FAIL("rank 1 exited (" << status << ") before its first step");
+  if (captured) std::this_thread::sleep_for(std::chrono::seconds(1));
+  ranks[1].kill(SIGKILL);
+  REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
+  CHECK(status != 0);
 }
 
 }  // namespace
@@ -74,7 +75,7 @@ TEST_CASE("NCCL data-parallel mlp: 2 GPU ranks x batch 16 end with 1 GPU x batch
   const RankResult a = read_rank_result(dir.file("two-0")), b = read_rank_result(dir.file("two-1")),
                    c = read_rank_result(dir.file("one-0"));
   CHECK(a.flat == b.flat);
-  CHECK(relative_l2(a.flat, c.flat) < 1e-4);
+  CHECK(relative_difference(a.flat, c.flat) < 1e-4);
 }
 
 TEST_CASE(
@@ -91,7 +92,7 @@ TEST_CASE(
                    c = read_rank_result(dir.file("eager-0"));
   CHECK(a.step == 50);
   CHECK(a.flat == b.flat);
-  CHECK(relative_l2(a.flat, c.flat) < 1e-5);
+  CHECK(relative_difference(a.flat, c.flat) < 1e-5);
 }
 
 TEST_CASE("NCCL data-parallel, captured: rank 1's stop vote ends both ranks after the same step" *
@@ -111,32 +112,11 @@ TEST_CASE("NCCL data-parallel, captured: rank 1's stop vote ends both ranks afte
 TEST_CASE("NCCL data-parallel fault: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" *
           doctest::timeout(120)) {
   REQUIRE_TWO_GPUS();
-  TempDir dir;
-  RankRun base{.world = 2, .batch = 16, .steps = 1000000, .collective_timeout_s = 5};
-  base.marker = dir.file("trained");
-  auto ranks = spawn_ranks(base, dir, "kill");
-  int status = 0;
-  while (!std::filesystem::exists(dir.file("trained")))
-    if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
-      FAIL("rank 1 exited (" << status << ") before its first step");
-  ranks[1].kill(SIGKILL);
-  REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
-  CHECK(status != 0);
+  check_killed_rank_ends_peer(false);
 }
 
 TEST_CASE("NCCL data-parallel fault, captured: SIGKILL of rank 1 makes rank 0 exit non-zero within 10 s" *
           doctest::timeout(120)) {
   REQUIRE_TWO_GPUS();
-  TempDir dir;
-  RankRun base{.world = 2, .batch = 16, .steps = 1000000, .cuda_graph = true, .collective_timeout_s = 5};
-  base.marker = dir.file("trained");
-  auto ranks = spawn_ranks(base, dir, "kill");
-  int status = 0;
-  while (!std::filesystem::exists(dir.file("trained")))
-    if (ranks[1].wait_for(std::chrono::milliseconds(20), status))
-      FAIL("rank 1 exited (" << status << ") before its first step");
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // well past the capture, into the replays
-  ranks[1].kill(SIGKILL);
-  REQUIRE(ranks[0].wait_for(std::chrono::seconds(10), status));
-  CHECK(status != 0);
+  check_killed_rank_ends_peer(true);
 }

@@ -8,7 +8,11 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -144,6 +148,20 @@ RankResult read_rank_result(const std::string& path) {
   if (!in.read(reinterpret_cast<char*>(&r.step), sizeof r.step)) return r;
   r.flat.assign(std::istreambuf_iterator<char>(in), {});
   return r;
+}
+
+double relative_difference(const std::string& a, const std::string& b, std::size_t float_bytes) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  const std::size_t n = std::min(float_bytes, a.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i + 4 <= n; i += 4) {
+    float x, y;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, b.data() + i, 4);
+    diff += (double(x) - y) * (double(x) - y);
+    norm += double(y) * y;
+  }
+  return std::sqrt(diff / norm);
 }
 
 }  // namespace tandem::test

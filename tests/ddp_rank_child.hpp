@@ -10,6 +10,7 @@
 // Its job (what its segments are named after) is job_of(port).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct RankResult {
   std::string flat;  // raw bytes
 };
 RankResult read_rank_result(const std::string& path);
+// ||a - b|| / ||b|| over the leading `float_bytes` of two flat buffers read as float32 (all of them
+// by default); infinity where the buffers differ in size.
+double relative_difference(const std::string& a, const std::string& b, std::size_t float_bytes = SIZE_MAX);
 
 
 }  // namespace tandem::test
