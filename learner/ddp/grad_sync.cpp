@@ -47,11 +47,10 @@ struct GradSync::State {
   std::vector<Bucket> buckets;
   at::Tensor grads;             // float32 [numel + 1]; the last element is the stop vote
   at::Tensor agreed;            // [1] on the gradients' device: the last step's reduced vote
-  at::Tensor vote_host;         // [1] float32, pinned on a GPU: the vote a captured step reads
+  at::Tensor vote_host;         // [1] float32 (pinned on a GPU): this rank's vote, 1 or 0
   at::Tensor flat_bytes;        // the model's flat parameters and buffers (uint8)
   at::Tensor buffers;           // uint8 view of its buffers' region, or undefined
   std::size_t next_launch = 0;  // buckets launch in order: the first not yet launched
-  float vote = 0.0f;
   Clock::time_point first_launch{};
   double issuing_s = 0;  // spent inside all_reduce_sum calls this step (a backend
                          // that runs ops on the caller's thread spends the op there)
@@ -77,7 +76,7 @@ struct GradSync::State {
     }
   }
   // Eagerly the vote goes in as a kernel argument: exactly this step's. A captured step reads it when
-  // each replay gets there, from the pinned copy vote_stop() keeps current: it may then land in the
+  // each replay gets there, from vote_host, which vote_stop() keeps current: it may then land in the
   // step before the one it was cast for, and is never lost as long as it stays cast (the learner's
   // do: a stop request is not withdrawn). Either way every rank reads the same reduced value.
   void write_vote() {
@@ -92,7 +91,7 @@ struct GradSync::State {
       }
     }
 #endif
-    slot.fill_(vote);
+    slot.fill_(vote_host.data_ptr<float>()[0]);
   }
 };
 
@@ -308,10 +307,7 @@ void GradSync::rehook() {
 std::size_t GradSync::bucket_count() const { return state_->buckets.size(); }
 const at::Tensor& GradSync::grad_buffer() const { return state_->grads; }
 
-void GradSync::vote_stop(bool stop) {
-  state_->vote = stop ? 1.0f : 0.0f;
-  state_->vote_host.data_ptr<float>()[0] = state_->vote;
-}
+void GradSync::vote_stop(bool stop) { state_->vote_host.data_ptr<float>()[0] = stop ? 1.0f : 0.0f; }
 
 bool GradSync::capturable() const { return state_->comm->capturable(); }
 
