@@ -156,12 +156,15 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--cudnn-benchmark-limit", type=int, help="cuDNN plans timed per convolution (0: all)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         sys.exit("graph_step_peer.py needs a CUDA GPU and torch sees none")
     device = torch.device("cuda", args.device)
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True  # fixed shapes, as tandem-bench graph and the learner
+    if args.cudnn_benchmark_limit is not None:
+        torch.backends.cudnn.benchmark_limit = args.cudnn_benchmark_limit
     results, compile_error = [], None
     print(f"{'model':<10} {'batch':>6} {'prec':<5} {'mode':<8} {'train ms':>9} {'eval ms':>9}")
     for name in args.models.split(","):
@@ -182,7 +185,8 @@ def main():
                             torch._dynamo.reset()  # each measurement compiles afresh, as a new program would
                     results.append(r)
                     print(f"{name:<10} {batch:>6} {precision:<5} {mode:<8} {r['train_ms']:>9.3f} {r['eval_ms']:>9.3f}")
-    line = {"bench": "graph_step_peer", "torch": torch.__version__, "results": results}
+    line = {"bench": "graph_step_peer", "torch": torch.__version__,
+            "cudnn_benchmark_limit": torch.backends.cudnn.benchmark_limit, "results": results}
     if compile_error:
         line["compile_error"] = compile_error
     print(json.dumps(line))

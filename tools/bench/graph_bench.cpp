@@ -212,6 +212,7 @@ int bench_graph(const GraphBenchOptions& o) {
   c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromPool(false, device.index()));
   // Fixed shapes: let cuDNN time its algorithms once, as the learner does on a GPU (the peer too).
   at::globalContext().setBenchmarkCuDNN(true);
+  if (o.cudnn_benchmark_limit) at::globalContext().setBenchmarkLimitCuDNN(*o.cudnn_benchmark_limit);
   bn_act_set_backend(o.bn_backend == "cudnn"    ? BnBackend::cudnn
                      : o.bn_backend == "tandem" ? BnBackend::tandem
                                                 : BnBackend::automatic);
@@ -234,17 +235,21 @@ int bench_graph(const GraphBenchOptions& o) {
                      r.train_ms, r.eval_ms);
         }
     }
-  Json line{{"bench", "graph"}, {"bn_backend", o.bn_backend}};
+  Json line{{"bench", "graph"},
+            {"bn_backend", o.bn_backend},
+            {"cudnn_benchmark_limit", at::globalContext().benchmarkLimitCuDNN()}};
   Json results = Json::array();
   for (const Result& r : ours) results.push_back(to_json(r));
   line["results"] = results;
 
   if (o.peer) {
     const Json peer = run_peer(
-        fmt::format("{} {} --models {} --batches {} --precisions {} --steps {} --warmup {} --device {}",
+        fmt::format("{} {} --models {} --batches {} --precisions {} --steps {} --warmup {} --device {}{}",
                     shell_quote(o.python), shell_quote(find_peer_script(o.peer_script, "graph_step_peer.py")),
                     shell_quote(o.models), shell_quote(o.batches), shell_quote(o.precisions), o.steps, o.warmup,
-                    o.device),
+                    o.device,
+                    o.cudnn_benchmark_limit ? fmt::format(" --cudnn-benchmark-limit {}", *o.cudnn_benchmark_limit)
+                                            : std::string()),
         "graph_step_peer");
     fmt::print(
         "\nours with graphs / PyTorch (same run); targets: training vs compile <= 0.9x (resnet18 128, cnn 512), "

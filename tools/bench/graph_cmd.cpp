@@ -20,6 +20,9 @@ void add_graph_command(CLI::App& app) {
                   "the fused BatchNorm's kernels: auto (cuDNN from 64 channels), tandem or cudnn")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tandem", "cudnn"}));
+  cmd->add_option("--cudnn-benchmark-limit", o.cudnn_benchmark_limit,
+                  "cuDNN plans timed per convolution, ours and the peer's (0: all; default: ATen's 10)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--profile", o.profile, "print the costliest kernels of each graphed training step and evaluation");
   cmd->add_flag("--peer", o.peer,
                 "also run the PyTorch peer (bench/peers/graph_step_peer.py) and print ours/peer ratios");

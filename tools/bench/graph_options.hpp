@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace tandem::bench {
@@ -21,6 +22,9 @@ struct GraphBenchOptions {
   int steps = 100;
   int warmup = 20;
   std::string json;
+  // How many of cuDNN's plans its benchmark mode times per convolution, ours and the peer's alike
+  // (ATen's benchmark_limit; 0: every plan). Unset: ATen's default, 10.
+  std::optional<int> cudnn_benchmark_limit;
   std::string bn_backend = "auto";  // the fused BatchNorm's kernels: auto, tandem or cudnn (bn_act.hpp)
   bool profile = false;             // also print each graphed step's costliest kernels (kernel_profile.hpp)
   bool peer = false;
