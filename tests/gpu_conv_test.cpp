@@ -80,16 +80,20 @@ TEST_CASE(
   const bool tf32 = at::globalContext().allowTF32CuDNN();
   at::globalContext().setAllowTF32CuDNN(false);  // the kernels multiply in float32
   struct Case {
-    std::int64_t channels, outputs, height, width;
+    std::int64_t n, channels, outputs, height, width;
   };
+  // The last two: more runs than blocks (each block walks several, the next one's patch in flight),
+  // and a last band of rows past the image's bottom.
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
-    for (const Case c : {Case{3, 64, 7, 30}, Case{1, 32, 8, 8}, Case{4, 32, 5, 70}, Case{2, 64, 3, 9}}) {
+    for (const Case c : {Case{2, 3, 64, 7, 30}, Case{2, 1, 32, 8, 8}, Case{2, 4, 32, 5, 70}, Case{2, 2, 64, 3, 9},
+                         Case{160, 3, 64, 32, 32}, Case{40, 3, 32, 33, 65}}) {
       const std::string type = c10::toString(dtype);
       CAPTURE(type);
       CAPTURE(c.channels);
       CAPTURE(c.width);
+      CAPTURE(c.n);
       torch::manual_seed(7);
-      const torch::Tensor x0 = channels_last(torch::randn({2, c.channels, c.height, c.width}, kGpu).to(dtype));
+      const torch::Tensor x0 = channels_last(torch::randn({c.n, c.channels, c.height, c.width}, kGpu).to(dtype));
       const torch::Tensor w0 = channels_last(torch::randn({c.outputs, c.channels, 3, 3}, kGpu).to(dtype));
       REQUIRE(stem_conv_applies(x0, w0, {1, 1}, {1, 1}));
       const torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();

@@ -11,72 +11,81 @@ namespace tandem::stem_conv_kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kPixels = 8;  // consecutive pixels of one row per thread
-constexpr int kMaxChannels = 4;
-constexpr int kPartialBlocks = 512;   // weight_grad's first kernel: at most this many blocks, one partial each
-constexpr int kForwardBlocks = 1024;  // enough to fill a GPU, few enough that each loads its filters once for many runs
-constexpr int kMaxPatch = 3 * kMaxChannels * (kPixels * kThreads / 32 + 4);  // the widest run: 32 outputs
+constexpr int kPixels = 8;           // consecutive pixels of one row per thread
+constexpr int kRows = 4;             // output rows per run: each thread kRows x kPixels outputs of one channel
+constexpr int kPartialBlocks = 512;  // weight_grad's first kernel: at most this many blocks, one partial each
+constexpr int kForwardBlocks = 512;  // enough to fill a GPU, few enough that each loads its filters once for many runs
 
 using gpu::from_float;
 using gpu::to_float;
 
-// A block covers a run of one image row: kThreads / K lanes of kPixels pixels each, every lane with
-// the K threads of all output channels. Its input patch is the 3 rows around the run, one padding
-// column each side, [row][channel][column] with a pitch that keeps every lane's columns 16-byte
-// aligned.
+// A block covers a run: kRows rows of one image, kRunLength columns wide, as kThreads / K lanes of
+// kPixels pixels each, every lane with the K threads of all output channels. Its input patch is the
+// kRows + 2 rows around the run, one padding column each side, [row][channel][column] with a pitch
+// that keeps every lane's columns 16-byte aligned. kRows rows per run, not one: the per-run work
+// (the run's indices, two barriers, the patch's loads, the stores' addresses) took more issue slots
+// than the FMAs with one row (Nsight Compute: 68 % of issue slots busy, 2.5 instructions per FMA),
+// and the kRows + 2 patch rows serve 3 kRows rows of taps.
 template <int K>
 constexpr int kRunLength = kPixels*(kThreads / K);
 
 struct Run {
-  int row;  // n * H + h
-  int h, w0;
+  int image_row0;  // n * H: the image's first row
+  int h0, w0;      // the run's first output row and column
+};
+
+struct RunGrid {
+  int across, down;  // runs across an image row, runs down an image
+  int total;
 };
 
 template <int K>
-__device__ __forceinline__ Run run_at(int index, const Shape& s) {
-  constexpr int length = kRunLength<K>;
-  const int runs = static_cast<int>((s.width + length - 1) / length);
-  const int row = index / runs;
-  return {row, row % static_cast<int>(s.height), (index % runs) * length};
+__host__ __device__ __forceinline__ RunGrid run_grid(const Shape& s) {
+  const int across = static_cast<int>((s.width + kRunLength<K> - 1) / kRunLength<K>);
+  const int down = static_cast<int>((s.height + kRows - 1) / kRows);
+  return {across, down, static_cast<int>(s.n) * down * across};
+}
+
+template <int K>
+__device__ __forceinline__ Run run_at(int index, const Shape& s, const RunGrid& g) {
+  const int band = index / g.across, n = band / g.down;
+  return {n * static_cast<int>(s.height), (band % g.down) * kRows, (index % g.across) * kRunLength<K>};
 }
 
 // The patch of a run, staged through registers so that the next run's global loads are in flight
-// while this run computes: fetch() loads a thread's share, store() writes it to shared memory.
+// while this run computes: fetch() loads a thread's share, next() hands it to shared memory.
 template <typename T, int C, int K>
 struct PatchShare {
   static constexpr int kColumns = kRunLength<K> + 2, kPitch = kColumns + 2;
-  static constexpr int kPerThread = (kMaxPatch + kThreads - 1) / kThreads;
+  static constexpr int kValues = (kRows + 2) * C * kColumns, kSize = (kRows + 2) * C * kPitch;
+  static constexpr int kPerThread = (kValues + kThreads - 1) / kThreads;
   float v[kPerThread];
 
   __device__ void fetch(const T* x, const Shape& s, const Run& r) {
     const int height = static_cast<int>(s.height), width = static_cast<int>(s.width);
-    const int image_row0 = r.row - r.h;  // n * H
 #pragma unroll
     for (int m = 0; m < kPerThread; ++m) {
       const int i = static_cast<int>(threadIdx.x) + m * kThreads;
       const int column = i % kColumns, c = (i / kColumns) % C, dr = i / (kColumns * C);
-      const int hh = r.h + dr - 1, ww = r.w0 + column - 1;
+      const int hh = r.h0 + dr - 1, ww = r.w0 + column - 1;
       v[m] = 0.0f;
-      if (i < 3 * C * kColumns && hh >= 0 && hh < height && ww >= 0 && ww < width)
-        v[m] = to_float(x[(static_cast<std::int64_t>(image_row0 + hh) * width + ww) * C + c]);
+      if (i < kValues && hh >= 0 && hh < height && ww >= 0 && ww < width)
+        v[m] = to_float(x[(static_cast<std::int64_t>(r.image_row0 + hh) * width + ww) * C + c]);
     }
   }
 
   // Run `index`'s patch (fetched before) into shared memory once every thread is done with the last
   // one, then the fetch of the block's next run.
-  __device__ void next(float* patch, const T* x, const Shape& s, int index, int runs) {
+  __device__ void next(float* patch, const T* x, const Shape& s, const RunGrid& g, int index) {
     __syncthreads();
-    store(patch);
-    __syncthreads();
-    if (index + static_cast<int>(gridDim.x) < runs) fetch(x, s, run_at<K>(index + static_cast<int>(gridDim.x), s));
-  }
-
-  __device__ void store(float* patch) const {
 #pragma unroll
     for (int m = 0; m < kPerThread; ++m) {
       const int i = static_cast<int>(threadIdx.x) + m * kThreads;
-      if (i < 3 * C * kColumns) patch[(i / kColumns) * kPitch + i % kColumns] = v[m];  // [row * C + channel][column]
+      if (i < kValues) patch[(i / kColumns) * kPitch + i % kColumns] = v[m];  // [row * C + channel][column]
     }
+    __syncthreads();
+    const int following = index + static_cast<int>(gridDim.x);
+    if (following < g.total) fetch(x, s, run_at<K>(following, s, g));
   }
 };
 
@@ -91,98 +100,109 @@ __device__ __forceinline__ void window(const float* row, float (&v)[kPixels + 4]
   }
 }
 
-// Calls visit(tap, v) for each of the 9 * C filter taps, tap = (dr * 3 + dc) * C + c, where v[j] is
-// the input that tap multiplies for the lane's pixel j (from the patch staged at `patch`). Both
-// kernels walk the taps this way; fully unrolled, v stays in registers.
+// Calls visit(r, tap, v) for each of the run's kRows output rows r and each of the 9 * C filter taps,
+// tap = (dr * 3 + dc) * C + c, where v[j] is the input that tap multiplies for the lane's pixel j of
+// row r (from the patch staged at `patch`). Each patch row and channel is read once for the up to 3
+// output rows it serves. Both kernels walk the taps this way; fully unrolled, v stays in registers.
 template <int C, int kPitch, typename Visit>
 __device__ __forceinline__ void for_each_tap(const float* patch, int p0, Visit&& visit) {
 #pragma unroll
-  for (int dr = 0; dr < 3; ++dr)
+  for (int pr = 0; pr < kRows + 2; ++pr)
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       float v[kPixels + 4];
-      window(patch + (dr * C + c) * kPitch + p0, v);
+      window(patch + (pr * C + c) * kPitch + p0, v);
 #pragma unroll
-      for (int dc = 0; dc < 3; ++dc) visit((dr * 3 + dc) * C + c, v + dc);
+      for (int r = 0; r < kRows; ++r) {
+        const int dr = pr - r;
+        if (dr < 0 || dr > 2) continue;
+#pragma unroll
+        for (int dc = 0; dc < 3; ++dc) visit(r, (dr * 3 + dc) * C + c, v + dc);
+      }
     }
 }
 
-int total_runs(const Shape& s) {
-  const int length = kPixels * (kThreads / static_cast<int>(s.out_channels));
-  return static_cast<int>(s.n * s.height * ((s.width + length - 1) / length));
-}
+int total_runs(const Shape& s) { return s.out_channels == 32 ? run_grid<32>(s).total : run_grid<64>(s).total; }
 
-// Both kernels walk the runs grid-stride, each thread holding kPixels consecutive pixels of one
-// output channel k; each patch value read serves 3 taps x kPixels outputs from registers (shared
-// memory reads, not FMAs, bound a first version with one pixel per thread: 49 us forward at batch
-// 128, no faster than cuDNN).
+// Both kernels walk the runs grid-stride, each thread holding kRows x kPixels outputs of one output
+// channel k; each patch value read serves 3 taps x kPixels outputs of up to 3 rows from registers
+// (shared memory reads, not FMAs, bound a first version with one pixel per thread: 49 us forward at
+// batch 128, no faster than cuDNN).
 template <typename T, int C, int K>
-__global__ void __launch_bounds__(kThreads)
-    forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s, int runs) {
+__global__ void __launch_bounds__(kThreads, 2) forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s) {
   constexpr int kTaps = 9 * C;
-  __shared__ __align__(16) float patch[kMaxPatch];
+  using Share = PatchShare<T, C, K>;
+  __shared__ __align__(16) float patch[Share::kSize];
   __shared__ float filters[K * kTaps];
-  constexpr int out = K, pitch = PatchShare<T, C, K>::kPitch;
-  const int width = static_cast<int>(s.width);
-  const int k = static_cast<int>(threadIdx.x) % out, p0 = static_cast<int>(threadIdx.x) / out * kPixels;
-  for (int i = static_cast<int>(threadIdx.x); i < out * kTaps; i += kThreads) filters[i] = to_float(w[i]);
-  PatchShare<T, C, K> share;
-  share.fetch(x, s, run_at<K>(static_cast<int>(blockIdx.x), s));
+  const RunGrid g = run_grid<K>(s);
+  const int height = static_cast<int>(s.height), width = static_cast<int>(s.width);
+  const int k = static_cast<int>(threadIdx.x) % K, p0 = static_cast<int>(threadIdx.x) / K * kPixels;
+  for (int i = static_cast<int>(threadIdx.x); i < K * kTaps; i += kThreads) filters[i] = to_float(w[i]);
+  Share share;
+  share.fetch(x, s, run_at<K>(static_cast<int>(blockIdx.x), s, g));
   __syncthreads();
   float filter[kTaps];
 #pragma unroll
   for (int t = 0; t < kTaps; ++t) filter[t] = filters[k * kTaps + t];
   const float bias = e.bias != nullptr ? to_float(static_cast<const T*>(e.bias)[k]) : 0.0f;
-  for (int index = static_cast<int>(blockIdx.x); index < runs; index += static_cast<int>(gridDim.x)) {
-    const Run r = run_at<K>(index, s);
-    share.next(patch, x, s, index, runs);
-    float acc[kPixels] = {};
-    for_each_tap<C, pitch>(patch, p0, [&](int tap, const float* v) {
+  for (int index = static_cast<int>(blockIdx.x); index < g.total; index += static_cast<int>(gridDim.x)) {
+    const Run r = run_at<K>(index, s, g);
+    share.next(patch, x, s, g, index);
+    float acc[kRows][kPixels] = {};
+    for_each_tap<C, Share::kPitch>(patch, p0, [&](int row, int tap, const float* v) {
 #pragma unroll
-      for (int j = 0; j < kPixels; ++j) acc[j] = fmaf(v[j], filter[tap], acc[j]);
+      for (int j = 0; j < kPixels; ++j) acc[row][j] = fmaf(v[j], filter[tap], acc[row][j]);
     });
-    T* row = y + (static_cast<std::int64_t>(r.row) * width + r.w0 + p0) * out + k;
 #pragma unroll
-    for (int j = 0; j < kPixels; ++j)
-      if (r.w0 + p0 + j < width) {
-        float v = acc[j] + bias;
-        if (e.relu && v < 0.0f) v = 0.0f;  // NaN stays NaN, as in ATen's ReLU
-        row[static_cast<std::int64_t>(j) * out] = from_float<T>(v);
-      }
+    for (int row = 0; row < kRows; ++row) {
+      if (r.h0 + row >= height) break;
+      T* out = y + (static_cast<std::int64_t>(r.image_row0 + r.h0 + row) * width + r.w0 + p0) * K + k;
+#pragma unroll
+      for (int j = 0; j < kPixels; ++j)
+        if (r.w0 + p0 + j < width) {
+          float v = acc[row][j] + bias;
+          if (e.relu && v < 0.0f) v = 0.0f;  // NaN stays NaN, as in ATen's ReLU
+          out[static_cast<std::int64_t>(j) * K] = from_float<T>(v);
+        }
+    }
   }
 }
 
 template <typename T, int C, int K>
-__global__ void __launch_bounds__(kThreads)
-    weight_grad_partials(const T* x, const T* dy, float* partial, Shape s, int runs) {
-  constexpr int kTaps = 9 * C;
-  __shared__ __align__(16) float patch[kMaxPatch];
+__global__ void __launch_bounds__(kThreads, 2) weight_grad_partials(const T* x, const T* dy, float* partial, Shape s) {
+  constexpr int kTaps = 9 * C, lanes = kThreads / K;
+  using Share = PatchShare<T, C, K>;
+  __shared__ __align__(16) float patch[Share::kSize];
   __shared__ float lane_sums[kThreads * kTaps];
-  constexpr int out = K, lanes = kThreads / K, pitch = PatchShare<T, C, K>::kPitch;
-  const int width = static_cast<int>(s.width);
-  const int k = static_cast<int>(threadIdx.x) % out, lane = static_cast<int>(threadIdx.x) / out, p0 = lane * kPixels;
+  const RunGrid g = run_grid<K>(s);
+  const int height = static_cast<int>(s.height), width = static_cast<int>(s.width);
+  const int k = static_cast<int>(threadIdx.x) % K, lane = static_cast<int>(threadIdx.x) / K, p0 = lane * kPixels;
   float acc[kTaps] = {};
-  PatchShare<T, C, K> share;
-  share.fetch(x, s, run_at<K>(static_cast<int>(blockIdx.x), s));
-  for (int index = static_cast<int>(blockIdx.x); index < runs; index += static_cast<int>(gridDim.x)) {
-    const Run r = run_at<K>(index, s);
-    float d[kPixels];
-    const T* row = dy + (static_cast<std::int64_t>(r.row) * width + r.w0 + p0) * out + k;
+  Share share;
+  share.fetch(x, s, run_at<K>(static_cast<int>(blockIdx.x), s, g));
+  for (int index = static_cast<int>(blockIdx.x); index < g.total; index += static_cast<int>(gridDim.x)) {
+    const Run r = run_at<K>(index, s, g);
+    float d[kRows][kPixels];
 #pragma unroll
-    for (int j = 0; j < kPixels; ++j)
-      d[j] = r.w0 + p0 + j < width ? to_float(row[static_cast<std::int64_t>(j) * out]) : 0.0f;
-    share.next(patch, x, s, index, runs);
-    for_each_tap<C, pitch>(patch, p0, [&](int tap, const float* v) {
+    for (int row = 0; row < kRows; ++row) {
+      const bool inside = r.h0 + row < height;
+      const T* in = dy + (static_cast<std::int64_t>(r.image_row0 + r.h0 + row) * width + r.w0 + p0) * K + k;
+#pragma unroll
+      for (int j = 0; j < kPixels; ++j)
+        d[row][j] = inside && r.w0 + p0 + j < width ? to_float(in[static_cast<std::int64_t>(j) * K]) : 0.0f;
+    }
+    share.next(patch, x, s, g, index);
+    for_each_tap<C, Share::kPitch>(patch, p0, [&](int row, int tap, const float* v) {
       float a = acc[tap];
 #pragma unroll
-      for (int j = 0; j < kPixels; ++j) a = fmaf(d[j], v[j], a);
+      for (int j = 0; j < kPixels; ++j) a = fmaf(d[row][j], v[j], a);
       acc[tap] = a;
     });
   }
 #pragma unroll
-  for (int t = 0; t < kTaps; ++t) lane_sums[(lane * out + k) * kTaps + t] = acc[t];
+  for (int t = 0; t < kTaps; ++t) lane_sums[(lane * K + k) * kTaps + t] = acc[t];
   __syncthreads();
-  const int outputs = out * kTaps;
+  const int outputs = K * kTaps;
   for (int i = static_cast<int>(threadIdx.x); i < outputs; i += kThreads) {
     float v = 0.0f;
     for (int l = 0; l < lanes; ++l) v += lane_sums[l * outputs + i];
@@ -207,9 +227,8 @@ int partial_blocks(const Shape& s) { return std::min(total_runs(s), kPartialBloc
 
 template <typename T, int C, int K>
 void launch_forward(const void* x, const void* w, const Epilogue& e, void* y, const Shape& s, cudaStream_t stream) {
-  const int runs = total_runs(s);
-  forward_kernel<T, C, K><<<std::min(runs, kForwardBlocks), kThreads, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), e, static_cast<T*>(y), s, runs);
+  forward_kernel<T, C, K><<<std::min(total_runs(s), kForwardBlocks), kThreads, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), e, static_cast<T*>(y), s);
   TANDEM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -218,7 +237,7 @@ void launch_weight_grad(const void* x, const void* dy, void* dw, void* workspace
   const int blocks = partial_blocks(s), outputs = static_cast<int>(s.out_channels) * 9 * C;
   auto* partial = static_cast<float*>(workspace);
   weight_grad_partials<T, C, K>
-      <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy), partial, s, total_runs(s));
+      <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(dy), partial, s);
   TANDEM_CUDA_CHECK(cudaGetLastError());
   weight_grad_sum<T><<<(outputs * 32 + kThreads - 1) / kThreads, kThreads, 0, stream>>>(partial, static_cast<T*>(dw),
                                                                                         blocks, outputs);
@@ -228,8 +247,8 @@ void launch_weight_grad(const void* x, const void* dy, void* dw, void* workspace
 }  // namespace
 
 bool supports(const Shape& s) {
-  return s.in_channels >= 1 && s.in_channels <= kMaxChannels && (s.out_channels == 32 || s.out_channels == 64) &&
-         s.n >= 1 && s.height >= 1 && s.width >= 1 && s.n * s.height * s.width < (std::int64_t{1} << 31);
+  return s.in_channels >= 1 && s.in_channels <= 4 && (s.out_channels == 32 || s.out_channels == 64) && s.n >= 1 &&
+         s.height >= 1 && s.width >= 1 && s.n * s.height * s.width < (std::int64_t{1} << 31);
 }
 
 std::size_t weight_grad_workspace_bytes(const Shape& s) {
