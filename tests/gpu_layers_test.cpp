@@ -1,6 +1,6 @@
 // GPU: the fused layers against ATen's ops — BatchNorm + add + ReLU (common/torch/bn_act.hpp), the
 // one-launch weight conversion (weight_prep.hpp), the folded evaluation (folded_eval.hpp) and its fused
-// conv-ReLU-pool kernels (conv_pool.hpp), and the fused optimizers (learner/optim.hpp); the
+// conv-ReLU-pool and pool-linear kernels (conv_pool.hpp), and the fused optimizers (learner/optim.hpp); the
 // convolutions' own paths are in gpu_conv_test.cpp. Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
@@ -8,6 +8,7 @@
 
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "common/torch/bn_act.hpp"
@@ -320,6 +321,40 @@ TEST_CASE("conv3x3_relu_pool2 gives ATen's conv, bias, ReLU and max-pool in any 
   const torch::Tensor w16 = channels_last(torch::randn({16, 3, 3, 3}, kGpu));
   CHECK_FALSE(conv3x3_relu_pool2(x, w16, torch::Tensor()).has_value());  // no bias
   CHECK_FALSE(conv3x3_relu_pool2(x.to(torch::kBFloat16), w16, torch::randn({16}, kGpu)).has_value());
+}
+
+TEST_CASE("pool_linear gives ATen's average pool and linear layer, and declines what it does not take") {
+  REQUIRE(torch::cuda::is_available());
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(11);
+  struct Case {
+    std::int64_t n, channels, side, classes;
+    bool bias;
+  };
+  for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const Case c : {Case{6, 512, 4, 10, true}, Case{3, 600, 7, 37, false}, Case{2, 5, 1, 1, true}}) {
+      const std::string type = c10::toString(dtype);
+      CAPTURE(type);
+      CAPTURE(c.channels);
+      CAPTURE(c.side);
+      const torch::Tensor x = channels_last(torch::randn({c.n, c.channels, c.side, c.side}, kGpu).to(dtype));
+      const torch::Tensor w = torch::randn({c.classes, c.channels}, kGpu);
+      const torch::Tensor b = c.bias ? torch::randn({c.classes}, kGpu) : torch::Tensor();
+      const torch::Tensor want = torch::linear(torch::adaptive_avg_pool2d(x.to(torch::kFloat32), {1, 1}).flatten(1), w,
+                                               b);
+      const std::optional<torch::Tensor> got = pool_linear(x, w, b);
+      REQUIRE(got.has_value());
+      CHECK((got->scalar_type() == torch::kFloat32));
+      CHECK(got->sizes() == want.sizes());
+      CHECK(relative_l2(*got, want) < 1e-5);
+    }
+  const torch::Tensor w = torch::randn({10, 8}, kGpu);
+  CHECK_FALSE(pool_linear(torch::randn({2, 8, 4, 4}, kGpu), w, {}).has_value());  // not channels-last
+  CHECK_FALSE(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w.to(torch::kBFloat16), {}).has_value());
+  CHECK_FALSE(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w, torch::randn({9}, kGpu)).has_value());
+  torch::GradMode::set_enabled(true);
+  CHECK_THROWS_AS(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w.requires_grad_(), {}),
+                  std::logic_error);
 }
 
 TEST_CASE("max_pool2 equals ATen's max-pool bit for bit, NaN included") {

@@ -3,6 +3,7 @@
 #include <ATen/Functions.h>
 
 #include <cstdint>
+#include <stdexcept>
 
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
@@ -70,7 +71,37 @@ torch::Tensor max_pool2(const torch::Tensor& x) {
   return out;
 }
 
+std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                         const torch::Tensor& bias) {
+  if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad()))
+    throw std::logic_error("pool_linear is for evaluation: it has no gradient");
+  const auto dtype = kernel_dtype(x);
+  const auto on_x = [&](const torch::Tensor& t) {
+    return t.device() == x.device() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+  };
+  if (!dtype || !x.is_cuda() || x.dim() != 4 || !x.is_contiguous(at::MemoryFormat::ChannelsLast) || weight.dim() != 2 ||
+      weight.size(1) != x.size(1) || !on_x(weight) ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0) || !on_x(bias))) ||
+      !conv_pool_kernels::pool_linear_supports(x.size(2) * x.size(3), x.size(1), weight.size(0)))
+    return std::nullopt;
+  torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
+  conv_pool_kernels::pool_linear({.x = x.data_ptr(),
+                                  .n = x.size(0),
+                                  .pixels = x.size(2) * x.size(3),
+                                  .channels = x.size(1),
+                                  .weight = weight.data_ptr<float>(),
+                                  .bias = bias.defined() ? bias.data_ptr<float>() : nullptr,
+                                  .classes = weight.size(0),
+                                  .logits = logits.data_ptr<float>()},
+                                 *dtype, stream_of(x));
+  return logits;
+}
+
 #else
+
+std::optional<torch::Tensor> pool_linear(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+  return std::nullopt;
+}
 
 std::optional<torch::Tensor> conv3x3_relu_pool2(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
   return std::nullopt;

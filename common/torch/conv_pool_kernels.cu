@@ -13,6 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxInChannels = 4;
 constexpr int kMaxOutChannels = 32;
+constexpr int kMaxPoolLinearChannels = 8192;  // 32 KB of float32 means per block
 
 using gpu::to_float;
 
@@ -158,7 +159,43 @@ __global__ void __launch_bounds__(kThreads)
   reinterpret_cast<uint4*>(out)[i] = result;
 }
 
+template <typename T>
+__global__ void __launch_bounds__(kThreads) pool_linear_kernel(PoolLinear p) {
+  __shared__ float means[kMaxPoolLinearChannels];
+  const auto channels = static_cast<int>(p.channels), pixels = static_cast<int>(p.pixels);
+  const T* image = static_cast<const T*>(p.x) + static_cast<std::int64_t>(blockIdx.x) * pixels * channels;
+  const float scale = 1.0f / static_cast<float>(pixels);
+  for (int c = static_cast<int>(threadIdx.x); c < channels; c += kThreads) {
+    float sum = 0.0f;
+#pragma unroll 4
+    for (int q = 0; q < pixels; ++q) sum += to_float(image[static_cast<std::int64_t>(q) * channels + c]);
+    means[c] = sum * scale;
+  }
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (auto k = static_cast<int>(threadIdx.x) / 32; k < p.classes; k += kThreads / 32) {
+    const float* row = p.weight + static_cast<std::int64_t>(k) * channels;
+    float dot = 0.0f;
+    for (int c = lane; c < channels; c += 32) dot = fmaf(means[c], row[c], dot);
+    for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_down_sync(0xffffffffu, dot, offset);
+    if (lane == 0) p.logits[blockIdx.x * p.classes + k] = dot + (p.bias != nullptr ? p.bias[k] : 0.0f);
+  }
+}
+
 }  // namespace
+
+bool pool_linear_supports(std::int64_t pixels, std::int64_t channels, std::int64_t classes) {
+  return pixels >= 1 && pixels < (std::int64_t{1} << 31) / kMaxPoolLinearChannels && channels >= 1 &&
+         channels <= kMaxPoolLinearChannels && classes >= 1 && classes < (std::int64_t{1} << 31);
+}
+
+void pool_linear(const PoolLinear& p, DType dtype, cuda::StreamHandle stream) {
+  if (p.n == 0) return;
+  const auto blocks = static_cast<unsigned>(p.n);
+  if (dtype == DType::f32) pool_linear_kernel<float><<<blocks, kThreads, 0, stream>>>(p);
+  else pool_linear_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
+  TANDEM_CUDA_CHECK(cudaGetLastError());
+}
 
 bool conv3x3_relu_pool2_supports(std::int64_t in_channels, std::int64_t out_channels, std::int64_t height,
                                  std::int64_t width) {

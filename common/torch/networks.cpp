@@ -259,6 +259,7 @@ struct ResNet18 : Net {
       h = folded_conv(b->conv2, t, f.weight[k + 1], f.bias[k + 1], shortcut);
       k += b->down_conv ? 3 : 2;
     }
+    if (auto logits = pool_linear(h, fc->weight, fc->bias)) return *logits;
     h = torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
     return dense(fc, h).to(torch::kFloat32);
   }
