@@ -12,6 +12,8 @@
 // conv-BN-ReLU, and ResNet's conv-BN-add-ReLU, is one cuDNN call with the bias, the add and the ReLU
 // in its epilogue (at::cudnn_convolution_relu / _add_relu): no pass over the activations besides the
 // convolutions'. The downsample branch's folded bias joins the bias of the convolution it is added to.
+// ResNet's head (average pool + linear) and the cnn's first block are kernels of their own
+// (conv_pool.hpp).
 // refold() is two launches (weight_kernels.hpp: every weight scaled, cast and made channels-last at
 // once, then every bias), small enough to capture and replay once per followed version.
 //
