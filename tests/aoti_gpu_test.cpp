@@ -20,11 +20,10 @@
 TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
+using testing::kGpu;
 using testing::relative_l2;
 
 namespace {
-
-const torch::Device kGpu(torch::kCUDA, 0);
 
 ModelSpec resnet18() {
   return {.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 4};

@@ -34,11 +34,10 @@
 TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
+using testing::kGpu;
 using testing::relative_l2;
 
 namespace {
-
-const torch::Device kGpu(torch::kCUDA, 0);
 
 // A CIFAR-format cache (uint8 3x32x32, int64 labels) of random samples, removed at scope exit.
 struct CifarCache {

@@ -16,13 +16,8 @@ TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
 using testing::channels_last;
+using testing::kGpu;
 using testing::relative_l2;
-
-namespace {
-
-const torch::Device kGpu(torch::kCUDA, 0);
-
-}  // namespace
 
 TEST_CASE("conv2d_sharing_input's input gradient is the sum of both uses, blended by cuDNN into the other's") {
   REQUIRE(torch::cuda::is_available());

@@ -25,11 +25,10 @@ TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
 using testing::channels_last;
+using testing::kGpu;
 using testing::relative_l2;
 
 namespace {
-
-const torch::Device kGpu(torch::kCUDA, 0);
 
 // A BatchNorm with non-trivial affine parameters and running statistics, on the GPU.
 torch::nn::BatchNorm2d random_bn(std::int64_t channels) {

@@ -15,15 +15,15 @@
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
 #include "tests/harness.hpp"
+#include "tests/tensor_compare.hpp"
 
 TANDEM_GPU_TEST_BINARY();
 
 using namespace tandem;
+using testing::kGpu;
 namespace fs = std::filesystem;
 
 namespace {
-
-const torch::Device kGpu(torch::kCUDA, 0);
 
 // Two classes told apart by the mean brightness of the image.
 std::pair<torch::Tensor, torch::Tensor> bright_or_dark(std::int64_t n, torch::Device device) {
