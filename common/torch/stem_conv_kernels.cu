@@ -25,7 +25,7 @@ using gpu::to_float;
 // that keeps every lane's columns 16-byte aligned. kRows rows per run, not one: the per-run work
 // (the run's indices, two barriers, the patch's loads, the stores' addresses) took more issue slots
 // than the FMAs with one row (Nsight Compute: 68 % of issue slots busy, 2.5 instructions per FMA),
-// and the kRows + 2 patch rows serve 3 kRows rows of taps.
+// and each of the kRows + 2 patch rows is read once for all the output rows (up to 3) it feeds.
 template <int K>
 constexpr int kRunLength = kPixels*(kThreads / K);
 
