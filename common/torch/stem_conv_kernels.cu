@@ -14,8 +14,7 @@ constexpr int kThreads = 256;
 constexpr int kPixels = 8;           // consecutive pixels of one row per thread
 constexpr int kRows = 4;             // output rows per run: each thread kRows x kPixels outputs of one channel
 constexpr int kPartialBlocks = 512;  // weight_grad's first kernel: at most this many blocks, one partial each
-constexpr int kForwardBlocks =
-    512;  // enough to fill a GPU, few enough that each loads its filters once for several runs
+constexpr int kForwardBlocks = 512;  // fills a GPU; each block loads its filters once for several runs
 
 using gpu::from_float;
 using gpu::to_float;
