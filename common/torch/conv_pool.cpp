@@ -76,12 +76,12 @@ std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Te
   if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad()))
     throw std::logic_error("pool_linear is for evaluation: it has no gradient");
   const auto dtype = kernel_dtype(x);
-  const auto on_x = [&](const torch::Tensor& t) {
+  const auto float32_beside_x = [&](const torch::Tensor& t) {
     return t.device() == x.device() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
   };
   if (!dtype || !x.is_cuda() || x.dim() != 4 || !x.is_contiguous(at::MemoryFormat::ChannelsLast) || weight.dim() != 2 ||
-      weight.size(1) != x.size(1) || !on_x(weight) ||
-      (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0) || !on_x(bias))) ||
+      weight.size(1) != x.size(1) || !float32_beside_x(weight) ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0) || !float32_beside_x(bias))) ||
       !conv_pool_kernels::pool_linear_supports(x.size(2) * x.size(3), x.size(1), weight.size(0)))
     return std::nullopt;
   torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
