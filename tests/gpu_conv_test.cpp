@@ -17,6 +17,7 @@
 
 #ifdef TANDEM_TORCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
