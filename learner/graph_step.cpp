@@ -4,7 +4,6 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "common/torch/beside_stream.hpp"
 #include "learner/ddp/grad_sync.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
@@ -90,7 +89,6 @@ struct GraphStep::Impl {
       opt.step_captured();
       opt.zero_grad();
     }
-    join_beside();  // a model whose weight gradients were computed beside and not yet read (beside_stream.hpp)
     torch::NoGradGuard no_grad;
     loss = l.detach();
     correct = logits.detach().argmax(1).eq(fixed.y).sum();
@@ -108,6 +106,14 @@ struct GraphStep::Impl {
       fn();
     }
     cuda_wait(*side, caller);
+  }
+
+  static void cuda_wait(const c10::cuda::CUDAStream& first, const c10::cuda::CUDAStream& then) {
+    cudaEvent_t e = nullptr;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    C10_CUDA_CHECK(cudaEventRecord(e, first.stream()));
+    C10_CUDA_CHECK(cudaStreamWaitEvent(then.stream(), e, 0));
+    C10_CUDA_CHECK(cudaEventDestroy(e));
   }
 
   // Records the body; false (and nothing changed on the device) when capture is refused.

@@ -1,25 +1,16 @@
 // GPU: Tandem's convolution paths against ATen's: the residual block input's gradient blended by
-// cuDNN's graph API and the weight gradients computed beside the data gradients
-// (common/torch/cudnn_conv.hpp), and the first convolution's kernels (common/torch/stem_conv.hpp).
-// Without a GPU this binary prints SKIP and exits 77.
+// cuDNN's graph API (common/torch/cudnn_conv.hpp) and the first convolution's kernels
+// (common/torch/stem_conv.hpp). Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 
 #include <string>
-#include <vector>
 
 #include "common/torch/cudnn_conv.hpp"
 #include "common/torch/stem_conv.hpp"
-#include "common/torch/weight_prep.hpp"
 #include "tests/harness.hpp"
 #include "tests/tensor_compare.hpp"
-
-#ifdef TANDEM_TORCH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 TANDEM_GPU_TEST_BINARY();
 
@@ -43,7 +34,7 @@ TEST_CASE("conv2d_sharing_input's input gradient is the sum of both uses, blende
         const torch::Tensor g2 = channels_last(torch::randn({8, 64, 16, 16}, kGpu).to(dtype));
 
         const torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
-        const auto [y, x_again] = conv2d_sharing_input(x, w, {stride, stride}, {1, 1}, WeightGradOn::current_stream);
+        const auto [y, x_again] = conv2d_sharing_input(x, w, {stride, stride}, {1, 1});
         torch::Tensor kept;  // a hook holding the other use's gradient: then it is not to be written
         if (kept_elsewhere) x_again.register_hook([&](const torch::Tensor& g) { kept = g; });
         const torch::Tensor g1 = channels_last(torch::randn_like(y));
@@ -59,57 +50,6 @@ TEST_CASE("conv2d_sharing_input's input gradient is the sum of both uses, blende
         if (kept_elsewhere) CHECK(torch::equal(kept, g2));  // x_again's gradient, d(x_again * g2) = g2
       }
 }
-
-#ifdef TANDEM_TORCH_CUDA
-// Deterministic cuDNN picks the same kernels on either stream, so the gradients are the same bits;
-// the captured graph's replays too, which also shows the join closing the side stream's branch
-// (CUDA refuses to end a capture with it open).
-TEST_CASE("weight gradients computed beside the data gradients equal those computed in line, eager and replayed") {
-  REQUIRE(torch::cuda::is_available());
-  REQUIRE(channels_last_weights_join_beside());
-  const bool benchmark = at::globalContext().benchmarkCuDNN(), deterministic = at::globalContext().deterministicCuDNN();
-  at::globalContext().setBenchmarkCuDNN(false);
-  at::globalContext().setDeterministicCuDNN(true);
-  torch::manual_seed(9);
-  const torch::Tensor x0 = channels_last(torch::randn({16, 64, 8, 8}, kGpu));
-  const torch::Tensor w1 = (torch::randn({128, 64, 3, 3}, kGpu) * 0.05).requires_grad_();
-  const torch::Tensor w2 = (torch::randn({128, 128, 3, 3}, kGpu) * 0.05).requires_grad_();
-  const torch::Tensor g = channels_last(torch::randn({16, 128, 4, 4}, kGpu));
-  // Two convolutions in a row: the second's weight gradient runs beside the first's data gradient.
-  const auto grads = [&](WeightGradOn on) {
-    const torch::Tensor x = x0.detach().requires_grad_();
-    const std::vector<torch::Tensor> w = channels_last_weights({w1, w2}, torch::kFloat32);
-    const auto [h, x_again] = conv2d_sharing_input(x, w[0], {2, 2}, {1, 1}, on);
-    const torch::Tensor y = conv2d_weight_grad_on(torch::relu(h), w[1], {1, 1}, {1, 1}, on);
-    return torch::autograd::grad({(y * g).sum() + x_again.sum()}, {w1, w2, x});
-  };
-  const std::vector<torch::Tensor> in_line = grads(WeightGradOn::current_stream);
-  const std::vector<torch::Tensor> beside = grads(WeightGradOn::beside);
-  for (std::size_t i = 0; i < in_line.size(); ++i) CHECK(torch::equal(beside[i], in_line[i]));
-
-  at::cuda::CUDAGraph graph;
-  std::vector<torch::Tensor> captured;
-  {
-    const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, 0);
-    torch::cuda::synchronize();
-    const c10::cuda::CUDAStreamGuard on_side(side);
-    (void)grads(WeightGradOn::beside);  // warm-up
-    graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    captured = grads(WeightGradOn::beside);
-    graph.capture_end();
-    torch::cuda::synchronize();
-  }
-  for (int replay = 0; replay < 3; ++replay) {
-    CAPTURE(replay);
-    for (const torch::Tensor& t : captured) t.zero_();
-    graph.replay();
-    torch::cuda::synchronize();
-    for (std::size_t i = 0; i < in_line.size(); ++i) CHECK(torch::equal(captured[i], in_line[i]));
-  }
-  at::globalContext().setBenchmarkCuDNN(benchmark);
-  at::globalContext().setDeterministicCuDNN(deterministic);
-}
-#endif
 
 TEST_CASE("conv_dgrad_accumulate adds the data gradient to what dx holds") {
   REQUIRE(torch::cuda::is_available());

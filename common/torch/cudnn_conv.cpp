@@ -6,8 +6,6 @@
 #include <array>
 #include <cstdint>
 
-#include "common/torch/beside_stream.hpp"
-
 #if defined(TANDEM_TORCH_CUDA) && defined(TANDEM_HAVE_CUDNN)
 #include <ATen/cuda/CUDAEvent.h>
 #include <cuda_runtime.h>
@@ -41,68 +39,25 @@ std::tuple<Tensor, Tensor, Tensor> conv_backward(const Tensor& dy, const Tensor&
 
 namespace {
 
-// What both convolutions below save for their backward, and the one spelling of their forward.
-Tensor save_and_convolve(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w,
-                         at::IntArrayRef stride, at::IntArrayRef padding, WeightGradOn weight_grad_on) {
-  ctx->save_for_backward({x, w});
-  ctx->saved_data["stride"] = stride.vec();
-  ctx->saved_data["padding"] = padding.vec();
-  ctx->saved_data["beside"] = weight_grad_on == WeightGradOn::beside;
-  return at::convolution(x, w, {}, stride, padding, kDilation, false, kNoOutputPadding, 1);
-}
-
-struct Saved {
-  Tensor x, w;
-  std::vector<std::int64_t> stride, padding;
-  bool beside;
-};
-
-Saved saved_of(torch::autograd::AutogradContext* ctx) {
-  const auto saved = ctx->get_saved_variables();
-  return {saved[0], saved[1], ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
-          ctx->saved_data["beside"].toBool()};
-}
-
-// The weight gradient, beside the data gradients' chain where the forward's caller allowed it.
-Tensor weight_grad(const Saved& s, const Tensor& dy) {
-  const auto dw = [&] { return std::get<1>(conv_backward(dy, s.x, s.w, s.stride, s.padding, {false, true, false})); };
-  return s.beside ? run_beside(dw, {dy, s.x, s.w}) : dw();
-}
-
-struct Conv : torch::autograd::Function<Conv> {
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w, at::IntArrayRef stride,
-                        at::IntArrayRef padding, WeightGradOn weight_grad_on) {
-    return save_and_convolve(ctx, x, w, stride, padding, weight_grad_on);
-  }
-
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    const Saved s = saved_of(ctx);
-    const Tensor& dy = grads[0];
-    Tensor dx, dw;
-    if (ctx->needs_input_grad(1)) dw = weight_grad(s, dy);
-    if (ctx->needs_input_grad(0))
-      dx = std::get<0>(conv_backward(dy, s.x, s.w, s.stride, s.padding, {true, false, false}));
-    return {dx, dw, Tensor(), Tensor(), Tensor()};
-  }
-};
-
 struct ConvSharingInput : torch::autograd::Function<ConvSharingInput> {
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, const Tensor& x, const Tensor& w,
-                                              at::IntArrayRef stride, at::IntArrayRef padding,
-                                              WeightGradOn weight_grad_on) {
+                                              at::IntArrayRef stride, at::IntArrayRef padding) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["stride"] = stride.vec();
+    ctx->saved_data["padding"] = padding.vec();
     ctx->set_materialize_grads(false);  // an unused second output brings no gradient, not zeros
-    return {save_and_convolve(ctx, x, w, stride, padding, weight_grad_on), x};
+    return {at::convolution(x, w, {}, stride, padding, kDilation, false, kNoOutputPadding, 1), x};
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const Saved s = saved_of(ctx);
-    const Tensor &x = s.x, &w = s.w, &dy = grads[0], &other = grads[1];
-    const std::vector<std::int64_t>&stride = s.stride, &padding = s.padding;
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &w = saved[1], &dy = grads[0], &other = grads[1];
+    const std::vector<std::int64_t> stride = ctx->saved_data["stride"].toIntVector();
+    const std::vector<std::int64_t> padding = ctx->saved_data["padding"].toIntVector();
     Tensor dx, dw;
-    if (!dy.defined()) return {other, Tensor(), Tensor(), Tensor(), Tensor()};
-    if (ctx->needs_input_grad(1)) dw = weight_grad(s, dy);
+    if (!dy.defined()) return {other, Tensor(), Tensor(), Tensor()};
+    if (ctx->needs_input_grad(1)) dw = std::get<1>(conv_backward(dy, x, w, stride, padding, {false, true, false}));
     if (ctx->needs_input_grad(0)) {
       // `other` is ours to write when only autograd's hand-over (its list and our copy of it) holds
       // it and nothing else shares its memory.
@@ -114,20 +69,15 @@ struct ConvSharingInput : torch::autograd::Function<ConvSharingInput> {
         if (other.defined()) dx.add_(other);
       }
     }
-    return {dx, dw, Tensor(), Tensor(), Tensor()};
+    return {dx, dw, Tensor(), Tensor()};
   }
 };
 
 }  // namespace
 
-Tensor conv2d_weight_grad_on(const Tensor& x, const Tensor& w, at::IntArrayRef stride, at::IntArrayRef padding,
-                             WeightGradOn weight_grad_on) {
-  return Conv::apply(x, w, stride, padding, weight_grad_on);
-}
-
 std::pair<Tensor, Tensor> conv2d_sharing_input(const Tensor& x, const Tensor& w, at::IntArrayRef stride,
-                                               at::IntArrayRef padding, WeightGradOn weight_grad_on) {
-  const torch::autograd::tensor_list out = ConvSharingInput::apply(x, w, stride, padding, weight_grad_on);
+                                               at::IntArrayRef padding) {
+  const torch::autograd::tensor_list out = ConvSharingInput::apply(x, w, stride, padding);
   return {out[0], out[1]};
 }
 

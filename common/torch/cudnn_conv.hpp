@@ -1,21 +1,15 @@
-// Convolutions whose backward Tandem controls, where ATen's do not do what a step needs:
+// Convolutions through cuDNN's graph API (cudnn_graph.hpp), where ATen's do not do what a step
+// needs. Today one: a residual block's input gradient without the add.
 //
-//   Tensor y = conv2d_weight_grad_on(x, w, stride, padding, WeightGradOn::beside);
-//   auto [y, x_again] = conv2d_sharing_input(x, w, stride, padding, WeightGradOn::beside);
+//   auto [y, x_again] = conv2d_sharing_input(x, w, stride, padding);   // y = conv2d(x, w)
 //   ... use x_again, not x, wherever else the block reads its input (shortcut, downsample) ...
 //
-// Both compute y = conv2d(x, w) (dilation 1, one group, no bias) as ATen does; their backward
-// computes the data and weight gradients as two calls, the weight's beside the backward's chain of
-// data gradients (beside_stream.hpp) when the caller passes WeightGradOn::beside. That caller
-// promises that whatever reads the weight gradient joins first (join_beside): channels_last_weights'
-// backward does (weight_prep.hpp). Values: the same kernels either way.
-//
-// conv2d_sharing_input, why: a block's input x feeds its first convolution and its shortcut, so
-// autograd sums two gradients for x: an add kernel reading both and writing a third tensor, 3
-// passes over every block input (8 launches, 0.11 ms of a ResNet-18 step at batch 128 on an H200,
-// more at 512). Handing the shortcut `x_again`, a second output of this op, makes autograd bring the
-// shortcut's gradient to this op's backward, which has cuDNN blend its data gradient into that
-// tensor (conv_dgrad_accumulate, beta = 1): the sum costs one extra read inside the dgrad kernel.
+// Why: a block's input x feeds its first convolution and its shortcut, so autograd sums two
+// gradients for x: an add kernel reading both and writing a third tensor, 3 passes over every
+// block input (8 launches, 0.11 ms of a ResNet-18 step at batch 128 on an H200, more at 512).
+// Handing the shortcut `x_again`, a second output of this op, makes autograd bring the shortcut's
+// gradient to this op's backward, which has cuDNN blend its data gradient into that tensor
+// (conv_dgrad_accumulate, beta = 1): the sum costs one extra read inside the dgrad kernel.
 // The blend writes into the gradient autograd hands over, so it is taken only where that tensor is
 // provably this op's alone (no other reference to it or its storage: the fused BatchNorm and ATen's
 // convolutions make fresh ones); otherwise, and wherever cuDNN has no engine for the blend, it
@@ -25,8 +19,8 @@
 // channels-last contiguous float32 or bfloat16 CUDA tensors. The plan per shape is made on first
 // use: cuDNN's heuristics' candidates, timed (on scratch memory) unless the stream is being
 // captured, when the heuristics' first is taken. False: this build or this cuDNN cannot.
-// Threads: any (the plan cache is locked); work goes on the current CUDA stream (and the side
-// stream), nothing waits for the device except the one-time timing.
+// Threads: any (the plan cache is locked); work goes on the current CUDA stream, nothing waits
+// for the device except the one-time timing.
 #pragma once
 
 #include <torch/types.h>
@@ -44,15 +38,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_backward(const torc
                                                                       at::IntArrayRef padding,
                                                                       std::array<bool, 3> mask);
 
-// Where a convolution's backward computes its weight gradient.
-enum class WeightGradOn { current_stream, beside };
-
-torch::Tensor conv2d_weight_grad_on(const torch::Tensor& x, const torch::Tensor& w, at::IntArrayRef stride,
-                                    at::IntArrayRef padding, WeightGradOn weight_grad_on);
-
 std::pair<torch::Tensor, torch::Tensor> conv2d_sharing_input(const torch::Tensor& x, const torch::Tensor& w,
-                                                             at::IntArrayRef stride, at::IntArrayRef padding,
-                                                             WeightGradOn weight_grad_on);
+                                                             at::IntArrayRef stride, at::IntArrayRef padding);
 
 bool conv_dgrad_accumulate(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& dx,
                            at::IntArrayRef stride, at::IntArrayRef padding);

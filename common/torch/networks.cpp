@@ -72,21 +72,19 @@ class ConvWeights {
     params.reserve(convs.size());
     for (const nn::Conv2d& c : convs) params.push_back(c->weight);
     weights_ = channels_last_weights(params, dtype);
-    if (channels_last_weights_join_beside()) weight_grad_on_ = WeightGradOn::beside;
   }
-  // On the GPU each weight gradient is computed beside the data gradients (cudnn_conv.hpp).
   Tensor operator()(nn::Conv2d& c, const Tensor& x) const {
     if (weights_.empty()) return c->forward(x);
     const Tensor& w = weight_of(c);
     if (stem_conv_applies(x, w, c->options.stride(), padding_of(w))) return stem_conv3x3(x, w);
-    return conv2d_weight_grad_on(x, w, c->options.stride(), padding_of(w), weight_grad_on_);
+    return conv_with(c, x, w);
   }
   // (c applied to x, x again to read in x's other uses): on the GPU the two uses' gradients meet in
   // cuDNN's data-gradient kernel instead of an add (cudnn_conv.hpp).
   std::pair<Tensor, Tensor> sharing_input(nn::Conv2d& c, const Tensor& x) const {
     if (weights_.empty()) return {c->forward(x), x};
     const Tensor& w = weight_of(c);
-    return conv2d_sharing_input(x, w, c->options.stride(), padding_of(w), weight_grad_on_);
+    return conv2d_sharing_input(x, w, c->options.stride(), padding_of(w));
   }
 
  private:
@@ -98,7 +96,6 @@ class ConvWeights {
 
   const std::vector<nn::Conv2d>& convs_;
   std::vector<Tensor> weights_;
-  WeightGradOn weight_grad_on_ = WeightGradOn::current_stream;
 };
 
 // A folded convolution (BatchNorm inside its weight and bias) with the ReLU and the add in cuDNN's

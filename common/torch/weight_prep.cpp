@@ -6,7 +6,6 @@
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
 
-#include "common/torch/beside_stream.hpp"
 #include "common/torch/weight_kernels.hpp"
 #endif
 
@@ -51,7 +50,6 @@ struct ToChannelsLast : torch::autograd::Function<ToChannelsLast> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    join_beside();  // the convolutions' weight gradients may still be in the making beside
     const auto type = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
     torch::autograd::variable_list out(grads.size() + 1);  // + the dtype argument's (none)
     std::vector<Tensor> in;                                // keeps converted gradients alive until the launch
@@ -75,8 +73,6 @@ std::vector<Tensor> channels_last_weights(const std::vector<Tensor>& weights, to
   return ToChannelsLast::apply(at::TensorList(weights), static_cast<std::int64_t>(dtype));
 }
 
-bool channels_last_weights_join_beside() { return true; }
-
 #else
 
 std::vector<Tensor> channels_last_weights(const std::vector<Tensor>& weights, torch::ScalarType dtype) {
@@ -85,8 +81,6 @@ std::vector<Tensor> channels_last_weights(const std::vector<Tensor>& weights, to
   for (const Tensor& w : weights) out.push_back(w.to(dtype).contiguous(at::MemoryFormat::ChannelsLast));
   return out;
 }
-
-bool channels_last_weights_join_beside() { return false; }
 
 #endif
 

@@ -11,9 +11,6 @@
 // gradients come back as float32 in the parameters' layout in one more (weight_kernels.hpp). An
 // autograd op: gradients flow to the parameters given.
 // Without the GPU kernels (a build without nvcc) each weight converts through ATen instead.
-// The backward joins the weight gradients computed beside the data gradients (beside_stream.hpp)
-// before it reads them, so convolutions on these weights may compute theirs there: where
-// channels_last_weights_join_beside() says so (this build's kernels; ATen's conversion cannot).
 // Threads: the caller's; kernels go on the current CUDA stream.
 #pragma once
 
@@ -24,6 +21,5 @@
 namespace tandem {
 
 std::vector<torch::Tensor> channels_last_weights(const std::vector<torch::Tensor>& weights, torch::ScalarType dtype);
-bool channels_last_weights_join_beside();
 
 }  // namespace tandem

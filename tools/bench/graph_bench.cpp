@@ -12,7 +12,6 @@
 
 #include "actor/graph_eval.hpp"
 #include "common/error.hpp"
-#include "common/torch/beside_stream.hpp"
 #include "common/torch/bn_act.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
@@ -217,7 +216,6 @@ int bench_graph(const GraphBenchOptions& o) {
   bn_act_set_backend(o.bn_backend == "cudnn"    ? BnBackend::cudnn
                      : o.bn_backend == "tandem" ? BnBackend::tandem
                                                 : BnBackend::automatic);
-  set_beside_enabled(o.weight_grads == "beside");
 
   std::vector<Result> ours;
   const std::vector<std::string> precisions = split_list(o.precisions);
@@ -239,7 +237,6 @@ int bench_graph(const GraphBenchOptions& o) {
     }
   Json line{{"bench", "graph"},
             {"bn_backend", o.bn_backend},
-            {"weight_grads", o.weight_grads},
             {"cudnn_benchmark_limit", at::globalContext().benchmarkLimitCuDNN()}};
   Json results = Json::array();
   for (const Result& r : ours) results.push_back(to_json(r));

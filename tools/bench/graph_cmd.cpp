@@ -20,10 +20,6 @@ void add_graph_command(CLI::App& app) {
                   "the fused BatchNorm's kernels: auto (cuDNN from 64 channels), tandem or cudnn")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tandem", "cudnn"}));
-  cmd->add_option("--weight-grads", o.weight_grads,
-                  "the convolutions' weight gradients: beside the data gradients on a second stream, or current")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"beside", "current"}));
   cmd->add_option("--cudnn-benchmark-limit", o.cudnn_benchmark_limit,
                   "cuDNN plans timed per convolution, ours and the peer's (0: all; default: ATen's 10)")
       ->check(CLI::Range(0, 1000000));

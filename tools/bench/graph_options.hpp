@@ -26,10 +26,7 @@ struct GraphBenchOptions {
   // (ATen's benchmark_limit; 0: every plan). Unset: ATen's default, 10.
   std::optional<int> cudnn_benchmark_limit;
   std::string bn_backend = "auto";  // the fused BatchNorm's kernels: auto, tandem or cudnn (bn_act.hpp)
-  // Where the convolutions' weight gradients run: "beside" the data gradients (the default) or on the
-  // "current" stream with them (beside_stream.hpp).
-  std::string weight_grads = "beside";
-  bool profile = false;  // also print each graphed step's costliest kernels (kernel_profile.hpp)
+  bool profile = false;             // also print each graphed step's costliest kernels (kernel_profile.hpp)
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;
