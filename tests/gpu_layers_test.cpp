@@ -322,38 +322,51 @@ TEST_CASE("conv3x3_relu_pool2 gives ATen's conv, bias, ReLU and max-pool in any 
   CHECK_FALSE(conv3x3_relu_pool2(x.to(torch::kBFloat16), w16, torch::randn({16}, kGpu)).has_value());
 }
 
-TEST_CASE("pool_linear gives ATen's average pool and linear layer, and declines what it does not take") {
+TEST_CASE(
+    "pool_linear gives ATen's average pool and linear layer and their gradients, and declines what it does not take") {
   REQUIRE(torch::cuda::is_available());
-  torch::NoGradGuard no_grad;
   torch::manual_seed(11);
   struct Case {
     std::int64_t n, channels, side, classes;
     bool bias;
   };
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16})
-    for (const Case c : {Case{6, 512, 4, 10, true}, Case{3, 600, 7, 37, false}, Case{2, 5, 1, 1, true}}) {
+    for (const Case c :
+         {Case{6, 512, 4, 10, true}, Case{3, 600, 7, 37, false}, Case{2, 5, 1, 1, true}, Case{70, 64, 2, 3, true}}) {
       const std::string type = c10::toString(dtype);
       CAPTURE(type);
       CAPTURE(c.channels);
       CAPTURE(c.side);
-      const torch::Tensor x = channels_last(torch::randn({c.n, c.channels, c.side, c.side}, kGpu).to(dtype));
-      const torch::Tensor w = torch::randn({c.classes, c.channels}, kGpu);
-      const torch::Tensor b = c.bias ? torch::randn({c.classes}, kGpu) : torch::Tensor();
-      const torch::Tensor want = torch::linear(torch::adaptive_avg_pool2d(x.to(torch::kFloat32), {1, 1}).flatten(1), w,
-                                               b);
+      const torch::Tensor x0 = channels_last(torch::randn({c.n, c.channels, c.side, c.side}, kGpu).to(dtype));
+      const torch::Tensor w0 = torch::randn({c.classes, c.channels}, kGpu);
+      const torch::Tensor b0 = c.bias ? torch::randn({c.classes}, kGpu) : torch::Tensor();
+      const torch::Tensor g = torch::randn({c.n, c.classes}, kGpu);
+      const auto leaf = [](const torch::Tensor& t) { return t.defined() ? t.clone().requires_grad_() : t; };
+      const torch::Tensor x = leaf(x0), w = leaf(w0), b = leaf(b0), rx = leaf(x0), rw = leaf(w0), rb = leaf(b0);
+
+      const torch::Tensor want = torch::linear(torch::adaptive_avg_pool2d(rx.to(torch::kFloat32), {1, 1}).flatten(1),
+                                               rw, rb);
       const std::optional<torch::Tensor> got = pool_linear(x, w, b);
       REQUIRE(got.has_value());
       CHECK((got->scalar_type() == torch::kFloat32));
       CHECK(got->sizes() == want.sizes());
       CHECK(relative_l2(*got, want) < 1e-5);
+      {
+        torch::NoGradGuard no_grad;  // evaluation: the same logits
+        CHECK(torch::equal(pool_linear(x0, w0, b0).value(), *got));
+      }
+      (*got * g).sum().backward();
+      (want * g).sum().backward();
+      CHECK((x.grad().scalar_type() == dtype));
+      CHECK(x.grad().is_contiguous(at::MemoryFormat::ChannelsLast));
+      CHECK(relative_l2(x.grad(), rx.grad()) < (dtype == torch::kFloat32 ? 1e-5 : 1e-2));  // bf16: its rounding
+      CHECK(relative_l2(w.grad(), rw.grad()) < 1e-5);
+      if (c.bias) CHECK(relative_l2(b.grad(), rb.grad()) < 1e-5);
     }
   const torch::Tensor w = torch::randn({10, 8}, kGpu);
   CHECK_FALSE(pool_linear(torch::randn({2, 8, 4, 4}, kGpu), w, {}).has_value());  // not channels-last
   CHECK_FALSE(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w.to(torch::kBFloat16), {}).has_value());
   CHECK_FALSE(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w, torch::randn({9}, kGpu)).has_value());
-  torch::GradMode::set_enabled(true);
-  CHECK_THROWS_AS(pool_linear(channels_last(torch::randn({2, 8, 4, 4}, kGpu)), w.requires_grad_(), {}),
-                  std::logic_error);
 }
 
 TEST_CASE("max_pool2 equals ATen's max-pool bit for bit, NaN included") {

@@ -1,9 +1,10 @@
 #include "common/torch/conv_pool.hpp"
 
 #include <ATen/Functions.h>
+#include <torch/autograd.h>
 
 #include <cstdint>
-#include <stdexcept>
+#include <vector>
 
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
@@ -71,10 +72,69 @@ torch::Tensor max_pool2(const torch::Tensor& x) {
   return out;
 }
 
+namespace {
+
+// The head as an autograd op: the forward keeps the per-image means (float32 [N, C], 2 KB an image
+// at 512 channels) where a gradient will be asked for, the backward is one launch.
+struct PoolLinearOp : torch::autograd::Function<PoolLinearOp> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias, bool keep_means) {
+    const std::int64_t pixels = x.size(2) * x.size(3);
+    torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
+    torch::Tensor means = keep_means ? torch::empty({x.size(0), x.size(1)}, weight.options()) : torch::Tensor();
+    conv_pool_kernels::pool_linear({.x = x.data_ptr(),
+                                    .n = x.size(0),
+                                    .pixels = pixels,
+                                    .channels = x.size(1),
+                                    .weight = weight.data_ptr<float>(),
+                                    .bias = bias.defined() ? bias.data_ptr<float>() : nullptr,
+                                    .classes = weight.size(0),
+                                    .logits = logits.data_ptr<float>(),
+                                    .means = keep_means ? means.data_ptr<float>() : nullptr},
+                                   *kernel_dtype(x), stream_of(x));
+    if (keep_means) {
+      ctx->save_for_backward({weight, means});
+      ctx->saved_data["x_sizes"] = x.sizes().vec();
+      ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
+      ctx->saved_data["bias"] = bias.defined();
+    }
+    return logits;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &weight = saved[0], &means = saved[1];
+    const torch::Tensor dlogits = grads[0].to(torch::kFloat32).contiguous();
+    const std::vector<std::int64_t> sizes = ctx->saved_data["x_sizes"].toIntVector();
+    const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const torch::Tensor dx = torch::empty(sizes,
+                                          weight.options().dtype(dtype).memory_format(at::MemoryFormat::ChannelsLast));
+    const torch::Tensor dweight = torch::empty_like(weight);
+    const bool has_bias = ctx->saved_data["bias"].toBool();
+    const torch::Tensor dbias = has_bias ? torch::empty({weight.size(0)}, weight.options()) : torch::Tensor();
+    conv_pool_kernels::pool_linear_backward({.dlogits = dlogits.data_ptr<float>(),
+                                             .weight = weight.data_ptr<float>(),
+                                             .means = means.data_ptr<float>(),
+                                             .n = sizes[0],
+                                             .pixels = sizes[2] * sizes[3],
+                                             .channels = sizes[1],
+                                             .classes = weight.size(0),
+                                             .dx = dx.data_ptr(),
+                                             .dweight = dweight.data_ptr<float>(),
+                                             .dbias = has_bias ? dbias.data_ptr<float>() : nullptr},
+                                            *kernel_dtype(dx), stream_of(dx));
+    const auto wanted = [&](std::size_t i, const torch::Tensor& g) {
+      return ctx->needs_input_grad(i) ? g : torch::Tensor();
+    };
+    return {wanted(0, dx), wanted(1, dweight), wanted(2, dbias), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
 std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Tensor& weight,
                                          const torch::Tensor& bias) {
-  if (torch::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad()))
-    throw std::logic_error("pool_linear is for evaluation: it has no gradient");
   const auto dtype = kernel_dtype(x);
   const auto float32_beside_x = [&](const torch::Tensor& t) {
     return t.device() == x.device() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
@@ -84,17 +144,9 @@ std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Te
       (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0) || !float32_beside_x(bias))) ||
       !conv_pool_kernels::pool_linear_supports(x.size(2) * x.size(3), x.size(1), weight.size(0)))
     return std::nullopt;
-  torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
-  conv_pool_kernels::pool_linear({.x = x.data_ptr(),
-                                  .n = x.size(0),
-                                  .pixels = x.size(2) * x.size(3),
-                                  .channels = x.size(1),
-                                  .weight = weight.data_ptr<float>(),
-                                  .bias = bias.defined() ? bias.data_ptr<float>() : nullptr,
-                                  .classes = weight.size(0),
-                                  .logits = logits.data_ptr<float>()},
-                                 *dtype, stream_of(x));
-  return logits;
+  const bool keep_means = torch::GradMode::is_enabled() &&
+                          (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+  return PoolLinearOp::apply(x, weight, bias, keep_means);
 }
 
 #else

@@ -1,6 +1,6 @@
-// A folded evaluation's pooling layers on the GPU, fused with their neighbours through
-// conv_pool_kernels.hpp (which says why): the conv-ReLU-max-pool blocks of the built-in cnn (or any
-// network's first conv3x3 block), and ResNet-18's head, the average pool and the linear layer.
+// Pooling layers on the GPU, fused with their neighbours through conv_pool_kernels.hpp (which says
+// why): a folded evaluation's conv-ReLU-max-pool blocks of the built-in cnn (or any network's first
+// conv3x3 block), and ResNet-18's head, the average pool and the linear layer, in training too.
 //
 //   torch::Tensor h = conv3x3_relu_pool2(x, folded.weight[0], folded.bias[0]).value_or(fallback);
 //   h = max_pool2(folded_conv(conv2, h, ...));
@@ -31,8 +31,10 @@ torch::Tensor max_pool2(const torch::Tensor& x);
 
 // linear(adaptive_avg_pool2d(x, 1).flatten(1), weight, bias) as float32 logits [N, classes], for a
 // channels-last float32 or bfloat16 GPU activation x [N, C, H, W] and float32 weight [classes, C]
-// and bias [classes] (or none). No gradient: for evaluation. nullopt where the kernel does not take
-// these (a build without GPU kernels, other dtypes or layouts, over 8192 channels).
+// and bias [classes] (or none). An autograd op: x's gradient comes back channels-last in x's dtype,
+// the weight's and bias's in float32 (with bf16 activations the head multiplies in float32, where
+// torch.autocast would use bf16). nullopt where the kernel does not take these (a build without
+// GPU kernels, other dtypes or layouts, over 8192 channels).
 std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Tensor& weight,
                                          const torch::Tensor& bias);
 

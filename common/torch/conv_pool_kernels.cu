@@ -15,6 +15,7 @@ constexpr int kMaxInChannels = 4;
 constexpr int kMaxOutChannels = 32;
 constexpr int kMaxPoolLinearChannels = 8192;  // 32 KB of float32 means per block
 
+using gpu::from_float;
 using gpu::to_float;
 
 // ATen's max-pool lets NaN win; fmaxf would drop it.
@@ -170,6 +171,7 @@ __global__ void __launch_bounds__(kThreads) pool_linear_kernel(PoolLinear p) {
 #pragma unroll 4
     for (int q = 0; q < pixels; ++q) sum += to_float(image[static_cast<std::int64_t>(q) * channels + c]);
     means[c] = sum * scale;
+    if (p.means != nullptr) p.means[static_cast<std::int64_t>(blockIdx.x) * channels + c] = sum * scale;
   }
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -182,7 +184,48 @@ __global__ void __launch_bounds__(kThreads) pool_linear_kernel(PoolLinear p) {
   }
 }
 
+// Blocks [0, N): image n's input gradient, (dlogits[n] . W) / pixels in each of its pixels. Blocks
+// [N, N + classes): class k's weight gradient, sum over n of dlogits[n, k] * means[n], and its bias's.
+// Every sum in a fixed order: the same bits on every run.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) pool_linear_backward_kernel(PoolLinearBackward p) {
+  const auto channels = static_cast<int>(p.channels), classes = static_cast<int>(p.classes);
+  if (blockIdx.x < p.n) {
+    const std::int64_t n = blockIdx.x;
+    const float* dl = p.dlogits + n * classes;
+    const float scale = 1.0f / static_cast<float>(p.pixels);
+    T* image = static_cast<T*>(p.dx) + n * p.pixels * channels;
+    for (int c = static_cast<int>(threadIdx.x); c < channels; c += kThreads) {
+      float g = 0.0f;
+      for (int k = 0; k < classes; ++k)
+        g = fmaf(__ldg(dl + k), p.weight[static_cast<std::int64_t>(k) * channels + c], g);
+      const T v = from_float<T>(g * scale);
+      for (std::int64_t q = 0; q < p.pixels; ++q) image[q * channels + c] = v;
+    }
+    return;
+  }
+  const std::int64_t k = blockIdx.x - p.n;
+  for (int c = static_cast<int>(threadIdx.x); c < channels; c += kThreads) {
+    float g = 0.0f;
+    for (std::int64_t n = 0; n < p.n; ++n) g = fmaf(__ldg(p.dlogits + n * classes + k), p.means[n * channels + c], g);
+    p.dweight[k * channels + c] = g;
+  }
+  if (p.dbias == nullptr || threadIdx.x >= 32) return;
+  float sum = 0.0f;
+  for (std::int64_t n = threadIdx.x; n < p.n; n += 32) sum += p.dlogits[n * classes + k];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x == 0) p.dbias[k] = sum;
+}
+
 }  // namespace
+
+void pool_linear_backward(const PoolLinearBackward& p, DType dtype, cuda::StreamHandle stream) {
+  if (p.n == 0) return;
+  const auto blocks = static_cast<unsigned>(p.n + p.classes);
+  if (dtype == DType::f32) pool_linear_backward_kernel<float><<<blocks, kThreads, 0, stream>>>(p);
+  else pool_linear_backward_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
+  TANDEM_CUDA_CHECK(cudaGetLastError());
+}
 
 bool pool_linear_supports(std::int64_t pixels, std::int64_t channels, std::int64_t classes) {
   return pixels >= 1 && pixels < (std::int64_t{1} << 31) / kMaxPoolLinearChannels && channels >= 1 &&

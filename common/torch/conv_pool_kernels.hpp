@@ -14,7 +14,10 @@
 //   launch with float32 logits (ATen: a reduction, cuBLAS's split-K GEMM for [N, C] x [C, classes]
 //   and its memset, ~0.02 ms at ResNet-18's batch 128 on an H200 for ~4 MB of reads). A block per
 //   image: its threads average the image's pixels per channel into shared memory, then each warp
-//   takes classes, a dot product over the channels.
+//   takes classes, a dot product over the channels. Its backward is one more launch
+//   (pool_linear_backward: ATen's is two GEMMs, a reduction for the bias and the pool's broadcast):
+//   a block per image writes its input gradient, a block per class its weight and bias gradients
+//   from the means the forward kept.
 // The max-pools propagate NaN as ATen's does. Everything accumulates in float32. Each call
 // enqueues on `stream` and never synchronises.
 #pragma once
@@ -54,11 +57,23 @@ struct PoolLinear {
   const float* bias = nullptr;    // float32 [classes], or null
   std::int64_t classes = 0;
   float* logits = nullptr;  // float32 [N, classes]
+  float* means = nullptr;   // float32 [N, C]: the pooled means, kept for the backward; or null
+};
+
+struct PoolLinearBackward {
+  const float* dlogits = nullptr;  // float32 [N, classes]
+  const float* weight = nullptr;   // float32 [classes, C]
+  const float* means = nullptr;    // float32 [N, C]: the forward's
+  std::int64_t n = 0, pixels = 0, channels = 0, classes = 0;
+  void* dx = nullptr;        // dtype [N, pixels, C]: channels-last
+  float* dweight = nullptr;  // float32 [classes, C]
+  float* dbias = nullptr;    // float32 [classes], or null
 };
 
 // Whether pool_linear takes these sizes: at least one of each, and at most 8192 channels (their
 // means are held in a block's shared memory).
 bool pool_linear_supports(std::int64_t pixels, std::int64_t channels, std::int64_t classes);
 void pool_linear(const PoolLinear& p, DType dtype, cuda::StreamHandle stream);
+void pool_linear_backward(const PoolLinearBackward& p, DType dtype, cuda::StreamHandle stream);
 
 }  // namespace tandem::conv_pool_kernels

@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -233,6 +234,7 @@ struct ResNet18 : Net {
     Tensor h = bn_act(*bn1, w(conv1, in));
     for (auto& b : blocks) h = b->forward(h, w);
     counts.apply();
+    if (std::optional<Tensor> logits = pool_linear(h, fc->weight, fc->bias)) return {*logits};
     h = torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
     return {dense(fc, h).to(torch::kFloat32)};
   }
