@@ -74,31 +74,33 @@ torch::Tensor max_pool2(const torch::Tensor& x) {
 
 namespace {
 
+// The forward's launch: float32 logits, and the per-image means into `means` where it is defined.
+torch::Tensor pool_linear_logits(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 const torch::Tensor& means) {
+  torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
+  conv_pool_kernels::pool_linear({.x = x.data_ptr(),
+                                  .n = x.size(0),
+                                  .pixels = x.size(2) * x.size(3),
+                                  .channels = x.size(1),
+                                  .weight = weight.data_ptr<float>(),
+                                  .bias = bias.defined() ? bias.data_ptr<float>() : nullptr,
+                                  .classes = weight.size(0),
+                                  .logits = logits.data_ptr<float>(),
+                                  .means = means.defined() ? means.data_ptr<float>() : nullptr},
+                                 *kernel_dtype(x), stream_of(x));
+  return logits;
+}
+
 // The head as an autograd op: the forward keeps the per-image means (float32 [N, C], 2 KB an image
-// at 512 channels) where a gradient will be asked for, the backward is one launch.
+// at 512 channels), the backward is one launch. `bias` is defined: autograd takes no undefined input.
 struct PoolLinearOp : torch::autograd::Function<PoolLinearOp> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias, bool keep_means) {
-    const std::int64_t pixels = x.size(2) * x.size(3);
-    torch::Tensor logits = torch::empty({x.size(0), weight.size(0)}, weight.options());
-    torch::Tensor means = keep_means ? torch::empty({x.size(0), x.size(1)}, weight.options()) : torch::Tensor();
-    conv_pool_kernels::pool_linear({.x = x.data_ptr(),
-                                    .n = x.size(0),
-                                    .pixels = pixels,
-                                    .channels = x.size(1),
-                                    .weight = weight.data_ptr<float>(),
-                                    .bias = bias.defined() ? bias.data_ptr<float>() : nullptr,
-                                    .classes = weight.size(0),
-                                    .logits = logits.data_ptr<float>(),
-                                    .means = keep_means ? means.data_ptr<float>() : nullptr},
-                                   *kernel_dtype(x), stream_of(x));
-    if (keep_means) {
-      ctx->save_for_backward({weight, means});
-      ctx->saved_data["x_sizes"] = x.sizes().vec();
-      ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
-      ctx->saved_data["bias"] = bias.defined();
-    }
-    return logits;
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    const torch::Tensor means = torch::empty({x.size(0), x.size(1)}, weight.options());
+    ctx->save_for_backward({weight, means});
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
+    return pool_linear_logits(x, weight, bias, means);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -111,8 +113,7 @@ struct PoolLinearOp : torch::autograd::Function<PoolLinearOp> {
     const torch::Tensor dx = torch::empty(sizes,
                                           weight.options().dtype(dtype).memory_format(at::MemoryFormat::ChannelsLast));
     const torch::Tensor dweight = torch::empty_like(weight);
-    const bool has_bias = ctx->saved_data["bias"].toBool();
-    const torch::Tensor dbias = has_bias ? torch::empty({weight.size(0)}, weight.options()) : torch::Tensor();
+    const torch::Tensor dbias = torch::empty({weight.size(0)}, weight.options());
     conv_pool_kernels::pool_linear_backward({.dlogits = dlogits.data_ptr<float>(),
                                              .weight = weight.data_ptr<float>(),
                                              .means = means.data_ptr<float>(),
@@ -122,12 +123,12 @@ struct PoolLinearOp : torch::autograd::Function<PoolLinearOp> {
                                              .classes = weight.size(0),
                                              .dx = dx.data_ptr(),
                                              .dweight = dweight.data_ptr<float>(),
-                                             .dbias = has_bias ? dbias.data_ptr<float>() : nullptr},
+                                             .dbias = dbias.data_ptr<float>()},
                                             *kernel_dtype(dx), stream_of(dx));
     const auto wanted = [&](std::size_t i, const torch::Tensor& g) {
       return ctx->needs_input_grad(i) ? g : torch::Tensor();
     };
-    return {wanted(0, dx), wanted(1, dweight), wanted(2, dbias), torch::Tensor()};
+    return {wanted(0, dx), wanted(1, dweight), wanted(2, dbias)};
   }
 };
 
@@ -144,9 +145,11 @@ std::optional<torch::Tensor> pool_linear(const torch::Tensor& x, const torch::Te
       (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0) || !float32_beside_x(bias))) ||
       !conv_pool_kernels::pool_linear_supports(x.size(2) * x.size(3), x.size(1), weight.size(0)))
     return std::nullopt;
-  const bool keep_means = torch::GradMode::is_enabled() &&
-                          (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
-  return PoolLinearOp::apply(x, weight, bias, keep_means);
+  if (!torch::GradMode::is_enabled() ||
+      !(x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad())))
+    return pool_linear_logits(x, weight, bias, {});
+  // A bias-less head adds zeros that want no gradient.
+  return PoolLinearOp::apply(x, weight, bias.defined() ? bias : torch::zeros({weight.size(0)}, weight.options()));
 }
 
 #else

@@ -184,9 +184,14 @@ __global__ void __launch_bounds__(kThreads) pool_linear_kernel(PoolLinear p) {
   }
 }
 
-// Blocks [0, N): image n's input gradient, (dlogits[n] . W) / pixels in each of its pixels. Blocks
-// [N, N + classes): class k's weight gradient, sum over n of dlogits[n, k] * means[n], and its bias's.
-// Every sum in a fixed order: the same bits on every run.
+constexpr int kGradChannels = 64;                      // a weight-gradient block's channels
+constexpr int kGradGroups = kThreads / kGradChannels;  // ... and how many ways it splits the batch
+
+// Blocks [0, N): image n's input gradient, (dlogits[n] . W) / pixels in each of its pixels. The rest:
+// class k's weight gradient over one run of kGradChannels channels, the sum over n of
+// dlogits[n, k] * means[n, c] split kGradGroups ways across the block (a 128-image batch is 32 terms
+// a thread), and in the first run's block the bias's gradient. Every sum in a fixed order: the same
+// bits on every run.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) pool_linear_backward_kernel(PoolLinearBackward p) {
   const auto channels = static_cast<int>(p.channels), classes = static_cast<int>(p.classes);
@@ -204,13 +209,24 @@ __global__ void __launch_bounds__(kThreads) pool_linear_backward_kernel(PoolLine
     }
     return;
   }
-  const std::int64_t k = blockIdx.x - p.n;
-  for (int c = static_cast<int>(threadIdx.x); c < channels; c += kThreads) {
-    float g = 0.0f;
-    for (std::int64_t n = 0; n < p.n; ++n) g = fmaf(__ldg(p.dlogits + n * classes + k), p.means[n * channels + c], g);
-    p.dweight[k * channels + c] = g;
+  __shared__ float partial[kGradGroups][kGradChannels];
+  const std::int64_t runs = (channels + kGradChannels - 1) / kGradChannels, job = blockIdx.x - p.n;
+  const std::int64_t k = job / runs;
+  const int c = static_cast<int>(job % runs) * kGradChannels + static_cast<int>(threadIdx.x) % kGradChannels;
+  const int group = static_cast<int>(threadIdx.x) / kGradChannels;
+  float g = 0.0f;
+  if (c < channels)
+    for (std::int64_t n = group; n < p.n; n += kGradGroups)
+      g = fmaf(__ldg(p.dlogits + n * classes + k), p.means[n * channels + c], g);
+  partial[group][threadIdx.x % kGradChannels] = g;
+  __syncthreads();
+  if (group == 0 && c < channels) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGradGroups; ++i) sum += partial[i][threadIdx.x];
+    p.dweight[k * channels + c] = sum;
   }
-  if (p.dbias == nullptr || threadIdx.x >= 32) return;
+  if (p.dbias == nullptr || job % runs != 0 || threadIdx.x >= 32) return;
   float sum = 0.0f;
   for (std::int64_t n = threadIdx.x; n < p.n; n += 32) sum += p.dlogits[n * classes + k];
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
@@ -221,7 +237,8 @@ __global__ void __launch_bounds__(kThreads) pool_linear_backward_kernel(PoolLine
 
 void pool_linear_backward(const PoolLinearBackward& p, DType dtype, cuda::StreamHandle stream) {
   if (p.n == 0) return;
-  const auto blocks = static_cast<unsigned>(p.n + p.classes);
+  const std::int64_t runs = (p.channels + kGradChannels - 1) / kGradChannels;
+  const auto blocks = static_cast<unsigned>(p.n + p.classes * runs);
   if (dtype == DType::f32) pool_linear_backward_kernel<float><<<blocks, kThreads, 0, stream>>>(p);
   else pool_linear_backward_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(p);
   TANDEM_CUDA_CHECK(cudaGetLastError());

@@ -16,8 +16,8 @@
 //   image: its threads average the image's pixels per channel into shared memory, then each warp
 //   takes classes, a dot product over the channels. Its backward is one more launch
 //   (pool_linear_backward: ATen's is two GEMMs, a reduction for the bias and the pool's broadcast):
-//   a block per image writes its input gradient, a block per class its weight and bias gradients
-//   from the means the forward kept.
+//   a block per image writes its input gradient, a block per class and run of 64 channels its
+//   weight gradient from the means the forward kept (and the bias's).
 // The max-pools propagate NaN as ATen's does. Everything accumulates in float32. Each call
 // enqueues on `stream` and never synchronises.
 #pragma once
