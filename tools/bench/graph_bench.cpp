@@ -132,7 +132,7 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
         step.step();
           },
           10)
-          .print(stdout, 25);
+          .print(stdout, o.profile_rows);
     }
   } else {
     feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
@@ -162,7 +162,7 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
     res.eval_ms = median_ms(eval_step, o.warmup, o.steps);
     if (o.profile) {
       fmt::print("{} {} {} graphed evaluation:\n", name, batch, precision);
-      profile_kernels(eval_step, 10).print(stdout, 12);
+      profile_kernels(eval_step, 10).print(stdout, o.profile_rows);
     }
   } else {
     res.eval_ms = median_ms(

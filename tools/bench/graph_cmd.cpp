@@ -24,6 +24,9 @@ void add_graph_command(CLI::App& app) {
                   "cuDNN plans timed per convolution, ours and the peer's (0: all; default: ATen's 10)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--profile", o.profile, "print the costliest kernels of each graphed training step and evaluation");
+  cmd->add_option("--profile-rows", o.profile_rows, "how many kernels --profile prints per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_flag("--peer", o.peer,
                 "also run the PyTorch peer (bench/peers/graph_step_peer.py) and print ours/peer ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();

@@ -27,6 +27,7 @@ struct GraphBenchOptions {
   std::optional<int> cudnn_benchmark_limit;
   std::string bn_backend = "auto";  // the fused BatchNorm's kernels: auto, tandem or cudnn (bn_act.hpp)
   bool profile = false;             // also print each graphed step's costliest kernels (kernel_profile.hpp)
+  int profile_rows = 25;            // ... this many of them
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;
