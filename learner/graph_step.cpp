@@ -37,10 +37,9 @@ struct GraphStep::Impl {
   Gather gather;
   int warmup_left;
   c10::DeviceIndex device;
-  feed::Batch fixed;                          // x float [batch, ...], y int64 [batch]: the graph's inputs
-  torch::Tensor rows_;                        // int64 [batch]: the gather's indices
-  torch::Tensor loss, correct;                // the graph's outputs
-  torch::Tensor window_loss, window_correct;  // the trainer's, added to inside the graph
+  feed::Batch fixed;            // x float [batch, ...], y int64 [batch]: the graph's inputs
+  torch::Tensor rows_;          // int64 [batch]: the gather's indices
+  torch::Tensor loss, correct;  // the graph's outputs
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool fallen_back = false;
   ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
@@ -57,7 +56,7 @@ struct GraphStep::Impl {
     fixed.x = torch::zeros(shape, torch::TensorOptions().dtype(torch::kFloat).device(d));
     fixed.y = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
     rows_ = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
-    std::tie(window_loss, window_correct) = t.window_sums(d);
+    (void)t.window_sums(d);  // made now, outside the graph's memory pool, which adds to them
     side = c10::cuda::getStreamFromPool(false, device);
     if (sync) on_side_stream([&] { sync->rehook(); });
   }
@@ -89,11 +88,7 @@ struct GraphStep::Impl {
       opt.step_captured();
       opt.zero_grad();
     }
-    torch::NoGradGuard no_grad;
-    loss = l.detach();
-    correct = logits.detach().argmax(1).eq(fixed.y).sum();
-    window_loss.add_(loss * static_cast<double>(fixed.y.size(0)));
-    window_correct.add_(correct);
+    std::tie(loss, correct) = trainer.add_to_window(l, logits, fixed.y);
   }
 
   // Runs `fn` on the side stream, ordered after, and before, the caller's stream.

@@ -67,21 +67,19 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
     optimizer_.step(lr);
   }
   optimizer_.zero_grad();
-  ++step_;
+  const auto [step_loss, correct] = add_to_window(loss, logits, y);
+  count_step(x.size(0), lr);
+  return {.step = step_, .lr = lr, .samples = x.size(0), .loss = step_loss, .correct = correct};
+}
 
-  StepMetrics m;
-  m.step = step_;
-  m.lr = lr;
-  m.samples = x.size(0);
-  m.loss = loss.detach();
-  m.correct = logits.detach().argmax(1).eq(y).sum();
-  window_sums(m.loss.device());
-  window_loss_.add_(m.loss * static_cast<double>(m.samples));
-  window_correct_.add_(m.correct);
-  ++window_steps_;
-  window_samples_ += m.samples;
-  window_lr_ = lr;
-  return m;
+std::pair<torch::Tensor, torch::Tensor> Trainer::add_to_window(const torch::Tensor& loss, const torch::Tensor& logits,
+                                                               const torch::Tensor& y) {
+  torch::NoGradGuard no_grad;
+  window_sums(loss.device());
+  torch::Tensor step_loss = loss.detach(), correct = logits.detach().argmax(1).eq(y).sum();
+  window_loss_.add_(step_loss * static_cast<double>(y.size(0)));
+  window_correct_.add_(correct);
+  return {step_loss, correct};
 }
 
 std::pair<torch::Tensor, torch::Tensor> Trainer::window_sums(const torch::Device& device) {
