@@ -77,7 +77,7 @@ std::pair<torch::Tensor, torch::Tensor> Trainer::add_to_window(const torch::Tens
   torch::NoGradGuard no_grad;
   window_sums(loss.device());
   torch::Tensor step_loss = loss.detach(), correct = logits.detach().argmax(1).eq(y).sum();
-  window_loss_.add_(step_loss * static_cast<double>(y.size(0)));
+  window_loss_.add_(step_loss, /*alpha=*/static_cast<double>(y.size(0)));  // one launch, in float64
   window_correct_.add_(correct);
   return {step_loss, correct};
 }
