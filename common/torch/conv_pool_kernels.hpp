@@ -1,5 +1,6 @@
-// CUDA kernels for a folded evaluation's conv-ReLU-max-pool blocks (conv_pool.hpp is the
-// LibTorch-facing side). Torch-free, built by nvcc where LibTorch has CUDA (TANDEM_GPU_KERNELS).
+// CUDA kernels for pooling layers fused with their neighbours: a folded evaluation's conv-ReLU-max-pool
+// blocks, and a classifier head's average pool + linear layer, forward and backward (conv_pool.hpp
+// is the LibTorch-facing side). Torch-free, built by nvcc where LibTorch has CUDA (TANDEM_GPU_KERNELS).
 //
 // conv3x3_relu_pool2: a network's first block, conv3x3 (padding 1, stride 1, BatchNorm folded into
 //   its weight and bias) -> ReLU -> 2x2 max-pool, in one pass. With 1-4 input channels cuDNN pads the
