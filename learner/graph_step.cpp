@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/torch/cross_entropy.hpp"
 #include "learner/ddp/grad_sync.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
@@ -67,7 +68,7 @@ struct GraphStep::Impl {
   void body() {
     if (gather) gather(rows_, fixed);
     torch::Tensor logits = trainer.model().forward(fixed.x);
-    torch::Tensor l = torch::nn::functional::cross_entropy(logits, fixed.y);
+    const auto [l, step_correct] = cross_entropy_and_correct(logits, fixed.y);
     Optimizer& opt = trainer.mutable_optimizer();
     if (sync) {  // the gradients go through the sync's flat buffer: its hooks start the all-reduces
       l.backward();
@@ -88,7 +89,9 @@ struct GraphStep::Impl {
       opt.step_captured();
       opt.zero_grad();
     }
-    std::tie(loss, correct) = trainer.add_to_window(l, logits, fixed.y);
+    trainer.add_to_window(l, step_correct, fixed.y.size(0));
+    loss = l.detach();
+    correct = step_correct;
   }
 
   // Runs `fn` on the side stream, ordered after, and before, the caller's stream.

@@ -1,7 +1,6 @@
 #include "learner/trainer.hpp"
 
 #include <fmt/ranges.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -10,6 +9,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/torch/cross_entropy.hpp"
 #include "common/torch/safetensors.hpp"
 
 namespace tandem {
@@ -55,7 +55,7 @@ double Trainer::current_lr() const { return scheduled_lr(config_.schedule, confi
 StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) {
   const double lr = current_lr();
   torch::Tensor logits = model_.forward(x);
-  torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+  const auto [loss, correct] = cross_entropy_and_correct(logits, y);
   loss.backward();
   if (before_update_) before_update_();
   if (optimizer_.fused()) {  // the kernels a captured step uses (graph_step.hpp): the two agree exactly
@@ -67,19 +67,16 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
     optimizer_.step(lr);
   }
   optimizer_.zero_grad();
-  const auto [step_loss, correct] = add_to_window(loss, logits, y);
+  add_to_window(loss, correct, x.size(0));
   count_step(x.size(0), lr);
-  return {.step = step_, .lr = lr, .samples = x.size(0), .loss = step_loss, .correct = correct};
+  return {.step = step_, .lr = lr, .samples = x.size(0), .loss = loss.detach(), .correct = correct};
 }
 
-std::pair<torch::Tensor, torch::Tensor> Trainer::add_to_window(const torch::Tensor& loss, const torch::Tensor& logits,
-                                                               const torch::Tensor& y) {
+void Trainer::add_to_window(const torch::Tensor& loss, const torch::Tensor& correct, std::int64_t samples) {
   torch::NoGradGuard no_grad;
   window_sums(loss.device());
-  torch::Tensor step_loss = loss.detach(), correct = logits.detach().argmax(1).eq(y).sum();
-  window_loss_.add_(step_loss, /*alpha=*/static_cast<double>(y.size(0)));  // one launch, in float64
+  window_loss_.add_(loss.detach(), /*alpha=*/static_cast<double>(samples));  // one launch, in float64
   window_correct_.add_(correct);
-  return {step_loss, correct};
 }
 
 std::pair<torch::Tensor, torch::Tensor> Trainer::window_sums(const torch::Device& device) {

@@ -75,10 +75,9 @@ class Trainer {
   // one such step (step count, window samples, lr).
   std::pair<torch::Tensor, torch::Tensor> window_sums(const torch::Device& device);
   void count_step(std::int64_t samples, double lr);
-  // One step's loss and correct count (detached) from its loss, logits and labels, added to the
-  // window's device sums: kernels only, so a captured step records them too.
-  std::pair<torch::Tensor, torch::Tensor> add_to_window(const torch::Tensor& loss, const torch::Tensor& logits,
-                                                        const torch::Tensor& y);
+  // One step's loss (its batch's mean) and correct count added to the window's device sums: kernels
+  // only, so a captured step records them too.
+  void add_to_window(const torch::Tensor& loss, const torch::Tensor& correct, std::int64_t samples);
   bool has_before_update() const { return static_cast<bool>(before_update_); }
   Optimizer& mutable_optimizer() { return optimizer_; }
 
