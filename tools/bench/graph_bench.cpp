@@ -126,13 +126,14 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
       fail("bench graph: the {} training step at batch {} could not be captured (see above)", name, batch);
     if (o.profile) {
       fmt::print("{} {} {} graphed training step:\n", name, batch, precision);
-      profile_kernels(
+      const KernelProfile p = profile_kernels(
           [&] {
         step.rows().copy_(rows());
         step.step();
           },
-          10)
-          .print(stdout, o.profile_rows);
+          10);
+      p.print(stdout, o.profile_rows);
+      if (o.profile_sequence) p.print_sequence(stdout);
     }
   } else {
     feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
@@ -162,7 +163,9 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
     res.eval_ms = median_ms(eval_step, o.warmup, o.steps);
     if (o.profile) {
       fmt::print("{} {} {} graphed evaluation:\n", name, batch, precision);
-      profile_kernels(eval_step, 10).print(stdout, o.profile_rows);
+      const KernelProfile p = profile_kernels(eval_step, 10);
+      p.print(stdout, o.profile_rows);
+      if (o.profile_sequence) p.print_sequence(stdout);
     }
   } else {
     res.eval_ms = median_ms(

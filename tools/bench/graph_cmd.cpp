@@ -27,6 +27,8 @@ void add_graph_command(CLI::App& app) {
   cmd->add_option("--profile-rows", o.profile_rows, "how many kernels --profile prints per step")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  cmd->add_flag("--profile-sequence", o.profile_sequence,
+                "with --profile, also print every kernel of one step in launch order (start and duration)");
   cmd->add_flag("--peer", o.peer,
                 "also run the PyTorch peer (bench/peers/graph_step_peer.py) and print ours/peer ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();

@@ -28,6 +28,7 @@ struct GraphBenchOptions {
   std::string bn_backend = "auto";  // the fused BatchNorm's kernels: auto, tandem or cudnn (bn_act.hpp)
   bool profile = false;             // also print each graphed step's costliest kernels (kernel_profile.hpp)
   int profile_rows = 25;            // ... this many of them
+  bool profile_sequence = false;    // ... and every launch of one step in order
   bool peer = false;
   std::string python = "python3";
   std::string peer_script;

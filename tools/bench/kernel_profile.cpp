@@ -21,6 +21,18 @@ void KernelProfile::print(std::FILE* out, std::size_t top) const {
     fmt::print(out, "  {:8.3f} ms {:6.1f}x  {}\n", rows[i].ms_per_call, rows[i].launches_per_call, rows[i].name);
 }
 
+void KernelProfile::print_sequence(std::FILE* out) const {
+  if (sequence.empty()) {
+    fmt::print(out, "  (no launch sequence: the profiled calls launched different kernels)\n");
+    return;
+  }
+  double at_ms = 0;
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    fmt::print(out, "  {:4d} {:8.3f} {:8.3f} ms  {}\n", i, at_ms, sequence[i].ms_per_call, sequence[i].name);
+    at_ms += sequence[i].ms_per_call;
+  }
+}
+
 #ifdef TANDEM_KINETO
 
 namespace {
@@ -58,14 +70,31 @@ KernelProfile profile_kernels(const std::function<void()>& call, int calls) {
   for (int i = 0; i < calls; ++i) call();
   c10::cuda::device_synchronize();
   const auto result = torch::autograd::profiler::disableProfiler();
+  std::vector<const torch::autograd::profiler::KinetoEvent*> launches;
+  for (const auto& e : result->events())
+    if (e.deviceType() == c10::DeviceType::CUDA) launches.push_back(&e);
+  std::sort(launches.begin(), launches.end(), [](const auto* a, const auto* b) { return a->startNs() < b->startNs(); });
+
   std::map<std::string, KernelRow> by_name;
   KernelProfile p;
-  for (const auto& e : result->events()) {
-    if (e.deviceType() != c10::DeviceType::CUDA) continue;
-    KernelRow& row = by_name[short_name(e.name())];
-    row.name = short_name(e.name());
-    row.ms_per_call += static_cast<double>(e.durationNs()) / 1e6 / calls;
+  for (const auto* e : launches) {
+    KernelRow& row = by_name[short_name(e->name())];
+    row.name = short_name(e->name());
+    row.ms_per_call += static_cast<double>(e->durationNs()) / 1e6 / calls;
     row.launches_per_call += 1.0 / calls;
+  }
+  const std::size_t per_call = launches.size() / static_cast<std::size_t>(calls);
+  bool same_every_call = launches.size() % static_cast<std::size_t>(calls) == 0;
+  for (std::size_t i = per_call; same_every_call && i < launches.size(); ++i)
+    same_every_call = launches[i]->name() == launches[i % per_call]->name();
+  if (same_every_call) {
+    p.sequence.resize(per_call);
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      KernelRow& row = p.sequence[i % per_call];
+      row.name = short_name(launches[i]->name());
+      row.ms_per_call += static_cast<double>(launches[i]->durationNs()) / 1e6 / calls;
+      row.launches_per_call = 1;
+    }
   }
   for (auto& [name, row] : by_name) {
     p.busy_ms_per_call += row.ms_per_call;
