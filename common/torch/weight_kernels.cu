@@ -2,7 +2,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <type_traits>
 
 #include "common/torch/float_convert.cuh"
@@ -39,56 +38,12 @@ __device__ __forceinline__ int ik_of_ki(int k, int in_channels, int kernel_area)
   return i * kernel_area + kk;
 }
 
-// 16 bytes of T, one vector access.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-// Loads each thread issues before it uses the first. A channel is a short loop per thread, and one
-// load at a time (the compiler may not hoist a global load above the shared-memory store of the
-// iteration before: a generic pointer could alias it) left the kernel waiting out a memory round
-// trip per element: 30 us per ResNet-18 conversion on an H200, a third under HBM's bandwidth.
-constexpr int kLoadsInFlight = 4;
-
-// Reads a channel's n elements in order, handing put(k, value) each: 16-byte loads where the channel
-// is 16-byte aligned and a whole number of them, single elements otherwise (the stem's 3 x 9).
-template <typename Src, typename Put>
-__device__ __forceinline__ void read_in_order(const Src* src, int n, Put put) {
-  using P = Pack<Src>;
-  const bool packed = n % P::kSize == 0 && reinterpret_cast<std::uintptr_t>(src) % sizeof(P) == 0;
-  const int count = packed ? n / P::kSize : n;
-  for (int base = static_cast<int>(threadIdx.x); base < count; base += kThreads * kLoadsInFlight) {
-    P p[kLoadsInFlight];
-#pragma unroll
-    for (int b = 0; b < kLoadsInFlight; ++b) {
-      const int at = base + b * kThreads;
-      if (at >= count) break;
-      if (packed) p[b] = reinterpret_cast<const P*>(src)[at];
-      else p[b].v[0] = src[at];
-    }
-#pragma unroll
-    for (int b = 0; b < kLoadsInFlight; ++b) {
-      const int at = base + b * kThreads;
-      if (at >= count) break;
-      if (!packed) {
-        put(at, to_float(p[b].v[0]));
-        continue;
-      }
-#pragma unroll
-      for (int e = 0; e < P::kSize; ++e) put(at * P::kSize + e, to_float(p[b].v[e]));
-    }
-  }
-}
-
 // One block per output channel: the channel's [I, K] slab (or [K, I] back) is a small matrix to
 // transpose. Global memory is read and written in order (coalesced) and the transposing side goes
-// through shared memory, at a stride of K between neighbouring threads' elements (conflict-free for
-// odd K, 3x3's 9, when writing one element per thread; 4-way when reading 16-byte packs, which
-// shared memory's bandwidth absorbs). Reading the source strided from global memory instead ran at
-// a third of the copy bandwidth (51 us per ResNet-18 conversion on an H200). A slab beyond
-// kStagedFloats goes strided through global memory, the way that still fits.
+// through shared memory, at a stride of K between neighbouring threads (conflict-free for odd K,
+// 3x3's 9). Reading the source strided from global memory instead ran at a third of the copy
+// bandwidth (51 us per ResNet-18 conversion on an H200). A slab beyond kStagedFloats goes strided
+// through global memory, the way that still fits.
 template <typename Src, typename Dst, bool kToChannelsLast>
 __global__ void __launch_bounds__(kThreads) convert(Jobs jobs) {
   extern __shared__ float slab[];
@@ -107,10 +62,10 @@ __global__ void __launch_bounds__(kThreads) convert(Jobs jobs) {
     }
     return;
   }
-  read_in_order(src, n, [&](int k, float v) {
-    if constexpr (kToChannelsLast) slab[k] = v;
-    else slab[ik_of_ki(k, in, area)] = v;
-  });
+  for (int k = threadIdx.x; k < n; k += kThreads) {  // src in order
+    if constexpr (kToChannelsLast) slab[k] = to_float(src[k]);
+    else slab[ik_of_ki(k, in, area)] = to_float(src[k]);
+  }
   __syncthreads();
   for (int k = threadIdx.x; k < n; k += kThreads) {  // dst in order
     if constexpr (kToChannelsLast) dst[k] = from_float<Dst>(slab[ik_of_ki(k, in, area)] * scale);
