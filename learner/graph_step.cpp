@@ -41,6 +41,9 @@ struct GraphStep::Impl {
   feed::Batch fixed;            // x float [batch, ...], y int64 [batch]: the graph's inputs
   torch::Tensor rows_;          // int64 [batch]: the gather's indices
   torch::Tensor loss, correct;  // the graph's outputs
+  // d loss / d loss, made once in the first eager warm-up step: autograd would otherwise fill a new
+  // one inside the graph on every replay.
+  torch::Tensor one;
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   bool fallen_back = false;
   ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
@@ -69,9 +72,10 @@ struct GraphStep::Impl {
     if (gather) gather(rows_, fixed);
     torch::Tensor logits = trainer.model().forward(fixed.x);
     const auto [l, step_correct] = cross_entropy_and_correct(logits, fixed.y);
+    if (!one.defined() || one.scalar_type() != l.scalar_type()) one = torch::ones_like(l);
     Optimizer& opt = trainer.mutable_optimizer();
     if (sync) {  // the gradients go through the sync's flat buffer: its hooks start the all-reduces
-      l.backward();
+      l.backward(one);
       sync->finish_on_device(trainer.step());
       if (opt.fused()) {
         std::vector<torch::Tensor> grads;
@@ -82,10 +86,10 @@ struct GraphStep::Impl {
       }
       sync->grad_buffer().zero_();  // every gradient (and the vote) in one launch
     } else if (opt.fused()) {
-      opt.step_fused(torch::autograd::grad({l}, opt.parameters(), {}, /*retain_graph=*/false, /*create_graph=*/false,
+      opt.step_fused(torch::autograd::grad({l}, opt.parameters(), {one}, /*retain_graph=*/false, /*create_graph=*/false,
                                            /*allow_unused=*/true));
     } else {
-      l.backward();
+      l.backward(one);
       opt.step_captured();
       opt.zero_grad();
     }

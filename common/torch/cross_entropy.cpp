@@ -50,6 +50,7 @@ struct CrossEntropyOp : torch::autograd::Function<CrossEntropyOp> {
                                    stream_of(logits));
     ctx->save_for_backward({logits, y, log_sum_exp});
     ctx->mark_non_differentiable({correct});
+    ctx->set_materialize_grads(false);  // the count's gradient stays undefined, not a launch filling zeros
     return {loss, correct};
   }
 
@@ -57,6 +58,7 @@ struct CrossEntropyOp : torch::autograd::Function<CrossEntropyOp> {
                                                torch::autograd::tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
     const Tensor &logits = saved[0], &y = saved[1], &log_sum_exp = saved[2];
+    if (!grads[0].defined()) return {Tensor(), Tensor()};
     const Tensor dloss = grads[0].to(torch::kFloat32);
     Tensor dlogits = torch::empty_like(logits);
     kernels::cross_entropy_backward({.logits = logits.data_ptr<float>(),
