@@ -23,7 +23,7 @@ void KernelProfile::print(std::FILE* out, std::size_t top) const {
 
 void KernelProfile::print_sequence(std::FILE* out) const {
   if (sequence.empty()) {
-    fmt::print(out, "  (no launch sequence: the profiled calls launched different kernels)\n");
+    fmt::print(out, "  (no launch sequence: no kernels ran, or the profiled calls launched different ones)\n");
     return;
   }
   double at_ms = 0;
