@@ -70,29 +70,32 @@ KernelProfile profile_kernels(const std::function<void()>& call, int calls) {
   for (int i = 0; i < calls; ++i) call();
   c10::cuda::device_synchronize();
   const auto result = torch::autograd::profiler::disableProfiler();
-  std::vector<const torch::autograd::profiler::KinetoEvent*> launches;
+  std::vector<const torch::autograd::profiler::KinetoEvent*> events;
   for (const auto& e : result->events())
-    if (e.deviceType() == c10::DeviceType::CUDA) launches.push_back(&e);
-  std::sort(launches.begin(), launches.end(), [](const auto* a, const auto* b) { return a->startNs() < b->startNs(); });
+    if (e.deviceType() == c10::DeviceType::CUDA) events.push_back(&e);
+  std::sort(events.begin(), events.end(), [](const auto* a, const auto* b) { return a->startNs() < b->startNs(); });
+  std::vector<KernelRow> launches;  // in launch order, each as one call's share
+  for (const auto* e : events)
+    launches.push_back({short_name(e->name()), static_cast<double>(e->durationNs()) / 1e6 / calls, 1.0 / calls});
 
   std::map<std::string, KernelRow> by_name;
   KernelProfile p;
-  for (const auto* e : launches) {
-    KernelRow& row = by_name[short_name(e->name())];
-    row.name = short_name(e->name());
-    row.ms_per_call += static_cast<double>(e->durationNs()) / 1e6 / calls;
-    row.launches_per_call += 1.0 / calls;
+  for (const KernelRow& launch : launches) {
+    KernelRow& row = by_name[launch.name];
+    row.name = launch.name;
+    row.ms_per_call += launch.ms_per_call;
+    row.launches_per_call += launch.launches_per_call;
   }
   const std::size_t per_call = launches.size() / static_cast<std::size_t>(calls);
   bool same_every_call = launches.size() % static_cast<std::size_t>(calls) == 0;
   for (std::size_t i = per_call; same_every_call && i < launches.size(); ++i)
-    same_every_call = launches[i]->name() == launches[i % per_call]->name();
+    same_every_call = launches[i].name == launches[i % per_call].name;
   if (same_every_call) {
     p.sequence.resize(per_call);
     for (std::size_t i = 0; i < launches.size(); ++i) {
       KernelRow& row = p.sequence[i % per_call];
-      row.name = short_name(launches[i]->name());
-      row.ms_per_call += static_cast<double>(launches[i]->durationNs()) / 1e6 / calls;
+      row.name = launches[i].name;
+      row.ms_per_call += launches[i].ms_per_call;
       row.launches_per_call = 1;
     }
   }
