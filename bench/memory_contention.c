@@ -1,5 +1,5 @@
-/* What two processes on this machine's cores cost each other, by kind of work (docs/BENCHMARKS.md,
- * "Why 95 % is still out of reach here"). Run it alone, then twice at once, and compare the times:
+/* What two processes on this machine's cores cost each other, by kind of work (docs/results/HISTORY.md,
+ * "CPU ranks reducing through shared memory"). Run it alone, then twice at once, and compare the times:
  *   cc -O2 bench/memory_contention.c -o /tmp/contend
  *   for mb in 0 2 64; do /tmp/contend $mb; /tmp/contend $mb & /tmp/contend $mb; wait; done
  * MB = 0: arithmetic only; 2: memcpy between two 2 MB buffers (fits a core's L2); 64: two 64 MB

@@ -46,7 +46,7 @@ int stop_signal();
 // Keeps the memory a loop frees for the next turn of the loop. A training or rollout step frees and
 // reallocates the same tensors every step; glibc's defaults hand freed blocks above its trim and
 // mmap thresholds back to the kernel, so every step faults the same megabytes in again (the kernel
-// zeroes each page): 15 % system time in the cnn's learner, and on a node whose ranks share the
+// zeroes each page): system time in the cnn's learner, and on a node whose ranks share the
 // memory bus, a fight for bandwidth that costs data-parallel scaling (docs/results/HISTORY.md). Blocks up
 // to glibc's mmap ceiling (32 MiB) come from the heap and freed memory stays mapped, so a process
 // holds its high-water mark, as PyTorch's caching allocators do on GPUs. Call once at start.

@@ -3,7 +3,7 @@
 // reduce group"). An all-reduce here costs a copy in, a 1/N share of the sum and a copy out of
 // ordinary memory, and of memory that lives in the segment's slots only the sum, done by whichever
 // rank is idle; Gloo between processes of one machine costs TCP loopback: kernel copies and
-// thread wake-ups, ~7 ms of CPU per 0.83 MB step on two cores (docs/results/HISTORY.md), which is why
+// thread wake-ups that on two cores cost the ranks' compute (docs/results/HISTORY.md), which is why
 // CPU ranks of one node use this and ranks on several nodes keep Gloo (docs/DEPARTURES.md).
 //
 // Lifecycle: rank 0 create()s the segment and hands its name to the others (the rendezvous store);

@@ -192,7 +192,7 @@ WeightSlabWriter WeightSlabWriter::create_segment(const std::string& name, const
   if (device) slab::device_info_of(w.segment_) = *device;
   w.slots_ = device ? device_slots : w.segment_.base() + d.slots_offset;
   // Every slot is written by the first publishes that reach it: fault them in here, at creation,
-  // rather than in the middle of training (docs/BENCHMARKS.md, publish on the CPU).
+  // rather than in the middle of training (docs/BENCHMARKS.md, "Weight publish").
   if (!device) w.segment_.prefault_for_write(d.slots_offset, std::size_t{d.num_slots} * d.slot_stride);
   // ftruncate zero-filled the control block, slot headers and lease table: latest = 0, seq = 0.
   slab::control_of(w.segment_, d).writer_pid.store(static_cast<std::uint64_t>(::getpid()), std::memory_order_relaxed);

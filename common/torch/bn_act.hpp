@@ -34,7 +34,7 @@ torch::Tensor bn_act(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x, con
 
 // Counts the batch (num_batches_tracked += 1) of every bn_act in its scope on this thread with one
 // launch, at apply(), where a fused path would otherwise launch a small add per BatchNorm (cuDNN's;
-// Tandem's kernels count in place): 20 of a ResNet-18 step's launches, ~30 us at batch 128 on an H200.
+// Tandem's kernels count in place): 20 of a ResNet-18 step's launches (docs/BENCHMARKS.md, "Our kernels").
 //   BatchCounts counts;  Tensor h = ...bn_act(...)...;  counts.apply();
 // A scope left without apply() (an exception) counts nothing: the step failed. Scopes nest; each
 // collects what runs while it is the innermost. Threads: the creating thread's, as bn_act's.
@@ -62,9 +62,9 @@ void bn_act_allow_fused(bool allow);
 
 // Which fused kernels run: Tandem's (bn_act_kernels.hpp) or cuDNN's (bn_act_cudnn.hpp, where this
 // build has it and cuDNN takes the shape; else Tandem's). `automatic`, the default, is what measured
-// faster on an H200 (docs/results/graph-bench-h200-bn-backends.txt): cuDNN's persistent kernels from
-// 64 channels up (ResNet-18: 3-5 % faster steps at batch 128), Tandem's below (the cnn's 16 and 32
-// channels: 5-13 % faster). `tandem-bench graph --bn-backend` measures each.
+// faster on an H200 (docs/results/HISTORY.md, "BatchNorm backends"): cuDNN's persistent kernels from
+// 64 channels up (ResNet-18), Tandem's below (the cnn's 16 and 32
+// channels). `tandem-bench graph --bn-backend` measures each.
 enum class BnBackend { automatic, tandem, cudnn };
 void bn_act_set_backend(BnBackend backend);
 BnBackend bn_act_backend();

@@ -74,8 +74,8 @@ struct Geometry {
 // A reduction thread's rows (blockDim.x / g.lanes rows at once, the grid striding over them), tail
 // first (bn_act_kernels.cu says why), kBatch at a time: the batch's loads are all issued before the
 // first is used, so that each thread has kBatch loads in flight. Loading and using one row at a time, the
-// reductions moved 1.9 TB/s on an H200 (under 40 % of its HBM bandwidth), every warp waiting on its
-// one load (Nsight Compute: docs/results/bn-reduce-ncu-h200.txt).
+// reductions moved well under half of an H200's HBM bandwidth, every warp waiting on its
+// one load (measured: docs/BENCHMARKS.md, "Our kernels against what ATen and cuDNN ran").
 template <int kBatch, class Load, class Use>
 __device__ __forceinline__ void walk_rows(const Geometry& g, Load&& load, Use&& use) {
   using Loaded = decltype(load(std::int64_t{0}));

@@ -13,7 +13,7 @@ namespace tandem::bn_relu_pool_kernels {
 namespace {
 
 // One register of the build's instruction set: wider types get split into several and GCC then
-// lowers the selects and byte conversions lane by lane (the AVX2 build ran 8x slower with 16 lanes).
+// lowers the selects and byte conversions lane by lane (measured: docs/results/HISTORY.md, "The cnn's blocks").
 #ifndef TANDEM_KERNEL_LANES
 #error "build with -DTANDEM_KERNEL_LANES=<floats per vector register: 4, 8 or 16>"
 #endif

@@ -127,8 +127,8 @@ struct Mlp : Net {
 };
 
 // Two conv blocks (conv-BN-ReLU-maxpool) then one hidden layer. BatchNorm is what makes two epochs
-// enough. Widths 16/32, not the usual 32/64: measured on the 2-core machine they train 2.3x faster
-// per sample and reach 0.91 at two epochs all the same (docs/BENCHMARKS.md, "Fashion-MNIST recipe").
+// enough. Widths 16/32, not the usual 32/64: measured on the 2-core machine they train faster per
+// sample and reach the same accuracy at two epochs (docs/BENCHMARKS.md, "Fashion-MNIST recipe").
 struct Cnn : Net {
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
@@ -225,8 +225,8 @@ struct ResNet18 : Net {
     fc = register_module("fc", nn::Linear(512, s.num_classes));
   }
   // On the GPU the activations go channels-last (NHWC): cuDNN's tensor-core convolutions and the
-  // fused BatchNorm run natively in it (a captured step at batch 128 took 4.9 ms instead of 7.1
-  // NCHW on an H200, bench/peers/resnet_layouts.py). The weights stay NCHW in the flat parameters.
+  // fused BatchNorm run natively in it (measured with bench/peers/resnet_layouts.py:
+  // docs/results/HISTORY.md, "CUDA graphs (before the fused layers)"). The weights stay NCHW in the flat parameters.
   std::vector<Tensor> heads(const Tensor& x) override {
     const Tensor in = x.is_cuda() ? to_compute(x, compute_dtype) : x;
     const ConvWeights w(convs, in, compute_dtype);

@@ -22,7 +22,7 @@ bool stem_conv_applies(const torch::Tensor& x, const torch::Tensor& w, at::IntAr
 torch::Tensor stem_conv3x3(const torch::Tensor& x, const torch::Tensor& w);
 
 // relu(conv3x3(x, w) + bias), bias [K] of w's dtype, for a folded evaluation (cuDNN's bias-ReLU
-// convolution runs a generic kernel there too: 45 us at batch 128 on an H200). No gradient.
+// convolution runs a generic kernel there too, measured: docs/results/HISTORY.md). No gradient.
 torch::Tensor stem_conv3x3_bias_relu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias);
 
 }  // namespace tandem

@@ -24,7 +24,7 @@ using gpu::to_float;
 // kRows + 2 rows around the run, one padding column each side, [row][channel][column] with a pitch
 // that keeps every lane's columns 16-byte aligned. kRows rows per run, not one: the per-run work
 // (the run's indices, two barriers, the patch's loads, the stores' addresses) took more issue slots
-// than the FMAs with one row (Nsight Compute: 68 % of issue slots busy, 2.5 instructions per FMA),
+// than the FMAs with one row (Nsight Compute: docs/results/stem-conv-ncu-h200.txt),
 // and each of the kRows + 2 patch rows is read once for all the output rows (up to 3) it feeds.
 template <int K>
 constexpr int kRunLength = kPixels*(kThreads / K);
@@ -126,8 +126,8 @@ int total_runs(const Shape& s) { return s.out_channels == 32 ? run_grid<32>(s).t
 
 // Both kernels walk the runs grid-stride, each thread holding kRows x kPixels outputs of one output
 // channel k; each patch value read serves 3 taps x kPixels outputs of up to 3 rows from registers
-// (shared memory reads, not FMAs, bound a first version with one pixel per thread: 49 us forward at
-// batch 128, no faster than cuDNN).
+// (shared memory reads, not FMAs, bound a first version with one pixel per thread, no faster than
+// cuDNN: docs/results/HISTORY.md, "Figures that lived only in code comments").
 template <typename T, int C, int K>
 __global__ void __launch_bounds__(kThreads, 2) forward_kernel(const T* x, const T* w, Epilogue e, T* y, Shape s) {
   constexpr int kTaps = 9 * C;

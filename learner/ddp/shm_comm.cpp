@@ -8,8 +8,8 @@
 //   caller: the issuing thread starts a slots op at once (handing its part over never waits) and
 //     sums in Pending::wait; any other op it runs at once. Where the ranks' threads fill the node's
 //     cores, a worker only takes CPU from backward and adds two thread hand-offs (a futex wake and a
-//     context switch each) per op: on 2 cores with 2 ranks this mode made the cnn's step 0.4 ms (4 %)
-//     shorter (docs/DATA_PARALLEL.md).
+//     context switch each) per op: on 2 cores with 2 ranks this mode made the cnn's step shorter
+//     (docs/DATA_PARALLEL.md; measured: docs/results/HISTORY.md).
 #include <c10/core/ScalarType.h>
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>

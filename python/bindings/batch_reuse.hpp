@@ -1,8 +1,8 @@
 // ReusedBatches: DeviceFeed's batches as Python sees them, refilled once Python has let go of them.
 //
 // Handing a step to Python wraps its two tensors per consumer in new Python objects, and the loop's
-// next step frees both again: 3-4 us a step against a C++ step of 9-11 us (docs/BENCHMARKS.md,
-// "Python"). Instead the binding keeps the objects it handed out and offers them back to the feed
+// next step frees both again: a large share of a C++ step (docs/results/HISTORY.md, "Python package:
+// DeviceFeed"). Instead the binding keeps the objects it handed out and offers them back to the feed
 // (DeviceFeed::next(refill)) once nothing but this cache refers to them: no other Python reference,
 // weak reference or attribute, no C++ holder (an autograd graph, a container), no view of their
 // memory, no gradient, and the same CUDA stream as when they were filled, the caching allocator's own

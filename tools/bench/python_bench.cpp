@@ -55,8 +55,8 @@ double measure(Feed& feed, double seconds, bool gpu, std::uint32_t device) {
   // Each step is held until the next one exists, as Python's `for x, y in feed` holds its batch while
   // __next__ runs (and a C++ loop that keeps its Step): both sides make the same allocations, so the
   // ratio is the binding's cost alone. Dropping the batch first lets the caching allocator hand the
-  // same block straight back, which alone moved the Python loop 1.2-1.4x at batch 1024 on an H200
-  // (docs/results/feed-python-hold-vs-drop-h200.txt).
+  // same block straight back, which alone sped the Python loop up (docs/results/HISTORY.md, "Python
+  // package: DeviceFeed"; raw: docs/results/feed-python-hold-vs-drop-h200.txt).
   feed::Step held;
   do {
     held = feed.next();
