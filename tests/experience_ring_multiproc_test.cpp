@@ -2,7 +2,7 @@
 // restarted each time, while the learner (this process) consumes. Nothing half-written is ever
 // consumed and every restart continues at head.
 //
-// 1000 kills, as the acceptance criterion asks (about 7 s on an idle 2-core machine, 27 s on a busy
+// 1000 kills, the ring's robustness target (about 7 s on an idle 2-core machine, 27 s on a busy
 // one); TANDEM_RING_KILLS=N runs another number.
 #include <doctest/doctest.h>
 

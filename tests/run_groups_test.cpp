@@ -1,6 +1,6 @@
 // `tandem run` with program groups ([run.learner] command, [[run.group]]): the environment each
 // process gets, a user actor killed or stopped, a user learner rank killed, and the bad inputs of
-// issue 24 (a command that is missing or not executable, a Python script that raises at import, a
+// docs/RUN.md "Bad input" (a command that is missing or not executable, a Python script that raises at import, a
 // program that exits 0 at once or never joins). In every case nothing is left in /dev/shm.
 #include <doctest/doctest.h>
 #include <signal.h>

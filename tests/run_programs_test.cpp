@@ -1,5 +1,5 @@
 // The real programs under the launcher: tandem run + tandem-learner + tandem-actor on a small
-// generated dataset (8x8 images, mlp), checking the failure and resume behaviour.
+// generated dataset (8x8 images, mlp), checking how a job fails and how it resumes.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Workload 3(a) at full size in one command: the same DDP script (examples/python/ddp_pde.py, 2 ranks
+"""The DDP workload at full size in one command: the same DDP script (examples/python/ddp_pde.py, 2 ranks
 under `tandem run`, examples/ddp-pde.toml) fed by tandem.HostFeed from the dataset cache, by tensors
 already in each rank's memory (the upper bound), and by a Dataset + DataLoader over the .npy files
 (the baseline) at several worker counts, for a light and a heavy model; then one rank SIGKILLed.

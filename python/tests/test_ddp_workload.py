@@ -1,4 +1,4 @@
-"""Workload 3(a) at small size: the user's torch DDP script (examples/python/ddp_pde.py) on 2 learner
+"""The DDP workload at small size: a user's torch DDP script (examples/python/ddp_pde.py) on 2 learner
 ranks under `tandem run` (examples/ddp-pde.toml), fed by tandem.HostFeed from a dataset cache
 preloaded before the ranks start; the same job with one rank SIGKILLed; and on GPUs over NCCL, fed by
 tandem.DeviceFeed."""

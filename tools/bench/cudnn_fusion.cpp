@@ -1,6 +1,6 @@
 // tandem-cudnn-fusion: can cuDNN put a BatchNorm's work inside a convolution without slowing the
-// convolution down? Issue 23's 0.8x-at-512 targets need that (docs/DEPARTURES.md): the unfused
-// BatchNorms alone take a third of a ResNet-18 step. For each ResNet-18 (CIFAR) 3x3 convolution shape,
+// convolution down? The ResNet-18 training targets at batch 512 need that (docs/DEPARTURES.md): the
+// unfused BatchNorms alone take much of a step. For each ResNet-18 (CIFAR) 3x3 convolution shape,
 // at each batch and precision, it times the best plan cuDNN's heuristics offer for three graphs:
 //   conv                y = conv(x, w)
 //   conv+stats          the same, and the per-channel sum and sum of squares of y (BatchNorm's
@@ -283,7 +283,7 @@ int run(const std::vector<std::int64_t>& batches, int max_plans, bool all_engine
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times cuDNN's convolutions with and without BatchNorm's work fused in (issue 23)",
+  CLI::App app{"Times cuDNN's convolutions with and without BatchNorm's work fused in (docs/DEPARTURES.md)",
                "tandem-cudnn-fusion"};
   std::vector<std::int64_t> batches{128, 512};
   int plans = 5;

@@ -195,7 +195,7 @@ std::optional<double> peer_ms(const Json& peer, const Result& like, const char* 
   return std::nullopt;
 }
 
-// The targets, ours-with-graphs / torch.compile: training and evaluation.
+// The targets (docs/BENCHMARKS.md, "GPU steps"), ours-with-graphs / torch.compile: training and evaluation.
 double train_target(const Result& r) {
   if (r.model == "resnet18") return r.batch >= 512 ? 0.8 : 0.9;
   return r.batch >= 512 ? 0.9 : 0.0;  // cnn at 128: no target

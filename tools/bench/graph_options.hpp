@@ -5,7 +5,7 @@
 // the median of --steps CUDA-event-timed steps after --warmup. With --peer, the same in PyTorch
 // (bench/peers/graph_step_peer.py: eager and torch.compile(mode="reduce-overhead"), under
 // torch.autocast for bf16) in the same run, and the ratios ours-with-graphs / theirs against the
-// issue's targets (ResNet-18 training <= 0.9x compile at 128 and <= 0.8x at 512, cnn training <= 0.9x
+// targets (ResNet-18 training <= 0.9x compile at 128 and <= 0.8x at 512, cnn training <= 0.9x
 // at 512, evaluation <= 0.8x).
 #pragma once
 
