@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "common/error.hpp"
-#include "common/torch/folded_eval.hpp"
+#include "common/torch/builtin_nets/folded_eval.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -101,8 +101,9 @@ struct GraphEval::Impl {
     if (auto why = unsupported(m)) fail("a captured evaluation is not possible here: {}", *why);
     const c10::DeviceIndex device = raw_x.device().index();
     c10::cuda::CUDAGuard guard(device);
-    if (!FoldedEval::unsupported(m)) {
-      folded = std::make_unique<FoldedEval>(m, m.precision());
+    // A model that runs an AOTInductor package evaluates through it, never folded.
+    if (!m.has_package() && !FoldedEval::unsupported(m.builtin_network(), m.device())) {
+      folded = std::make_unique<FoldedEval>(*m.builtin_network(), m.precision());
       capture(fold_graph, device, [&] { folded->refold(); });
     }
     capture(graph, device, [&] { body(); });  // evaluation changes no state: the warm-up run is harmless

@@ -14,7 +14,7 @@
 namespace tandem::actor {
 
 void exec_python_actor(const JobSettings& settings) {
-  // The package as built next to this program comes first, as the tests and tools/setup arrange.
+  // The package as built next to this program comes first, as the tests and tools/dev/setup arrange.
   const std::string dir = envs::python_package_dir();
   if (!dir.empty()) {
     const char* old = std::getenv("PYTHONPATH");

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "actor/evaluator.hpp"
-#include "common/torch/bn_act.hpp"
+#include "common/torch/builtin_nets/bn_act.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
 #include "learner/feed/device_feed.hpp"

@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 std::string chromium() {
   for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"})
     if (fs::exists(p)) return p;
-  std::fputs("SKIPPED: no chromium (tools/setup installs Debian's chromium and chromium-driver)\n", stderr);
+  std::fputs("SKIPPED: no chromium (tools/dev/setup installs Debian's chromium and chromium-driver)\n", stderr);
   std::exit(77);
 }
 

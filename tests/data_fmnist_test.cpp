@@ -1,5 +1,5 @@
 // The acceptance run on the real Fashion-MNIST files (Debian package dataset-fashion-mnist, which
-// tools/setup installs): preload, info, the first image's bytes against the IDX file, mode 0600, rm.
+// tools/dev/setup installs): preload, info, the first image's bytes against the IDX file, mode 0600, rm.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -31,7 +31,7 @@ std::string gunzip_head(const std::string& path, std::size_t bytes) {
 
 TEST_CASE("data fmnist: preload, info, bytes, mode and rm on the real Fashion-MNIST" * doctest::timeout(120)) {
   REQUIRE_MESSAGE(std::filesystem::exists(std::string(kFashionMnist) + "/train-images-idx3-ubyte.gz"),
-                  "install the Debian package dataset-fashion-mnist (./tools/setup does)");
+                  "install the Debian package dataset-fashion-mnist (./tools/dev/setup does)");
   const std::string name = test::unique_name("fmnist");
   const std::string segment = shm::dataset_segment_name(name);
   const std::string tandem = test::tandem_binary();

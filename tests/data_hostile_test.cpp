@@ -10,7 +10,7 @@
 #include "tests/data_files.hpp"
 #include "tests/harness.hpp"
 #include "tests/sanitizer.hpp"
-#include "tools/data/preload.hpp"
+#include "datasets/preload.hpp"
 
 using namespace tandem;
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include "shm/dataset_cache.hpp"
 #include "tests/data_files.hpp"
 #include "tests/harness.hpp"
-#include "tools/data/preload.hpp"
+#include "datasets/preload.hpp"
 
 using namespace tandem;
 namespace fs = std::filesystem;

@@ -23,7 +23,7 @@
 #include "common/torch/models.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
-#include "tools/data/preload.hpp"
+#include "datasets/preload.hpp"
 
 using namespace tandem;
 

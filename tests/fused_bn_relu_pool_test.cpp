@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "common/torch/fused_bn_relu_pool.hpp"
+#include "common/torch/builtin_nets/fused_bn_relu_pool.hpp"
 
 namespace {
 

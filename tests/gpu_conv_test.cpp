@@ -1,14 +1,14 @@
 // GPU: Tandem's convolution paths against ATen's: the residual block input's gradient blended by
-// cuDNN's graph API (common/torch/cudnn_conv.hpp) and the first convolution's kernels
-// (common/torch/stem_conv.hpp). Without a GPU this binary prints SKIP and exits 77.
+// cuDNN's graph API (common/torch/builtin_nets/cudnn_conv.hpp) and the first convolution's kernels
+// (common/torch/builtin_nets/stem_conv.hpp). Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "common/torch/cudnn_conv.hpp"
-#include "common/torch/stem_conv.hpp"
+#include "common/torch/builtin_nets/cudnn_conv.hpp"
+#include "common/torch/builtin_nets/stem_conv.hpp"
 #include "tests/harness.hpp"
 #include "tests/tensor_compare.hpp"
 

@@ -1,4 +1,4 @@
-// GPU: the fused layers against ATen's ops — BatchNorm + add + ReLU (common/torch/bn_act.hpp), the
+// GPU: the fused layers against ATen's ops — BatchNorm + add + ReLU (common/torch/builtin_nets/bn_act.hpp), the
 // one-launch weight conversion (weight_prep.hpp), the folded evaluation (folded_eval.hpp) and its fused
 // conv-ReLU-pool and pool-linear kernels (conv_pool.hpp), and the fused optimizers (learner/optim.hpp); the
 // convolutions' own paths are in gpu_conv_test.cpp. Without a GPU this binary prints SKIP and exits 77.
@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/torch/bn_act.hpp"
-#include "common/torch/bn_act_cudnn.hpp"
-#include "common/torch/conv_pool.hpp"
-#include "common/torch/folded_eval.hpp"
+#include "common/torch/builtin_nets/bn_act.hpp"
+#include "common/torch/builtin_nets/bn_act_cudnn.hpp"
+#include "common/torch/builtin_nets/conv_pool.hpp"
+#include "common/torch/builtin_nets/folded_eval.hpp"
 #include "common/torch/models.hpp"
-#include "common/torch/weight_prep.hpp"
+#include "common/torch/builtin_nets/weight_prep.hpp"
 #include "learner/optim.hpp"
 #include "tests/harness.hpp"
 #include "tests/tensor_compare.hpp"
@@ -181,11 +181,11 @@ TEST_CASE("folded evaluation gives eager's logits, and refold() follows new weig
         if (n.find("bn") != std::string::npos || n.find("downsample.1") != std::string::npos) p.uniform_(0.5, 1.5);
     }
     m.eval();
-    REQUIRE_FALSE(FoldedEval::unsupported(m).has_value());
+    REQUIRE_FALSE(FoldedEval::unsupported(m.builtin_network(), m.device()).has_value());
     const torch::Tensor x = torch::randn({64, 3, 32, 32}, kGpu);
     torch::NoGradGuard no_grad;
     const torch::Tensor eager = m.forward(x);
-    FoldedEval f32(m, torch::kFloat32), bf16(m, torch::kBFloat16);
+    FoldedEval f32(*m.builtin_network(), torch::kFloat32), bf16(*m.builtin_network(), torch::kBFloat16);
     f32.refold();
     bf16.refold();
     CHECK((f32.forward(x).scalar_type() == torch::kFloat32));

@@ -1,6 +1,7 @@
 // tandem bench: runs tandem-bench with the arguments after `bench`. The benchmarks are a program of
 // their own so that `tandem` never loads LibTorch; this keeps `tandem bench ...` working. Looked up
-// next to this binary: installed side by side, or in bench/ below it in a build tree.
+// next to this binary (installed side by side) or in the build tree's sibling folder
+// (build/tools/tandem, build/bench/tandem-bench).
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
 
 namespace tandem::tools {
@@ -18,11 +20,12 @@ namespace {
 
 std::filesystem::path find_tandem_bench() {
   const std::filesystem::path here = self_exe().parent_path();
-  for (const auto& candidate : {here / "tandem-bench", here / "bench" / "tandem-bench"})
+  const std::filesystem::path beside = here / "tandem-bench", sibling = here.parent_path() / "bench" / "tandem-bench";
+  for (const auto& candidate : {beside, sibling})
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   fail(
       "tandem bench runs tandem-bench, which is not at {} nor {}: build it with `ninja -C <build dir> "
-      "tools/bench/tandem-bench` (or install it next to tandem)",
+      "bench/tandem-bench` (or install it next to tandem)",
       (here / "tandem-bench").string(), (here / "bench" / "tandem-bench").string());
 }
 
@@ -44,7 +47,7 @@ void add_bench_commands(CLI::App& app) {
   bench->prefix_command();
   bench->set_help_flag();
   bench->allow_extras();
-  on_run(bench, [bench]() -> int { exec_tandem_bench(bench->remaining()); });
+  cli::on_run(bench, [bench]() -> int { exec_tandem_bench(bench->remaining()); });
 }
 
 }  // namespace tandem::tools

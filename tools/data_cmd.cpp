@@ -16,11 +16,12 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "shm/dataset_cache.hpp"
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
-#include "tools/data/input_file.hpp"
-#include "tools/data/load_plan.hpp"
-#include "tools/data/preload.hpp"
-#include "tools/data/progress.hpp"
+#include "datasets/input_file.hpp"
+#include "datasets/load_plan.hpp"
+#include "datasets/preload.hpp"
+#include "datasets/progress.hpp"
 
 namespace tandem::tools {
 namespace {
@@ -182,24 +183,24 @@ void add_data_commands(CLI::App& app) {
       ->check(CLI::IsMember({"idx", "cifar10", "npy"}));
   p->add_flag("--force", pre.force, "replace an existing cache of that name");
   p->add_option("--threads", pre.threads, "loader threads (default: all cores)");
-  on_run(p, [] { return run_preload(pre); });
+  cli::on_run(p, [] { return run_preload(pre); });
 
-  on_run(data->add_subcommand("ls", "list the dataset caches"), [] { return list(); });
+  cli::on_run(data->add_subcommand("ls", "list the dataset caches"), [] { return list(); });
 
   static std::string name;
   static unsigned threads = 0;
   auto* i = data->add_subcommand("info", "fields, splits, label range, size, checksum and source of a cache");
   i->add_option("name", name, "cache name")->required();
-  on_run(i, [] { return info(name); });
+  cli::on_run(i, [] { return info(name); });
 
   auto* v = data->add_subcommand("verify", "recompute a cache's checksum; exit 1 if it changed");
   v->add_option("name", name, "cache name")->required();
   v->add_option("--threads", threads, "hashing threads (default: all cores)");
-  on_run(v, [] { return verify(name, threads); });
+  cli::on_run(v, [] { return verify(name, threads); });
 
   auto* r = data->add_subcommand("rm", "remove a dataset cache");
   r->add_option("name", name, "cache name")->required();
-  on_run(r, [] { return remove(name); });
+  cli::on_run(r, [] { return remove(name); });
 }
 
 }  // namespace tandem::tools

@@ -4,7 +4,7 @@
 batch, compiled ahead of time by Inductor for this machine's GPU. The actor swaps the learner's
 published weights into the package's constants on every version, so the package's state_dict names
 must be the learner's: --builtin builds Tandem's own cnn or resnet18 layer for layer
-(bench/peers/graph_step_peer.py), --module path/to/file.py:make_model imports your own factory.
+(python/tandem/builtin_nets.py), --module path/to/file.py:make_model imports your own factory.
 
     python3 tools/export_aoti.py --builtin resnet18 -o resnet18.pt2       # Tandem's CIFAR ResNet-18
     python3 tools/export_aoti.py --module my_net.py:build --shape 3,32,32 -o mine.pt2
@@ -22,8 +22,12 @@ import torch
 
 
 def builtin(name, channels, classes):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "peers"))
-    from graph_step_peer import Cnn, ResNet18  # noqa: E402
+    # The networks' Python twins need torch alone: loaded by path, so no built extension is needed.
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tandem", "builtin_nets.py")
+    loader = importlib.util.spec_from_file_location("tandem_builtin_nets", path)
+    nets = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(nets)
+    Cnn, ResNet18 = nets.Cnn, nets.ResNet18
 
     if name == "cnn":
         return Cnn(c=channels, classes=classes)

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/error.hpp"
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -16,5 +17,5 @@ int main(int argc, char** argv) {
   tandem::tools::add_dashboard_commands(app);
   tandem::tools::add_plot_commands(app);
   CLI11_PARSE(app, argc, argv);
-  return tandem::run_main("tandem", [&] { return tandem::tools::run_selected(app); });
+  return tandem::run_main("tandem", [&] { return tandem::cli::run_selected(app); });
 }

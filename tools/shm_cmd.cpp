@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "shm/segment.hpp"
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
 
 namespace tandem::tools {
@@ -111,7 +112,7 @@ void add_shm_commands(CLI::App& app) {
       "Segments live in /dev/shm. TANDEM_SHM_LIMIT=SIZE (bytes, or K/M/G, powers of 1024) caps the space "
       "Tandem believes /dev/shm has free, e.g. to test a small /dev/shm (docs/FORMAT.md).");
   shm->require_subcommand(1);
-  on_run(shm->add_subcommand("ls", "list Tandem segments in /dev/shm"), [] { return list(); });
+  cli::on_run(shm->add_subcommand("ls", "list Tandem segments in /dev/shm"), [] { return list(); });
 
   auto* gc_cmd = shm->add_subcommand("gc",
                                      "remove this user's job segments whose creator is gone and abandoned preloads");
@@ -119,12 +120,12 @@ void add_shm_commands(CLI::App& app) {
   gc_cmd->add_flag("-n,--dry-run", dry_run, "only say what would be removed");
   gc_cmd->add_flag("--all-invalid", all_invalid,
                    "also remove this user's tandem.* objects that are not valid Tandem segments (reported otherwise)");
-  on_run(gc_cmd, [] { return gc(dry_run, all_invalid); });
+  cli::on_run(gc_cmd, [] { return gc(dry_run, all_invalid); });
 
   auto* rm = shm->add_subcommand("rm", "remove one segment by name");
   static std::string name;
   rm->add_option("name", name, "segment name, e.g. tandem.myjob.weights")->required();
-  on_run(rm, [] { return remove(name); });
+  cli::on_run(rm, [] { return remove(name); });
 }
 
 }  // namespace tandem::tools

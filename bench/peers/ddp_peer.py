@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch baseline for `tandem bench ddp`: the data-parallel training step a PyTorch user writes,
 DistributedDataParallel, timed in the same setup as Tandem's learner ranks: the same model (Tandem's
-built-in "cnn" or "resnet18", common/torch/networks.cpp, layer for layer: graph_step_peer.py builds
+built-in "cnn" or "resnet18", common/torch/builtin_nets/networks.cpp, layer for layer: python/tandem/builtin_nets.py builds
 both), the same batch per rank, one intra-op thread per rank, SGD with Nesterov momentum and weight
 decay, cross-entropy.
 
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from graph_step_peer import Cnn, ResNet18  # noqa: E402  (the one Python spelling of Tandem's models)
+from twins import Cnn, ResNet18  # noqa: E402  (the one Python spelling of Tandem's models)
 
 
 def load_split(name, split):

@@ -2,7 +2,7 @@
 """The PyTorch peer of `tandem-bench graph`: one supervised training step (gather a batch from a
 GPU-resident CIFAR-shaped pool, forward, cross-entropy, backward, SGD Nesterov, zero_grad) and one
 evaluation forward, for the cnn and ResNet-18 built layer for layer as Tandem's C++ models
-(common/torch/networks.cpp; torchvision is not needed), eager and under
+(python/tandem/builtin_nets.py; torchvision is not needed), eager and under
 torch.compile(mode="reduce-overhead") (CUDA graphs through Inductor), in float32 and in bf16 under
 torch.autocast(device_type="cuda", dtype=torch.bfloat16) (float32 weights, bf16 activations and
 matmuls). Median step time over --steps steps after --warmup, timed with CUDA events. Prints a
@@ -16,57 +16,9 @@ import statistics
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-def conv3x3(cin, cout, stride=1):
-    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-
-
-class Cnn(nn.Module):  # Tandem's "cnn" (and its state_dict names): two conv-BN-ReLU-maxpool blocks, one hidden layer
-    def __init__(self, c=3, h=32, w=32, classes=10):
-        super().__init__()
-        self.conv1, self.bn1 = conv3x3(c, 16), nn.BatchNorm2d(16)
-        self.conv2, self.bn2 = conv3x3(16, 32), nn.BatchNorm2d(32)
-        self.fc1, self.fc2 = nn.Linear(32 * (h // 4) * (w // 4), 128), nn.Linear(128, classes)
-
-    def forward(self, x):
-        h = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
-        h = F.max_pool2d(F.relu(self.bn2(self.conv2(h))), 2)
-        return self.fc2(F.relu(self.fc1(h.flatten(1))))
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1, self.bn1 = conv3x3(cin, cout, stride), nn.BatchNorm2d(cout)
-        self.conv2, self.bn2 = conv3x3(cout, cout), nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = self.bn2(self.conv2(h))
-        return F.relu(h + (self.downsample(x) if self.downsample is not None else x))
-
-
-class ResNet18(nn.Module):  # Tandem's "resnet18" for 32x32 inputs: 3x3 stem, no max-pool; its state_dict names
-    def __init__(self, c=3, classes=10):
-        super().__init__()
-        self.conv1, self.bn1 = conv3x3(c, 64), nn.BatchNorm2d(64)
-        cin = 64
-        for layer, width in enumerate([64, 128, 256, 512]):
-            setattr(self, f"layer{layer + 1}",
-                    nn.Sequential(BasicBlock(cin, width, 2 if layer > 0 else 1), BasicBlock(width, width, 1)))
-            cin = width
-        self.fc = nn.Linear(512, classes)
-
-    def forward(self, x):
-        h = F.relu(self.bn1(self.conv1(x)))
-        h = self.layer4(self.layer3(self.layer2(self.layer1(h))))
-        return self.fc(F.adaptive_avg_pool2d(h, 1).flatten(1))
+from twins import Cnn, ResNet18  # Tandem's built-in networks in PyTorch, layer for layer
 
 
 def median_ms(fn, warmup, steps):

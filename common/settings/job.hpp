@@ -6,7 +6,7 @@
 // The tables: [data], [model] (data.hpp); [learner], [publish], [checkpoint], [ddp] (learner.hpp);
 // [supervised], [optimizer], [schedule] (training.hpp); [actor], [env], [rl] (actor.hpp). The
 // launcher's own [run] is tools/run/job_config.hpp's. Each key is read as a literal only in the
-// parse() of its table's struct (tools/check-house holds everything else to that).
+// parse() of its table's struct (tools/dev/check-house holds everything else to that).
 // Torch-free; JobSettings is immutable after parse() and may be read from any thread.
 #pragma once
 

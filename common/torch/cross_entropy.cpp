@@ -6,7 +6,7 @@
 #ifdef TANDEM_GPU_KERNELS
 #include <c10/cuda/CUDAStream.h>
 
-#include "common/torch/loss_kernels.hpp"
+#include "common/torch/cross_entropy_kernels.hpp"
 #endif
 
 namespace tandem {
@@ -23,7 +23,7 @@ std::pair<Tensor, Tensor> aten_cross_entropy_and_correct(const Tensor& logits, c
 
 #ifdef TANDEM_GPU_KERNELS
 
-namespace kernels = loss_kernels;
+namespace kernels = cross_entropy_kernels;
 
 cuda::StreamHandle stream_of(const Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
 

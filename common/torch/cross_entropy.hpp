@@ -7,8 +7,8 @@
 // torch::nn::functional::cross_entropy computes it (a 0-dim float32, differentiable with respect to
 // the logits); correct: how many rows' first maximum is their label (a 0-dim int64, not
 // differentiable). On the GPU, for contiguous float32 CUDA logits of at most
-// loss_kernels::kMaxLogits values in a build with the kernels, one launch forward and one backward
-// (loss_kernels.hpp says why); elsewhere ATen's cross-entropy, argmax, eq and sum. Values: ATen's to
+// cross_entropy_kernels::kMaxLogits values in a build with the kernels, one launch forward and one backward
+// (cross_entropy_kernels.hpp says why); elsewhere ATen's cross-entropy, argmax, eq and sum. Values: ATen's to
 // rounding (the same sums in another order). A label outside [0, classes) makes the GPU loss NaN.
 // Threads: the caller's; kernels go on the current CUDA stream, nothing waits for the device.
 #pragma once

@@ -21,7 +21,7 @@
 #include "common/error.hpp"
 #include "common/settings/data.hpp"
 #include "common/torch/aoti_package.hpp"
-#include "common/torch/networks.hpp"
+#include "common/torch/builtin_nets/networks.hpp"
 
 namespace tandem {
 namespace {
@@ -234,6 +234,7 @@ torch::ScalarType Model::precision() const { return impl_->precision; }
 
 torch::nn::Module* Model::nn_module() const { return impl_->net.get(); }
 torch::jit::Module* Model::jit_module() const { return impl_->jit.get(); }
+nets::Net* Model::builtin_network() const { return impl_->net.get(); }
 const ModelSpec& Model::spec() const { return impl_->spec; }
 
 std::string Model::describe() const {

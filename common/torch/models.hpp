@@ -36,22 +36,19 @@
 #include <utility>
 #include <vector>
 
+#include "common/torch/model_spec.hpp"
+
 namespace torch::jit {
 struct Module;
 }
 
 namespace tandem {
 
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+namespace nets {
+struct Net;
+}
 
-struct ModelSpec {
-  std::string name;           // a built-in name, or a TorchScript file path
-  std::int64_t channels = 1;  // input shape of one sample: C, H, W
-  std::int64_t height = 28;
-  std::int64_t width = 28;
-  std::int64_t num_classes = 10;
-  std::uint64_t seed = 0;  // seeds LibTorch's default generator before initialising the weights
-};
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 const std::vector<std::string>& builtin_model_names();
 
@@ -98,6 +95,8 @@ class Model {
   // exactly one of them is non-null.
   torch::nn::Module* nn_module() const;
   torch::jit::Module* jit_module() const;
+  // The built-in network behind this model (builtin_nets/networks.hpp), or null for a TorchScript one.
+  nets::Net* builtin_network() const;
 
   const ModelSpec& spec() const;
   std::string describe() const;  // "cnn (1x28x28 -> 10, 421642 parameters)"

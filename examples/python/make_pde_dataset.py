@@ -6,7 +6,7 @@
 Each sample is an initial condition u0(x) on a periodic grid of `points` cells and the solution
 u(x, T) of the advection-diffusion equation u_t + c u_x = nu u_xx at T = 1, for one of four regimes
 (nu, c), solved exactly in Fourier space. Files, as `tandem data preload --from DIR` reads them
-(tools/data/npy_reader.hpp):
+(datasets/npy_reader.hpp):
 
     x_train.npy  uint8 (N, 2, points)   row 0: u0, row 1: u(T), each quantised as round((u + 1) * 127.5)
     y_train.npy  int64 (N,)             the regime 0..3 (the model's conditioning input)

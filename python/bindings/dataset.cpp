@@ -15,8 +15,8 @@
 #include "python/bindings/blocking.hpp"
 #include "python/bindings/module.hpp"
 #include "python/bindings/tensors.hpp"
-#include "tools/data/preload.hpp"
-#include "tools/data/progress.hpp"
+#include "datasets/preload.hpp"
+#include "datasets/progress.hpp"
 
 namespace tandem::python {
 namespace {

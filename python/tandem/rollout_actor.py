@@ -5,7 +5,7 @@ itself with ``python3 -m tandem.rollout_actor --env MODULE:CLASS --kwargs JSON .
 (actor/python_actor.cpp), keeping its pid, environment and control-block row. This program is the C++
 rollout actor (actor/rollout_loop.hpp, actor/rollout.hpp) over :class:`tandem.pyenv.VecPyEnv`:
 
-  * the same model: actor_critic_mlp's twin, parameters named and shaped as common/torch/networks.cpp
+  * the same model: actor_critic_mlp's twin, parameters named and shaped as common/torch/builtin_nets/networks.cpp
     registers them, so the slab's signature matches and its weights load (the follower refuses otherwise);
   * the same policy head as common/torch/policy.cpp: discrete actions drawn by multinomial(softmax),
     log_prob by log_softmax; continuous by mean + exp(clamp(log_std, -5, 2)) * N(0, 1);
@@ -40,7 +40,7 @@ _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 class ActorCriticMlp(torch.nn.Module):
-    """common/torch/networks.cpp ActorCriticMlp: the same names, shapes and registration order."""
+    """common/torch/builtin_nets/networks.cpp ActorCriticMlp: the same names, shapes and registration order."""
 
     def __init__(self, obs_dim: int, params_dim: int):
         super().__init__()

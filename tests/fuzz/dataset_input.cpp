@@ -9,7 +9,7 @@
 #include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "common/file_descriptor.hpp"
-#include "tools/data/preload.hpp"
+#include "datasets/preload.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,7 +1,7 @@
 // Gzip IDX: the two halves of the input are the compressed train-images / train-labels files, so
 // headers, trailers and deflate blocks are all mutated.
 #include "tests/fuzz/dataset_input.hpp"
-#include "tools/data/input_file.hpp"
+#include "datasets/input_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem::fuzz;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
 #include "tools/plot/draw.hpp"
 #include "tools/plot/run_curves.hpp"
@@ -19,7 +20,7 @@ void add_plot_commands(CLI::App& app) {
   cmd->add_option("-o,--output", out, "FILE.png or FILE.svg; default RUN_DIR/curves.png");
   cmd->add_option("--width", width, "pixels")->check(CLI::Range(200, 10000));
   cmd->add_option("--height", height, "pixels; default 320 per row of charts")->check(CLI::Range(0, 10000));
-  on_run(cmd, [] {
+  cli::on_run(cmd, [] {
     const auto panels = plot::run_curves(run_dir);
     const std::filesystem::path file = out.empty() ? std::filesystem::path(run_dir) / "curves.png"
                                                    : std::filesystem::path(out);

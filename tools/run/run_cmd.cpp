@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "shm/control_block.hpp"
 #include "shm/segment.hpp"
+#include "common/cli_actions.hpp"
 #include "tools/commands.hpp"
 #include "tools/run/job_config.hpp"
 #include "tools/run/job_view.hpp"
@@ -95,7 +96,7 @@ void add_run_commands(CLI::App& app) {
                   "node 0's address, where rank 0 hosts the rendezvous (default: run.master_addr)");
   run->add_option("--master-port", nodes.master_port,
                   "the rendezvous port, the same on every node (default: run.master_port)");
-  on_run(run, [] {
+  cli::on_run(run, [] {
     if (explain) {
       fmt::print("{}{}", describe_schema(run::job_schema()), run::program_groups_doc());
       fmt::print("\n# Former spellings, loaded (with a note) until the next release:\n");
@@ -112,7 +113,7 @@ void add_status_commands(CLI::App& app) {
   static bool json = false;
   cmd->add_option("job", job, "job id, e.g. fmnist-3f9a; omitted: every running job");
   cmd->add_flag("--json", json, "print JSON (an object for JOB, else an array of every running job) for scripts");
-  on_run(cmd, [] { return json ? status_json(job) : status(job); });
+  cli::on_run(cmd, [] { return json ? status_json(job) : status(job); });
 }
 
 }  // namespace tandem::tools

@@ -3,7 +3,7 @@
 
 #include "common/error.hpp"
 #include "python/tests/peer/peer.hpp"
-#include "tools/commands.hpp"
+#include "common/cli_actions.hpp"
 
 namespace tandem::peer {
 
@@ -28,5 +28,5 @@ int main(int argc, char** argv) {
   tandem::peer::add_rings_commands(app);
   tandem::peer::add_misc_commands(app);
   CLI11_PARSE(app, argc, argv);
-  return tandem::run_main("tandem-py-peer", [&] { return tandem::tools::run_selected(app); });
+  return tandem::run_main("tandem-py-peer", [&] { return tandem::cli::run_selected(app); });
 }

@@ -12,7 +12,7 @@
 #include "python/tests/peer/peer.hpp"
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
-#include "tools/commands.hpp"
+#include "common/cli_actions.hpp"
 
 namespace tandem::peer {
 namespace {
@@ -120,7 +120,7 @@ void add_feed_command(CLI::App& app) {
   c->add_option("--std", a.o.stddev);
   c->add_flag("--drop-last", a.o.drop_last);
   c->add_option("--out", a.out)->required();
-  tools::on_run(c, [] { return run_feed(a); });
+  cli::on_run(c, [] { return run_feed(a); });
 }
 
 void add_misc_commands(CLI::App& app) {
@@ -133,14 +133,14 @@ void add_misc_commands(CLI::App& app) {
   c->add_option("--learners", learners);
   c->add_option("--actors", actors);
   c->add_option("--run-dir", run_dir);
-  tools::on_run(c, [] { return run_control(job, learners, actors, run_dir); });
+  cli::on_run(c, [] { return run_control(job, learners, actors, run_dir); });
 
   auto* p = app.add_subcommand("poke", "write a byte into a dataset cache's field");
   p->add_option("--dataset", name)->required();
   p->add_option("--field", field);
   p->add_option("--offset", offset);
   p->add_option("--value", value);
-  tools::on_run(p, [] { return run_poke(name, field, offset, value); });
+  cli::on_run(p, [] { return run_poke(name, field, offset, value); });
 }
 
 }  // namespace tandem::peer

@@ -11,7 +11,7 @@
 #include "common/error.hpp"
 #include "python/tests/peer/peer.hpp"
 #include "shm/experience_ring.hpp"
-#include "tools/commands.hpp"
+#include "common/cli_actions.hpp"
 
 namespace tandem::peer {
 namespace {
@@ -122,7 +122,7 @@ void add_rings_commands(CLI::App& app) {
   consume->add_option("--count", c.count);
   consume->add_option("--timeout", c.timeout_s);
   consume->add_option("--dump", c.dump)->required();
-  tools::on_run(consume, [] { return run_consume(c); });
+  cli::on_run(consume, [] { return run_consume(c); });
 
   auto* write = app.add_subcommand("rings-write", "write slots into existing experience rings as actor --actor");
   write->add_option("--job", w.job)->required();
@@ -130,7 +130,7 @@ void add_rings_commands(CLI::App& app) {
   write->add_option("--count", w.count);
   write->add_option("--seed", w.seed);
   write->add_option("--dump", w.dump)->required();
-  tools::on_run(write, [] { return run_write(w); });
+  cli::on_run(write, [] { return run_write(w); });
 }
 
 }  // namespace tandem::peer

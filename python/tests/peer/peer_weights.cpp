@@ -19,7 +19,7 @@
 #include "learner/model_publisher.hpp"
 #include "python/tests/peer/peer.hpp"
 #include "shm/verify_pattern.hpp"
-#include "tools/commands.hpp"
+#include "common/cli_actions.hpp"
 
 namespace tandem::peer {
 namespace {
@@ -139,11 +139,11 @@ void add_weights_commands(CLI::App& app) {
   pub->add_option("--seed", p.seed);
   pub->add_option("--slots", p.slots);
   pub->add_flag("--bf16", p.bf16);
-  tools::on_run(pub, [] { return run_publish(p); });
+  cli::on_run(pub, [] { return run_publish(p); });
   auto* fol = app.add_subcommand("follow", "follow a slab into PeerModel (C++ Follower)");
   common_options(fol, f);
   fol->add_option("--min-version", f.min_version);
-  tools::on_run(fol, [] { return run_follow(f); });
+  cli::on_run(fol, [] { return run_follow(f); });
 }
 
 }  // namespace tandem::peer

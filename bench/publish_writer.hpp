@@ -1,0 +1,32 @@
+// The writer side of `tandem-bench publish` (see publish_options.hpp): creates the slab, starts the
+// readers, publishes at a fixed interval for the chosen time, and gathers what everyone measured.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/publish_options.hpp"
+#include "bench/publish_reader.hpp"
+
+namespace tandem::bench {
+
+struct PublishMeasurement {
+  bool gpu = false;
+  double interval_ms = 0;
+  double pinned_gbps = 0;                              // a plain D2H into cudaHostAlloc'd memory, best of 3 (GPU only)
+  std::vector<double> call_us;                         // publish() on the training thread
+  std::vector<double> fence_us;                        // CPU: wait_before_update() before the next fill
+  std::vector<double> snapshot_ms, d2h_ms, commit_ms;  // per committed version, from the publisher
+  std::uint64_t calls = 0, coalesced = 0, skipped = 0;
+  ReaderReport readers;  // every reader's, together
+  // The device slab (GPU only, with device readers): D2D into its slot, publish() -> committed there,
+  // and its same-GPU readers' reports.
+  int device_readers = 0;
+  std::vector<double> device_copy_ms, device_commit_ms;
+  std::uint64_t device_skipped = 0;
+  ReaderReport device;
+};
+
+PublishMeasurement measure_publish(const PublishBenchOptions& options, const ModelSize& size);
+
+}  // namespace tandem::bench
