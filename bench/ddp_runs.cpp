@@ -38,17 +38,6 @@ int run_echoed(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);  // as the shell says it
 }
 
-std::string find_tandem(const std::string& given) {
-  if (!given.empty()) return given;
-  // Installed side by side, or the build tree's build/tools/tandem beside build/bench/tandem-bench.
-  const auto here = self_exe().parent_path();
-  for (const auto& candidate : {here / "tandem", here.parent_path() / "tools" / "tandem"})
-    if (std::filesystem::exists(candidate)) return candidate.string();
-  fail(
-      "cannot find the tandem launcher next to {}: build it (`ninja -C <build dir> tools/tandem`) or pass --tandem PATH",
-      here.string());
-}
-
 // `gpu`: the GPU of an independent one-rank job on a cuda run (job j on GPU j, as rank j would be).
 std::string job_config(const DdpBenchOptions& o, int ranks, const std::filesystem::path& run_dir,
                        const std::string& job = "bench-ddp", int gpu = 0) {
@@ -148,7 +137,7 @@ DdpResult run_tandem_ranks(const DdpBenchOptions& o, int ranks, const std::files
   const auto run_dir = work_dir / fmt::format("tandem-{}-ranks", ranks);
   const auto config = work_dir / fmt::format("tandem-{}-ranks.toml", ranks);
   std::ofstream(config) << job_config(o, ranks, run_dir);
-  const std::string command = fmt::format("{} run {}", shell_quote(find_tandem(o.tandem)),
+  const std::string command = fmt::format("{} run {}", shell_quote(find_tandem_launcher(o.tandem)),
                                           shell_quote(config.string()));
   if (const int status = run_echoed(command); status != 0)
     fail("`{}` failed (status {}): see its output above", command, status);
@@ -163,7 +152,8 @@ DdpResult run_independent_ranks(const DdpBenchOptions& o, int jobs, const std::f
     run_dirs.push_back(work_dir / fmt::format("independent-{}", j));
     const auto config = work_dir / fmt::format("independent-{}.toml", j);
     std::ofstream(config) << job_config(o, 1, run_dirs.back(), fmt::format("bench-ddp-independent-{}", j), j);
-    script += fmt::format("{} run {} & p{}=$!; ", shell_quote(find_tandem(o.tandem)), shell_quote(config.string()), j);
+    script += fmt::format("{} run {} & p{}=$!; ", shell_quote(find_tandem_launcher(o.tandem)),
+                          shell_quote(config.string()), j);
   }
   script += "ok=0; ";
   for (int j = 0; j < jobs; ++j) script += fmt::format("wait $p{} || ok=1; ", j);

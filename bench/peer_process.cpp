@@ -8,8 +8,20 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/process.hpp"
 
 namespace tandem::bench {
+
+std::string find_tandem_launcher(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  const std::filesystem::path here = self_exe().parent_path();
+  const std::filesystem::path beside = here / "tandem", sibling = here.parent_path() / "tools" / "tandem";
+  for (const auto& candidate : {beside, sibling})
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  fail(
+      "cannot find the tandem launcher at {} nor {}: build it (`ninja -C <build dir> tools/tandem`) or pass --tandem PATH",
+      beside.string(), sibling.string());
+}
 
 std::string find_peer_script(const std::string& explicit_path, const std::string& script) {
   if (!explicit_path.empty()) return explicit_path;

@@ -53,15 +53,6 @@ class ScratchDir {
   fs::path path_;
 };
 
-std::string launcher(const RolloutBenchOptions& o) {
-  if (!o.tandem.empty()) return o.tandem;
-  const fs::path here = self_exe().parent_path();
-  for (const fs::path& candidate : {here / "tandem", here.parent_path() / "tandem"})
-    if (fs::exists(candidate)) return candidate.string();
-  fail("cannot find the tandem launcher at {} nor {}: pass --tandem PATH, or --no-job to skip the CartPole job",
-       (here / "tandem").string(), (here.parent_path() / "tandem").string());
-}
-
 std::string example_config(const RolloutBenchOptions& o) {
   if (!o.config.empty()) {
     if (!fs::exists(o.config)) fail("--config {} does not exist: pass a job config file", o.config);
@@ -208,7 +199,7 @@ Json time_to_solve(const RolloutBenchOptions& o, const std::string& tandem, cons
 Json measure_job(const RolloutBenchOptions& o) {
   if (o.seeds < 1 || o.seeds > 100) fail("--seeds {} is out of range: use 1..100", o.seeds);
   if (o.job_actors < 1 || o.job_actors > 64) fail("--job-actors {} is out of range: use 1..64", o.job_actors);
-  const std::string tandem = launcher(o);
+  const std::string tandem = find_tandem_launcher(o.tandem);
   ScratchDir dir;
   Json out = {{"throughput", Json::object()}};
   for (const std::string algo : {"ppo", "vtrace"})
