@@ -6,7 +6,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
 
 #include <cstdint>
 #include <string>
