@@ -57,8 +57,7 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
     model.set_precision(a.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
     if (!settings.model.package.empty()) model.set_package(settings.model.package);
   }
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
   const Evaluator evaluator(data.cache, {.split = settings.data.test_split,
                                          .batch_size = a.batch_size,
                                          .mean = settings.data.mean,

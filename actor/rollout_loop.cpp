@@ -159,8 +159,7 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, "weights");
   Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);

@@ -48,7 +48,7 @@ struct Learner {
   JobSettings config;
   envs::EnvSource source{config.env};
   Model model = make_rl_model(config.model, source.spec());
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
   learner::ModelPublisher publisher;
   std::uint64_t step = 0;
   Learner(const std::string& job, const std::string& config_path)

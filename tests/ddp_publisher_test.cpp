@@ -21,7 +21,7 @@ namespace {
 
 struct Published {
   Model model = Model::create({.name = "mlp"});
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
 };
 
 learner::ModelPublisher publish(const std::string& slab, Published& p) {
