@@ -66,7 +66,7 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
                                          .max_samples = a.max_samples,
                                          .cuda_graph = a.cuda_graph});
 
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   actor::Follower follower = actor::wait_for_follower(slab, flat, settings.model.name, a.wait_weights_s, ctx);
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
             settings.data.name, slab);

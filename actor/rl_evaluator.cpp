@@ -88,7 +88,7 @@ int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
   FlatParams flat = FlatParams::flatten(model);
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
   const std::int64_t episodes = settings.actor.eval_episodes;
   const std::uint64_t seed = eval_seed(settings.env.seed);

@@ -161,7 +161,7 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   Model model = make_rl_model(settings.model, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);
   shm::ExperienceWriter writer = wait_for_rings(ctx, wait_s);
   const shm::ExperienceDescriptor& d = writer.descriptor();
@@ -173,7 +173,7 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   envs::VecEnv env(source.make(settings.env.envs), env_seed, ctx.index);
   const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
       envs::env_seed(seed, ctx.index, (std::uint64_t{1} << 40) + restarts));  // never an env's seed
-  Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, "exp"), generator);
+  Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, shm::Kind::experience), generator);
 
   // The learner made one ring per rollout actor after JobSettings::parse checked that the update's
   // slots divide among them.

@@ -77,7 +77,8 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   const envs::EnvSource source(config.env);
   Model model = make_rl_model(config.model, source.spec());
   FlatParams flat = FlatParams::flatten(model);
-  learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"});
+  learner::ModelPublisher publisher(shm::job_segment_name(job, shm::Kind::weights), flat,
+                                    {.model = "actor_critic_mlp"});
   const std::uint64_t v1 = publisher.publish_final(0, 10);
   test::Child child = test::spawn_child("rl-evaluator", {job, config_path, dir.path().string()});
   const std::string jsonl = dir.file("eval.jsonl");
