@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "common/torch/rl_model.hpp"
 #include "envs/env_source.hpp"
+#include "envs/seeds.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
@@ -168,11 +169,9 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
 
   // A restart draws new episodes and actions rather than replaying the killed incarnation's.
   const std::uint32_t restarts = ctx.client ? ctx.client->restarts() : 0;
-  const std::uint64_t seed = settings.env.seed;
-  const std::uint64_t env_seed = restarts == 0 ? seed : envs::splitmix64_mix(seed + restarts);
-  envs::VecEnv env(source.make(settings.env.envs), env_seed, ctx.index);
+  envs::VecEnv env(source.make(settings.env.envs), settings.env.seed, ctx.index, restarts);
   const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
-      envs::env_seed(seed, ctx.index, (std::uint64_t{1} << 40) + restarts));  // never an env's seed
+      envs::action_seed(settings.env.seed, ctx.index, restarts));
   Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, shm::Kind::experience), generator);
 
   // The learner made one ring per rollout actor after JobSettings::parse checked that the update's

@@ -54,15 +54,15 @@ TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and thei
   const envs::EnvSource source(config.env);
   Model model = make_rl_model(config.model, source.spec());
   const PolicyHead head = policy_head_for(source.spec());
-  const auto a = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
-  const auto b = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
+  const auto a = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
+  const auto b = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
   CHECK(a.complete);
   CHECK(a.episodes == 7);
   CHECK(a.return_mean == b.return_mean);
   CHECK(a.return_min <= a.return_mean);
   CHECK(a.return_mean <= a.return_max);
   CHECK(a.return_mean == doctest::Approx(a.length_mean));  // CartPole: return = length
-  CHECK(actor::eval_seed(3) != 3);                         // not the rollout actors' job seed
+  CHECK(envs::eval_seed(3) != 3);                          // not the rollout actors' job seed
   int asked = 0;
   CHECK_FALSE(actor::play_greedy(model, head, source, 7, 1, 1, [&] { return ++asked > 3; }).complete);
 }
