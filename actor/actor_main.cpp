@@ -57,8 +57,7 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
     model.set_precision(a.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
     if (!settings.model.package.empty()) model.set_package(settings.model.package);
   }
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
   const Evaluator evaluator(data.cache, {.split = settings.data.test_split,
                                          .batch_size = a.batch_size,
                                          .mean = settings.data.mean,
@@ -67,7 +66,7 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
                                          .max_samples = a.max_samples,
                                          .cuda_graph = a.cuda_graph});
 
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   actor::Follower follower = actor::wait_for_follower(slab, flat, settings.model.name, a.wait_weights_s, ctx);
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
             settings.data.name, slab);

@@ -44,7 +44,7 @@ Follower wait_for_follower(const std::string& slab, FlatParams& flat, const std:
 }
 
 shm::ExperienceWriter wait_for_rings(const ActorContext& ctx, double wait_s) {
-  return wait_and_attach(shm::job_segment_name(ctx.job, "exp"), "experience rings", wait_s, ctx,
+  return wait_and_attach(shm::job_segment_name(ctx.job, shm::Kind::experience), "experience rings", wait_s, ctx,
                          [&] { return shm::ExperienceWriter::attach(ctx.job, ctx.index); });
 }
 

@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/torch/rl_model.hpp"
+#include "envs/seeds.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
@@ -87,12 +88,11 @@ int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  FlatParams flat = FlatParams::flatten(model);
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
   const std::int64_t episodes = settings.actor.eval_episodes;
-  const std::uint64_t seed = eval_seed(settings.env.seed);
+  const std::uint64_t seed = envs::eval_seed(settings.env.seed);
   log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes, source.spec().name,
             model.describe(), slab);
   return run_evaluation_loop(follower, ctx, settings.actor.min_interval_s, [&](const std::function<bool()>& abandon) {

@@ -2,13 +2,14 @@
 // the last actor.evaluators actors of a rollout job. It follows the weight slab and, for each new
 // version (at most every actor.min_interval_s, the newest version winning), plays actor.eval_episodes
 // greedy episodes (PolicyHead::greedy) of the job's env. Each evaluation starts from the same seeds,
-// env_seed(eval_seed(env.seed), index, e): its own, never a rollout actor's (those use env.seed
-// itself), and the same for every version, so versions are compared on equal episodes. Results go to the control block (step = evaluations, version, episode_return and
-// episode_length = means, seconds) and as a JSON line to <run_dir>/eval.jsonl: job, actor, version,
-// step, episode_return (mean), episode_return_min, episode_return_max, episode_length (mean),
-// episodes, seconds, unix_s. On a stop it evaluates the final version unless the job failed: that is
-// its duty, which the launcher checks (tools/run/policy.hpp unmet_duty) before it calls the job a
-// success; a stop signal abandons that last evaluation.
+// env_seed(eval_seed(env.seed), index, e) (envs/seeds.hpp): its own, never a rollout actor's, and the
+// same for every version and restart, so versions are compared on equal episodes. Results go to the
+// control block (step = evaluations, version, episode_return and episode_length = means, seconds) and
+// as a JSON line to <run_dir>/eval.jsonl: job, actor, version, step, episode_return (mean),
+// episode_return_min, episode_return_max, episode_length (mean), episodes, seconds, unix_s. On a
+// stop it evaluates the final version unless the job failed: that is its duty, which the launcher
+// checks (tools/run/policy.hpp unmet_duty) before it calls the job a success; a stop signal abandons
+// that last evaluation.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +30,6 @@ struct EpisodeStats {
   double return_mean = 0, return_min = 0, return_max = 0, length_mean = 0;
   double seconds = 0;
 };
-
-// The job seed evaluators seed their envs from, given env.seed.
-inline std::uint64_t eval_seed(std::uint64_t job_seed) {
-  return envs::splitmix64_mix(job_seed ^ 0x6576616c75617465ULL);
-}
 
 // Plays `episodes` greedy episodes over up to 64 envs, VecEnv-seeded from (job_seed, actor_index):
 // env e plays its share of them from its first episode on. `abandon` is asked before each step.

@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "common/torch/rl_model.hpp"
 #include "envs/env_source.hpp"
+#include "envs/seeds.hpp"
 #include "envs/vec_env.hpp"
 
 namespace tandem::actor {
@@ -159,22 +160,19 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, source.spec());
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
-  const std::string slab = shm::job_segment_name(ctx.job, "weights");
+  const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);
   shm::ExperienceWriter writer = wait_for_rings(ctx, wait_s);
   const shm::ExperienceDescriptor& d = writer.descriptor();
 
   // A restart draws new episodes and actions rather than replaying the killed incarnation's.
   const std::uint32_t restarts = ctx.client ? ctx.client->restarts() : 0;
-  const std::uint64_t seed = settings.env.seed;
-  const std::uint64_t env_seed = restarts == 0 ? seed : envs::splitmix64_mix(seed + restarts);
-  envs::VecEnv env(source.make(settings.env.envs), env_seed, ctx.index);
+  envs::VecEnv env(source.make(settings.env.envs), settings.env.seed, ctx.index, restarts);
   const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
-      envs::env_seed(seed, ctx.index, (std::uint64_t{1} << 40) + restarts));  // never an env's seed
-  Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, "exp"), generator);
+      envs::action_seed(settings.env.seed, ctx.index, restarts));
+  Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, shm::Kind::experience), generator);
 
   // The learner made one ring per rollout actor after JobSettings::parse checked that the update's
   // slots divide among them.

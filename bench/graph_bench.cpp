@@ -96,7 +96,7 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
   Model model = Model::create({.name = name, .channels = 3, .height = 32, .width = 32, .num_classes = 10, .seed = 1});
   model.to(device);
   model.set_precision(dtype_of(precision));
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
   TrainerConfig config;
   config.optimizer = {.kind = "sgd", .lr = 0.05, .momentum = 0.9, .nesterov = true, .weight_decay = 5e-4};
   config.schedule = {.kind = "cosine", .warmup_steps = 10, .total_steps = 1000000};

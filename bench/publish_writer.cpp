@@ -109,7 +109,7 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   if (o.device_readers > 0 && !m.gpu)
     fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible",
          o.device_readers, o.cpu ? "--cpu was given" : "no GPU is visible");
-  const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), "weights");
+  const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), shm::Kind::weights);
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
 

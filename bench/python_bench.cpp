@@ -147,7 +147,7 @@ std::vector<std::pair<std::string, at::Tensor>> flat_model(std::uint64_t bytes, 
 PublishTime measure_cpp_publish(std::uint64_t bytes, int tensors, int reps, bool gpu, std::uint32_t device) {
   const torch::Device where = gpu ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device)) : torch::kCPU;
   FlatParams flat = FlatParams::flatten(flat_model(bytes, tensors, where));
-  const std::string slab = fmt::format("tandem.bench-python-cpp-{}.weights", ::getpid());
+  const std::string slab = shm::job_segment_name(fmt::format("bench-python-cpp-{}", ::getpid()), shm::Kind::weights);
   learner::ModelPublisher publisher(slab, flat);
   shm::WeightSlabReader reader = shm::WeightSlabReader::attach(slab, 1);
   std::vector<double> visible, calls;

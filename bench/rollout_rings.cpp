@@ -180,7 +180,7 @@ Json measure_rings(const RolloutBenchOptions& o) {
   check_options(o);
   const std::string job = fmt::format("rollout-bench-{}", ::getpid());
   // Before the segment exists: a Ctrl-C at any point after shm_open leaves no segment behind.
-  shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, "exp"));
+  shm::UnlinkOnSignal unlink_on_signal(shm::job_segment_name(job, shm::Kind::experience));
   auto rings = shm::ExperienceRings::create(job, {.num_actors = o.actors,
                                                   .slots_per_ring = o.slots,
                                                   .steps = o.steps,

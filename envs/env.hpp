@@ -1,4 +1,5 @@
-// Environments an actor steps: the interface, the spaces, the seed mixing and the built-in registry.
+// Environments an actor steps: the interface, the spaces, the random stream and the built-in registry.
+// Seeds derive in envs/seeds.hpp.
 //
 // Threads: an Env and the Rng it draws from belong to one thread (the actor thread that owns the
 // VecEnv holding them); nothing here is shared or synchronised. make_env() and require_spaces() may be
@@ -13,19 +14,13 @@
 #include <string>
 
 #include "common/env_spec.hpp"
+#include "envs/seeds.hpp"
 
 namespace tandem::envs {
 
 using tandem::EnvSpec;  // what an env observes and accepts (common/env_spec.hpp)
 
-// splitmix64 (Steele, Lea, Flood 2014): the whole generator state is one word, every output a full
-// 64-bit mix. Used both to derive seeds and as the envs' random stream.
-constexpr std::uint64_t splitmix64_mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
+// An env's random stream: splitmix64 over one word, seeded env_seed(...) (seeds.hpp) by VecEnv.
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : state_(seed) {}
@@ -42,14 +37,6 @@ class Rng {
  private:
   std::uint64_t state_;
 };
-
-// The seed of env `env_index` of actor `actor_index` in a job seeded `job_seed`:
-//   splitmix64_mix(splitmix64_mix(splitmix64_mix(job_seed) + actor_index) + env_index)
-// Each step of the chain is a bijection of its input word, so two envs of one actor, or the same env
-// index of two actors, never share a seed for a given job seed (tests/env_vec_test.cpp checks it).
-constexpr std::uint64_t env_seed(std::uint64_t job_seed, std::uint64_t actor_index, std::uint64_t env_index) {
-  return splitmix64_mix(splitmix64_mix(splitmix64_mix(job_seed) + actor_index) + env_index);
-}
 
 // An action as the env reads it: `index` for a discrete space, `values` (action_dim floats) for a
 // continuous one; the other member is unused.

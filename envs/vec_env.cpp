@@ -6,7 +6,8 @@
 
 namespace tandem::envs {
 
-VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index)
+VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index,
+               std::uint32_t restarts)
     : envs_(std::move(envs)) {
   if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs >= 1");
   spec_ = envs_[0]->spec();
@@ -23,7 +24,7 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
   episode_lengths_.assign(n, 0);
   rngs_.reserve(n);
   for (std::size_t e = 0; e < n; ++e) {
-    rngs_.emplace_back(env_seed(job_seed, actor_index, e));
+    rngs_.emplace_back(env_seed(job_seed, actor_index, e, restarts));
     envs_[e]->reset(rngs_[e], &obs_[e * dim]);
   }
 }

@@ -15,8 +15,9 @@
 //                           after its last step, whatever truncated says
 //   episode_returns()[e], episode_lengths()[e]   valid only where the episode just ended: its
 //                           undiscounted return and its number of steps
-// Env e draws every reset from its own Rng, seeded env_seed(job_seed, actor_index, e) (env.hpp), so
-// a run is reproducible and no two envs share a stream. step() allocates nothing.
+// Env e draws every reset from its own Rng, seeded env_seed(job_seed, actor_index, e, restarts)
+// (seeds.hpp), so a run is reproducible, no two envs share a stream and a restarted actor draws new
+// episodes. step() allocates nothing.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,9 @@ namespace tandem::envs {
 class VecEnv {
  public:
   // Resets every env. All envs must have one spec (else UserError); at least one env.
-  VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index);
+  // `restarts`: the actor's incarnation (ControlClient::restarts), 0 for a first start.
+  VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index,
+         std::uint32_t restarts = 0);
   VecEnv(const VecEnv&) = delete;
   VecEnv& operator=(const VecEnv&) = delete;
 

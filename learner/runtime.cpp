@@ -18,7 +18,7 @@ LearnerRuntime::LearnerRuntime(const JobSettings& settings, shm::JobProcess& pro
       process_(process),
       rank_(rank),
       device_(device_for(settings.learner.device, "learner.device", rank.local_rank)),
-      slab_name_(shm::job_segment_name(process.job(), "weights")) {
+      slab_name_(shm::job_segment_name(process.job(), shm::Kind::weights)) {
   if (device_.is_cuda()) cuda::set_device(device_.index());
   const bool lockstep = settings.learner.rl() && settings.shape.deterministic;
   torch::set_num_threads(lockstep ? 1 : settings.learner.threads);

@@ -166,8 +166,7 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     model.to(device);
     model.set_precision(settings.learner.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat32);
   }
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
 
   const feed::FeedOptions fopts = feed_options(settings, budget, device, rank);
   const std::uint64_t epoch_steps = budget.steps_per_epoch;

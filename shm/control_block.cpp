@@ -52,7 +52,7 @@ ControlBlock ControlBlock::create(const Spec& spec) {
   for (const auto& g : spec.groups)
     if (g.name.size() > kGroupNameBytes)
       fail("program group name '{}' is too long ({} bytes, at most {})", g.name, g.name.size(), kGroupNameBytes);
-  Segment seg = Segment::create(job_segment_name(spec.job, "ctl"), Kind::control, kControlLayoutVersion,
+  Segment seg = Segment::create(job_segment_name(spec.job, Kind::control), Kind::control, kControlLayoutVersion,
                                 kJobBytes + rows * sizeof(ProcessRow),
                                 "a job with this id is running or crashed: choose another run.job, or "
                                 "remove stale segments with `tandem shm gc`");
@@ -94,7 +94,7 @@ ControlBlock ControlBlock::create(const Spec& spec) {
 
 ControlBlock ControlBlock::attach(std::string_view job, Segment::Access access) {
   ControlBlock block(
-      Segment::attach(job_segment_name(job, "ctl"), Kind::control, kControlLayoutVersion, access, kAttachFix));
+      Segment::attach(job_segment_name(job, Kind::control), Kind::control, kControlLayoutVersion, access, kAttachFix));
   const auto& d = block.descriptor();
   const std::uint64_t needed = d.rows_offset + std::uint64_t{d.row_count} * sizeof(ProcessRow);
   // Counts are capped before they are added, so the sum cannot wrap; `needed` then fits in 64 bits.

@@ -61,7 +61,7 @@ void check_positions(const std::string& segment, std::uint32_t actor, std::uint6
 }
 
 Segment attach_checked(std::string_view job, std::uint32_t* actor) {
-  Segment seg = Segment::attach(job_segment_name(job, "exp"), Kind::experience, kExperienceLayoutVersion,
+  Segment seg = Segment::attach(job_segment_name(job, Kind::experience), Kind::experience, kExperienceLayoutVersion,
                                 Segment::Access::read_write, kAttachFix);
   const auto& d = seg.descriptor_as<ExperienceDescriptor>();
   ExperienceDescriptor expected{};
@@ -179,7 +179,7 @@ ExperienceRings ExperienceRings::create(std::string_view job, const ExperienceSh
   // Laid out first with the payload offset every segment uses, so a bad shape fails before creation.
   if (std::string problem = layout_experience(d, kPayloadAlignment); !problem.empty())
     fail("experience rings for job '{}' cannot be laid out: {}: choose smaller rollouts or fewer slots", job, problem);
-  Segment seg = Segment::create(job_segment_name(job, "exp"), Kind::experience, kExperienceLayoutVersion,
+  Segment seg = Segment::create(job_segment_name(job, Kind::experience), Kind::experience, kExperienceLayoutVersion,
                                 experience_payload_bytes(d), kExistsFix);
   // The real payload offset moves rings_offset and slots_offset only, never the size reserved above.
   (void)layout_experience(d, seg.header().payload_offset);

@@ -104,8 +104,7 @@ NodeGroup NodeGroup::create(std::string_view job, int world, std::size_t chunk_b
   chunk_bytes = align_up(std::max<std::size_t>(chunk_bytes, 64), 64);
   const std::size_t slot_bytes = align_up(slot_floats * sizeof(float), 64);
   // The pid makes the name this process's alone: an object under it is a dead process's leftover.
-  const std::string name = job_segment_name(job,
-                                            fmt::format("reduce-{}{}", ::getpid(), slot_floats > 0 ? "-slots" : ""));
+  const std::string name = reduce_segment_name(job, ::getpid(), slot_floats > 0);
   Segment::unlink(name);
   Segment seg = Segment::create(name, Kind::reduce, kReduceLayoutVersion, payload_bytes(world, chunk_bytes, slot_bytes),
                                 "another rank 0 of this job is running on the node: stop it first");

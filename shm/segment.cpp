@@ -49,10 +49,20 @@ std::string dataset_segment_name(std::string_view dataset) {
   return fmt::format("tandem.data.{}", dataset);
 }
 
-std::string job_segment_name(std::string_view job, std::string_view kind) {
+std::string job_segment_prefix(std::string_view job) {
   check_name_part("job name", job);
   if (job == "data") fail("job name 'data' is reserved for dataset caches: choose another job name");
-  return fmt::format("tandem.{}.{}", job, kind);
+  return fmt::format("tandem.{}.", job);
+}
+
+std::string job_segment_name(std::string_view job, Kind kind) {
+  if (kind == Kind::dataset || kind == Kind::reduce)
+    throw std::logic_error(fmt::format("job_segment_name: a {} segment is named by its own function", kind_name(kind)));
+  return job_segment_prefix(job) + std::string(kind_name(kind));
+}
+
+std::string reduce_segment_name(std::string_view job, std::uint32_t rank0_pid, bool slots) {
+  return fmt::format("{}{}-{}{}", job_segment_prefix(job), kind_name(Kind::reduce), rank0_pid, slots ? "-slots" : "");
 }
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {

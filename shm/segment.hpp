@@ -62,10 +62,19 @@ static_assert(sizeof(SegmentHeader) == kDescriptorOffset);
 static_assert(offsetof(SegmentHeader, header_checksum) == 48);
 static_assert(offsetof(SegmentHeader, ready) == 56);
 
-// "/tandem.data.<name>" and "/tandem.<job>.<kind>" (returned without the leading slash, as
-// Boost.Interprocess and /dev/shm spell them). Names are checked: [A-Za-z0-9_-], 1..64 characters.
+// Every segment's name is built here, returned without the leading slash (as Boost.Interprocess and
+// /dev/shm spell it). The part after the job is the kind's name (kind_name), so a name says its kind:
+//   /tandem.data.<dataset>            dataset cache
+//   /tandem.<job>.weights             weight slab            /tandem.<job>.weights.cuda   device slab
+//   /tandem.<job>.exp                 experience rings       /tandem.<job>.ctl            control block
+//   /tandem.<job>.reduce-<pid>[-slots]  node reduce group, <pid> rank 0's (one per group that process makes)
+// Names are checked: [A-Za-z0-9_-], 1..64 characters. Python builds a name in one place,
+// tandem.slab_name (python/tandem/weights.py), through job_segment_name in the extension.
 std::string dataset_segment_name(std::string_view dataset);
-std::string job_segment_name(std::string_view job, std::string_view kind);
+// `kind`: weights, weights_cuda, experience or control (a logic_error for the others, named above).
+std::string job_segment_name(std::string_view job, Kind kind);
+std::string reduce_segment_name(std::string_view job, std::uint32_t rank0_pid, bool slots);
+std::string job_segment_prefix(std::string_view job);  // "tandem.<job>.": every name above of that job
 void check_name_part(std::string_view what, std::string_view value);
 
 class Segment {

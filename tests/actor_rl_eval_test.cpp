@@ -54,15 +54,15 @@ TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and thei
   const envs::EnvSource source(config.env);
   Model model = make_rl_model(config.model, source.spec());
   const PolicyHead head = policy_head_for(source.spec());
-  const auto a = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
-  const auto b = actor::play_greedy(model, head, source, 7, actor::eval_seed(3), 1);
+  const auto a = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
+  const auto b = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
   CHECK(a.complete);
   CHECK(a.episodes == 7);
   CHECK(a.return_mean == b.return_mean);
   CHECK(a.return_min <= a.return_mean);
   CHECK(a.return_mean <= a.return_max);
   CHECK(a.return_mean == doctest::Approx(a.length_mean));  // CartPole: return = length
-  CHECK(actor::eval_seed(3) != 3);                         // not the rollout actors' job seed
+  CHECK(envs::eval_seed(3) != 3);                          // not the rollout actors' job seed
   int asked = 0;
   CHECK_FALSE(actor::play_greedy(model, head, source, 7, 1, 1, [&] { return ++asked > 3; }).complete);
 }
@@ -76,8 +76,9 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   const JobSettings config = test::rl_config(kConfig);
   const envs::EnvSource source(config.env);
   Model model = make_rl_model(config.model, source.spec());
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
-  learner::ModelPublisher publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"});
+  FlatParams flat = FlatParams::flatten(model);
+  learner::ModelPublisher publisher(shm::job_segment_name(job, shm::Kind::weights), flat,
+                                    {.model = "actor_critic_mlp"});
   const std::uint64_t v1 = publisher.publish_final(0, 10);
   test::Child child = test::spawn_child("rl-evaluator", {job, config_path, dir.path().string()});
   const std::string jsonl = dir.file("eval.jsonl");

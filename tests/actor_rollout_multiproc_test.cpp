@@ -48,12 +48,12 @@ struct Learner {
   JobSettings config;
   envs::EnvSource source{config.env};
   Model model = make_rl_model(config.model, source.spec());
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
   learner::ModelPublisher publisher;
   std::uint64_t step = 0;
   Learner(const std::string& job, const std::string& config_path)
       : config(test::settings_of(config_path)),
-        publisher(shm::job_segment_name(job, "weights"), flat, {.model = "actor_critic_mlp"}) {}
+        publisher(shm::job_segment_name(job, shm::Kind::weights), flat, {.model = "actor_critic_mlp"}) {}
   // A new version, as an update would make it: every weight moved a little.
   std::uint64_t update() {
     if (step > 0) {

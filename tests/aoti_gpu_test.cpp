@@ -46,12 +46,12 @@ TEST_CASE("an AOTInductor package of the built-in resnet18 follows three publish
   // The learner: a plain resnet18 publishing; the actor: resnet18's tensors with the package as forward.
   Model learner = Model::create(resnet18());
   learner.to(kGpu);
-  FlatParams learner_flat = FlatParams::flatten(*learner.nn_module());
+  FlatParams learner_flat = FlatParams::flatten(learner);
   Model actor = Model::create(resnet18());
   actor.to(kGpu);
   actor.set_package(package);
   actor.eval();
-  FlatParams actor_flat = FlatParams::flatten(*actor.nn_module());
+  FlatParams actor_flat = FlatParams::flatten(actor);
   const std::string slab = test::unique_name("tandem.test-aoti");
   learner::ModelPublisher publisher(slab, learner_flat, {});
   actor::Follower follower(slab, actor_flat);

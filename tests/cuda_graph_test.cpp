@@ -113,7 +113,7 @@ Trained train(const std::string& name, Mode mode, const TrainerConfig& base, con
     torch::manual_seed(21);
     for (auto& [n, p] : m.named_parameters()) p.add_(torch::randn_like(p) * p.abs().mean() * run.perturb);
   }
-  FlatParams flat = FlatParams::flatten(*m.nn_module());
+  FlatParams flat = FlatParams::flatten(m);
   Trainer t(m, config);
   torch::manual_seed(11);
   const torch::Tensor pool_x = torch::randn({batch * 4, 3, 32, 32}).to(kGpu);

@@ -112,7 +112,7 @@ TEST_CASE(
   CHECK(resumed1.find(fmt::format("at step {} ", stopped)) != std::string::npos);
   CHECK(last_step(resumed0, "finished") == stopped + 10);
   CHECK(last_step(resumed1, "finished") == stopped + 10);
-  CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
+  CHECK_FALSE(shm::Segment::exists(shm::job_segment_name("local", shm::Kind::weights)));
 }
 
 TEST_CASE(
@@ -166,5 +166,5 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
   CHECK(r.output.find("finished at step 30; final weights version") != std::string::npos);  // rank 0 publishes
   CHECK(r.output.find("finished at step 30\n") != std::string::npos);                       // rank 1 does not
   CHECK(std::filesystem::exists(dir.file("ckpt-000000000030.safetensors")));
-  CHECK_FALSE(shm::Segment::exists("tandem.local.weights"));
+  CHECK_FALSE(shm::Segment::exists(shm::job_segment_name("local", shm::Kind::weights)));
 }

@@ -21,7 +21,7 @@ namespace {
 
 struct Published {
   Model model = Model::create({.name = "mlp"});
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
 };
 
 learner::ModelPublisher publish(const std::string& slab, Published& p) {
@@ -44,7 +44,7 @@ TANDEM_CHILD("slab-writer") {
 TEST_CASE("model publisher: a slab whose writer is alive is refused; once the writer is dead it is replaced" *
           doctest::timeout(60)) {
   TempDir dir;
-  const std::string slab = shm::job_segment_name(unique_name("ddp-pub"), "weights");
+  const std::string slab = shm::job_segment_name(unique_name("ddp-pub"), shm::Kind::weights);
   const std::string marker = dir.file("ready");
   Child writer = spawn_child("slab-writer", {slab, marker});
   int status = 0;

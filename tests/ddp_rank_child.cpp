@@ -71,8 +71,7 @@ int train_rank() {
     const torch::Device device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank.local_rank))
                                       : torch::Device(torch::kCPU);
     model.to(device);
-    FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                        : FlatParams::flatten(*model.jit_module());
+    FlatParams flat = FlatParams::flatten(model);
     TrainerConfig tc;
     tc.schedule.kind = "cosine";
     tc.schedule.total_steps = steps;

@@ -173,7 +173,7 @@ TEST_CASE("experience rings: create refuses a shape it cannot lay out, naming th
     CAPTURE(error);
     CHECK(error.find(c.expect) != std::string::npos);
     CHECK(error.find(job) != std::string::npos);
-    CHECK_FALSE(shm::Segment::exists(shm::job_segment_name(job, "exp")));
+    CHECK_FALSE(shm::Segment::exists(shm::job_segment_name(job, shm::Kind::experience)));
   }
 }
 
@@ -275,7 +275,7 @@ TEST_CASE("tandem_shm.py reads an experience ring's slot with numpy exactly as C
 
 TEST_CASE("experience ring fuzz seeds: the valid one attaches and yields its slot, every crafted one is refused") {
   const std::string job = test::unique_name("expseed");
-  const std::string name = shm::job_segment_name(job, "exp");
+  const std::string name = shm::job_segment_name(job, shm::Kind::experience);
   const auto folder = std::filesystem::path(test::source_root()) / "tests/fuzz/corpus/experience_ring_attach";
   int seeds = 0;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {

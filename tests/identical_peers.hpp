@@ -50,7 +50,7 @@ struct Replica {
   explicit Replica(const char* model_name = "mlp", const torch::Device& device = torch::kCPU)
       : model(Model::create({.name = model_name, .seed = 11})) {
     model.to(device);
-    flat = FlatParams::flatten(*model.nn_module());
+    flat = FlatParams::flatten(model);
   }
   Model model;
   FlatParams flat;

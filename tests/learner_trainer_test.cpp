@@ -330,7 +330,7 @@ TEST_CASE("trainer: a model flattened by FlatParams trains in its flat buffer an
   TempDir dir;
   Synthetic data(128, 7);
   Model model = Model::create({.name = "cnn", .num_classes = 4, .seed = 3});
-  FlatParams flat = FlatParams::flatten(*model.nn_module());
+  FlatParams flat = FlatParams::flatten(model);
   const torch::Tensor& buffer = flat.buffer();
   const auto* lo = static_cast<const std::uint8_t*>(buffer.data_ptr());
   const auto* hi = lo + buffer.numel();

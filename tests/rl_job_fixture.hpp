@@ -96,7 +96,7 @@ restart_backoff_s = 0.1
   bool wait_until(Pred pred, std::chrono::seconds limit) const {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
-      if (shm::Segment::exists(shm::job_segment_name(id_, "ctl"))) {
+      if (shm::Segment::exists(shm::job_segment_name(id_, shm::Kind::control))) {
         try {
           auto block = shm::ControlBlock::attach(id_, shm::Segment::Access::read_only);
           if (pred(block)) return true;

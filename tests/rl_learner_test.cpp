@@ -147,7 +147,7 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
     ::unsetenv(v);
 
   LearnerRun run;
-  const std::string exp = shm::job_segment_name(job, "exp");
+  const std::string exp = shm::job_segment_name(job, shm::Kind::experience);
   // The rings are ready once the learner has built its model (attach refuses them until then).
   std::vector<std::unique_ptr<RandomProducer>> producers;
   while (producers.size() < actors && !learner.wait_for(std::chrono::milliseconds(1), run.status)) {
@@ -172,7 +172,7 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
   if (auto latest = latest_checkpoint(dir.path().string())) run.checkpoint = *latest;
   // What the launcher does when a job ends: the learner keeps them for the job's actors.
   shm::Segment::unlink("/" + exp);
-  shm::Segment::unlink("/" + shm::job_segment_name(job, "weights"));
+  shm::Segment::unlink("/" + shm::job_segment_name(job, shm::Kind::weights));
   return run;
 }
 

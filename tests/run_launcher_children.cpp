@@ -32,8 +32,8 @@ TANDEM_CHILD("fake-learner") {
   if (std::getenv("RANK") == nullptr || std::getenv("MASTER_PORT") == nullptr ||
       std::getenv("TANDEM_CONFIG") == nullptr)
     return 4;
-  shm::Segment slab = shm::Segment::create(shm::job_segment_name(client->job(), "weights"), shm::Kind::weights, 1, 4096,
-                                           "fix");
+  shm::Segment slab = shm::Segment::create(shm::job_segment_name(client->job(), shm::Kind::weights), shm::Kind::weights,
+                                           1, 4096, "fix");
   slab.mark_ready();
   slab.persist();
   shm::HeartbeatThread beat(*client, 50ms);

@@ -21,7 +21,7 @@ TEST_CASE("tandem run: a learner SIGKILLed fails the job within 10 s, naming it,
   f.keys["learner_args"] = "\"--tandem-child=fake-learner steps=100000 step_ms=20\"";
   Launcher run({f.write()});
   REQUIRE(run.wait_for_output("[learner.0] step 20"));
-  CHECK(shm::Segment::exists("tandem." + f.job + ".weights"));  // made by the learner
+  CHECK(shm::Segment::exists(shm::job_segment_name(f.job, shm::Kind::weights)));  // made by the learner
   const pid_t victim = f.process("learner", 0).pid;
   REQUIRE(victim > 0);
   const auto killed_at = std::chrono::steady_clock::now();

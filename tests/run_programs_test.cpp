@@ -93,7 +93,7 @@ struct Job {
   bool wait_until(Pred pred, std::chrono::seconds limit) {
     const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
-      if (shm::Segment::exists(shm::job_segment_name(id, "ctl"))) {
+      if (shm::Segment::exists(shm::job_segment_name(id, shm::Kind::control))) {
         try {
           auto block = shm::ControlBlock::attach(id, shm::Segment::Access::read_only);
           if (pred(block)) return true;

@@ -91,7 +91,7 @@ TEST_CASE("control block: the bytes sit where docs/FORMAT.md says") {
   const std::string job = test::unique_name("ctl");
   ControlBlock block = make(job);
   const auto& d = block.descriptor();
-  CHECK(block.segment().name() == "tandem." + job + ".ctl");
+  CHECK(block.segment().name() == shm::job_segment_name(job, shm::Kind::control));
   CHECK(block.segment().header().kind == shm::Kind::control);
   CHECK(d.row_count == 5);
   CHECK(d.learner_count == 2);
@@ -146,7 +146,7 @@ TEST_CASE("control block: a second job with the same id is refused and the first
 TEST_CASE("control block: the segment is removed when the launcher's handle goes away") {
   const std::string job = test::unique_name("ctl");
   { ControlBlock block = make(job); }
-  CHECK_FALSE(shm::Segment::exists("tandem." + job + ".ctl"));
+  CHECK_FALSE(shm::Segment::exists(shm::job_segment_name(job, shm::Kind::control)));
   const std::string e = error_of([&] { ControlBlock::attach(job, shm::Segment::Access::read_only); });
   CHECK(e.find("does not exist") != std::string::npos);
 }
@@ -240,7 +240,7 @@ TEST_CASE("control client: outside a job it is absent; malformed variables are o
     const std::string missing = test::unique_name("nojob");
     EnvGuard env({{"TANDEM_JOB", missing.c_str()}, {"TANDEM_ROLE", "actor"}, {"TANDEM_INDEX", "0"}});
     const std::string e = error_of([] { ControlClient::from_env(); });
-    CHECK(e.find("tandem." + missing + ".ctl") != std::string::npos);
+    CHECK(e.find(shm::job_segment_name(missing, shm::Kind::control)) != std::string::npos);
     CHECK(e.find("does not exist") != std::string::npos);
   }
   {

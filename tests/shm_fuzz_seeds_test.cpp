@@ -57,7 +57,7 @@ TEST_CASE("segment fuzz seeds: the valid dataset cache attaches, every crafted o
 }
 
 TEST_CASE("segment fuzz seeds: the valid weight slab attaches and leases version 1, every crafted one is refused") {
-  const std::string name = shm::job_segment_name(fuzz::own_name(), "weights");
+  const std::string name = shm::job_segment_name(fuzz::own_name(), shm::Kind::weights);
   check_corpus("weight_slab_attach", name, shm::Kind::weights, shm::kWeightSlabLayoutVersion, [&] {
     auto reader = shm::WeightSlabReader::attach(name);
     auto lease = reader.lease_latest();
@@ -68,7 +68,7 @@ TEST_CASE("segment fuzz seeds: the valid weight slab attaches and leases version
 }
 
 TEST_CASE("segment fuzz seeds: the valid node reduce group attaches as rank 1, every crafted one is refused") {
-  const std::string name = shm::job_segment_name(fuzz::own_name(), "reduce-1");
+  const std::string name = shm::reduce_segment_name(fuzz::own_name(), 1, false);
   check_corpus("node_group_attach", name, shm::Kind::reduce, shm::kReduceLayoutVersion, [&] {
     shm::NodeGroup group = shm::NodeGroup::attach(name, 1, 2);
     CHECK(group.world() == 2);
@@ -89,7 +89,7 @@ TEST_CASE("segment fuzz seeds: the valid node reduce group attaches as rank 1, e
 
 TEST_CASE("segment fuzz seeds: the valid control block attaches, every crafted one is refused") {
   const std::string job = fuzz::own_name();
-  check_corpus("control_block_attach", shm::job_segment_name(job, "ctl"), shm::Kind::control,
+  check_corpus("control_block_attach", shm::job_segment_name(job, shm::Kind::control), shm::Kind::control,
                shm::kControlLayoutVersion, [&] {
                  auto block = shm::ControlBlock::attach(job, shm::Segment::Access::read_only);
                  CHECK(block.row_count() == 2);

@@ -186,7 +186,7 @@ const BadSlab kBadSlabs[] = {
 TEST_CASE("weight slab: a descriptor whose offsets, sizes or counts lie is refused at attach") {
   for (const auto& bad : kBadSlabs) {
     CAPTURE(bad.what);
-    const std::string name = test::unique_name("tandem.hostile") + ".weights";
+    const std::string name = shm::job_segment_name(test::unique_name("hostile"), shm::Kind::weights);
     auto writer = shm::WeightSlabWriter::create(name, slab_spec());
     patch_slab(name, bad.edit);
     const std::string error = error_of([&] { shm::WeightSlabReader::attach(name); });
@@ -197,7 +197,7 @@ TEST_CASE("weight slab: a descriptor whose offsets, sizes or counts lie is refus
 
 TEST_CASE(
     "weight slab: a `latest` naming a slot past num_slots, or a slot claiming too many bytes, is a refused read") {
-  const std::string name = test::unique_name("tandem.hostile") + ".weights";
+  const std::string name = shm::job_segment_name(test::unique_name("hostile"), shm::Kind::weights);
   auto writer = shm::WeightSlabWriter::create(name, slab_spec());
   auto slot = writer.begin_write();
   REQUIRE(slot);
@@ -241,10 +241,10 @@ TEST_CASE("control block: counts that wrap, rows out of place or unterminated na
   for (const auto& edit : edits) {
     const std::string job = test::unique_name("hostile");
     auto block = shm::ControlBlock::create({.job = job, .learners = 1, .actors = 1, .run_dir = "/tmp/run"});
-    patch_segment(shm::job_segment_name(job, "ctl"), shm::Kind::control, shm::kControlLayoutVersion,
+    patch_segment(shm::job_segment_name(job, shm::Kind::control), shm::Kind::control, shm::kControlLayoutVersion,
                   [&](Segment& s) { edit(s.descriptor_as<shm::ControlDescriptor>(), s); });
     const std::string error = error_of([&] { shm::ControlBlock::attach(job, Segment::Access::read_only); });
-    CHECK(error.find("control block '/" + shm::job_segment_name(job, "ctl") + "'") != std::string::npos);
+    CHECK(error.find("control block '/" + shm::job_segment_name(job, shm::Kind::control) + "'") != std::string::npos);
   }
 }
 

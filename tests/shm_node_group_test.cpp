@@ -329,5 +329,5 @@ TEST_CASE("node group: too little /dev/shm is a one-line error naming the space,
   const std::string error = test::error_of([&] { NodeGroup::create(job, 2); });
   ::unsetenv("TANDEM_SHM_LIMIT");
   CHECK(error.find("/dev/shm") != std::string::npos);
-  CHECK_FALSE(shm::Segment::exists(shm::job_segment_name(job, fmt::format("reduce-{}", ::getpid()))));
+  CHECK_FALSE(shm::Segment::exists(shm::reduce_segment_name(job, ::getpid(), false)));
 }

@@ -80,9 +80,9 @@ TEST_CASE("another user's segments: shm gc, shm rm, data rm, data info and statu
   }
   auto status = test::run_command(as_nobody(tandem + " status"));
   INFO(status.output);
-  CHECK(status.output.find("tandem." + job + ".ctl' is " + owned) != std::string::npos);
+  CHECK(status.output.find(shm::job_segment_name(job, shm::Kind::control) + "' is " + owned) != std::string::npos);
   CHECK(Segment::exists(cache.segment));
-  CHECK(Segment::exists(shm::job_segment_name(job, "ctl")));
+  CHECK(Segment::exists(shm::job_segment_name(job, shm::Kind::control)));
 }
 
 TEST_CASE("another user's segments as root: refused to attach, skipped by gc, removed only by name" *
@@ -123,7 +123,7 @@ TEST_CASE("shm gc removes a valid segment whose creator died and only reports a 
   REQUIRE(::waitpid(dead, nullptr, 0) == dead);
 
   // Both owned by nobody, so the gc runs as nobody and cannot touch anyone else's segments.
-  const std::string orphan = test::unique_name("tandem.owned") + ".ctl";
+  const std::string orphan = shm::job_segment_name(test::unique_name("owned"), shm::Kind::control);
   {
     Segment s = Segment::create(orphan, shm::Kind::control, shm::kControlLayoutVersion, 4096, "");
     s.header().creator_pid = static_cast<std::uint32_t>(dead);

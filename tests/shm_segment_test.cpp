@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/error.hpp"
 #include "common/file_descriptor.hpp"
 #include "shm/segment.hpp"
+#include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -119,11 +121,21 @@ TEST_CASE("segment: creating an existing name is refused with the caller's fix")
   CHECK(Segment::exists(name));  // the refused create did not remove the existing one
 }
 
-TEST_CASE("segment: names are checked") {
+TEST_CASE("segment: a job's segments are named by their kind, as docs/FORMAT.md spells them, and names are checked") {
   CHECK(shm::dataset_segment_name("fmnist") == "tandem.data.fmnist");
-  CHECK(shm::job_segment_name("run1", "weights") == "tandem.run1.weights");
+  CHECK(shm::job_segment_name("run1", Kind::weights) == "tandem.run1.weights");
+  CHECK(shm::job_segment_name("run1", Kind::weights_cuda) == "tandem.run1.weights.cuda");
+  CHECK(shm::device_slab_name(shm::job_segment_name("run1", Kind::weights)) ==
+        shm::job_segment_name("run1", Kind::weights_cuda));  // a publisher derives the device slab's name
+  CHECK(shm::job_segment_name("run1", Kind::experience) == "tandem.run1.exp");
+  CHECK(shm::job_segment_name("run1", Kind::control) == "tandem.run1.ctl");
+  CHECK(shm::reduce_segment_name("run1", 42, false) == "tandem.run1.reduce-42");
+  CHECK(shm::reduce_segment_name("run1", 42, true) == "tandem.run1.reduce-42-slots");
+  CHECK_THROWS_AS(shm::job_segment_name("run1", Kind::reduce), std::logic_error);
+  CHECK_THROWS_AS(shm::job_segment_name("run1", Kind::dataset), std::logic_error);
   CHECK(error_of([] { shm::dataset_segment_name("../etc"); }).find("not a valid name") != std::string::npos);
-  CHECK(error_of([] { shm::job_segment_name("data", "ctl"); }).find("reserved") != std::string::npos);
+  CHECK(error_of([] { shm::job_segment_name("data", Kind::control); }).find("reserved") != std::string::npos);
+  CHECK(error_of([] { shm::reduce_segment_name("a/b", 1, false); }).find("not a valid name") != std::string::npos);
 }
 
 TANDEM_CHILD("segment-creator-killed") {

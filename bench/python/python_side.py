@@ -59,7 +59,7 @@ class Flat(torch.nn.Module):
 
 def measure_publish(nbytes, tensors, reps, device):
     model = Flat(nbytes, tensors).to(device)
-    slab = f"tandem.bench-python-{os.getpid()}.weights"
+    slab = tandem.slab_name(f"bench-python-{os.getpid()}")
     visible, calls = [], []
     with tandem.WeightPublisher(model, slab=slab) as pub, tandem.WeightFollower(slab=slab) as follower:
         warmup = 5  # every slot (4 by default) paged in once, as tandem-bench does

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "common/error.hpp"
+#include "common/torch/models.hpp"
 
 namespace tandem {
 namespace {
@@ -73,6 +74,10 @@ FlatParams FlatParams::flatten(torch::jit::Module& module) {
   for (const auto& p : module.named_parameters(true)) named.emplace_back(p.name, p.value);
   for (const auto& b : module.named_buffers(true)) named.emplace_back(b.name, b.value);
   return build(std::move(named));
+}
+
+FlatParams FlatParams::flatten(Model& model) {
+  return model.nn_module() ? flatten(*model.nn_module()) : flatten(*model.jit_module());
 }
 
 FlatParams FlatParams::flatten(std::vector<std::pair<std::string, at::Tensor>> named) {

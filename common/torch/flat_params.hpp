@@ -34,6 +34,8 @@ struct Module;
 
 namespace tandem {
 
+class Model;
+
 inline constexpr std::size_t kFlatAlignment = 256;  // bytes; CUDA's and vector loads' alignment
 
 struct FlatTensorInfo {
@@ -49,6 +51,8 @@ class FlatParams {
  public:
   static FlatParams flatten(torch::nn::Module& module);
   static FlatParams flatten(torch::jit::Module& module);
+  // A registry model (models.hpp): whichever of its two modules it holds.
+  static FlatParams flatten(Model& model);
   // Named tensors in module order, parameters then buffers (a Python module's named_parameters()
   // followed by its named_buffers(): the `tandem` package flattens those).
   static FlatParams flatten(std::vector<std::pair<std::string, at::Tensor>> named);

@@ -71,8 +71,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const PolicyHead head = policy_head_for(env);
   Model model = make_rl_model(settings.model, env);
   if (cuda) model.to(device);
-  FlatParams flat = model.nn_module() ? FlatParams::flatten(*model.nn_module())
-                                      : FlatParams::flatten(*model.jit_module());
+  FlatParams flat = FlatParams::flatten(model);
   OptimizerConfig oc;
   oc.kind = settings.optimizer.name;
   oc.lr = base_lr;

@@ -16,6 +16,7 @@
 #include "python/bindings/module.hpp"
 #include "shm/control_client.hpp"
 #include "shm/heartbeat_thread.hpp"
+#include "shm/segment.hpp"
 
 namespace tandem::python {
 namespace {
@@ -122,8 +123,16 @@ void bind_job(py::module_& m) {
       .def_property_readonly("run_dir", [](const PyJob& j) { return j.client().run_dir(); })
       .def_property_readonly("restarts", [](const PyJob& j) { return j.client().restarts(); });
 
-  m.def("job_segment_name", &shm::job_segment_name, py::arg("job"), py::arg("kind"),
-        "tandem.<job>.<kind>, the job and kind checked as the C++ side checks them");
+  m.def(
+      "job_segment_name",
+      [](const std::string& job, const std::string& kind) {
+    for (const shm::Kind k : {shm::Kind::weights, shm::Kind::weights_cuda, shm::Kind::experience, shm::Kind::control})
+      if (shm::kind_name(k) == kind) return shm::job_segment_name(job, k);
+    fail("segment kind '{}' is not one of a job's: use weights, weights.cuda, exp or ctl", kind);
+      },
+      py::arg("job"), py::arg("kind"),
+      "tandem.<job>.<kind> (kind: weights, weights.cuda, exp or ctl), the job and kind checked as the C++ side "
+      "checks them");
 }
 
 }  // namespace tandem::python

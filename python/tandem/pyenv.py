@@ -18,6 +18,7 @@ It runs by path, so the probe imports neither torch nor the extension (a fractio
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -26,25 +27,20 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["EnvError", "load_env", "env_spec", "VecPyEnv", "env_seed"]
+if __package__:
+    from .seeds import env_seed
+else:  # run or loaded by path, outside the package (the spec probe, the CleanRL peer): seeds.py beside it
+    _seeds_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds.py")
+    _seeds_spec = importlib.util.spec_from_file_location("tandem_seeds", _seeds_path)
+    _seeds = importlib.util.module_from_spec(_seeds_spec)
+    _seeds_spec.loader.exec_module(_seeds)
+    env_seed = _seeds.env_seed
 
-_MASK = (1 << 64) - 1
+__all__ = ["EnvError", "load_env", "env_spec", "VecPyEnv"]
 
 
 class EnvError(Exception):
     """A Python env that cannot be used as configured; the message is one line with the fix."""
-
-
-def _mix(z: int) -> int:
-    """splitmix64's finaliser, as envs/env.hpp, so seeds derive the same way as the C++ envs'."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def env_seed(job_seed: int, actor: int, env: int) -> int:
-    """envs::env_seed: env e of actor a is seeded from (env.seed, a, e)."""
-    return _mix((_mix((_mix(job_seed) + actor) & _MASK) + env) & _MASK)
 
 
 def load_env(name: str, kwargs: Optional[Dict[str, Any]] = None):
@@ -116,11 +112,13 @@ class VecPyEnv:
     one where an episode ended), ``rewards`` [E] float32, ``terminated`` / ``truncated`` [E] uint8,
     ``final_obs`` [E, obs_dim] the last observation of each episode that ended (zero elsewhere), and
     ``done_returns`` / ``done_lengths`` the (env, return, length) of the episodes that ended, in env order.
-    Env e is reset first with ``env_seed(seed, actor, e)``, later resets continue its own generator.
+    Env e is reset first with ``env_seed(seed, actor, e, restarts)`` (seeds.py, the C++ VecEnv's seed),
+    later resets continue its own generator.
     One thread.
     """
 
-    def __init__(self, name: str, kwargs: Optional[Dict[str, Any]], count: int, seed: int, actor: int = 0):
+    def __init__(self, name: str, kwargs: Optional[Dict[str, Any]], count: int, seed: int, actor: int = 0,
+                 restarts: int = 0):
         self.name = name
         self.envs = [load_env(name, kwargs) for _ in range(count)]
         self.spec = env_spec(name, self.envs[0])
@@ -136,7 +134,7 @@ class VecPyEnv:
         self._returns = [0.0] * e
         self._lengths = [0] * e
         for i, env in enumerate(self.envs):
-            self._reset(i, env_seed(seed, actor, i))
+            self._reset(i, env_seed(seed, actor, i, restarts))
 
     def _reset(self, i: int, seed: Optional[int] = None) -> None:
         out = self.envs[i].reset(seed=seed) if seed is not None else self.envs[i].reset()

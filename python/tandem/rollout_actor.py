@@ -15,8 +15,9 @@ rollout actor (actor/rollout_loop.hpp, actor/rollout.hpp) over :class:`tandem.py
     ExperienceWriter, so the C++ PPO and V-trace learners train from it unchanged;
   * the newest weights before each slot (WeightFollower.load_into), a heartbeat and metrics row through
     tandem.job(), a stop (the launcher's request) ends the loop without committing a partial slot.
-Seeds: env e of actor a from (env.seed, a, e); actions from a generator seeded from (env.seed, a, 2^40
-+ restarts), as the C++ actor. Deterministic mode is not offered (JobSettings refuses it).
+Seeds: env e of actor a in incarnation r (the launcher's restart count) from env_seed(env.seed, a, e, r),
+actions from action_seed(env.seed, a, r): tandem.seeds, the mirror of the C++ actor's envs/seeds.hpp.
+Deterministic mode is not offered (JobSettings refuses it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import torch
 import torch.nn.functional as F
 
 import tandem
-from .pyenv import EnvError, VecPyEnv, env_seed
+from .pyenv import EnvError, VecPyEnv
+from .seeds import action_seed
 
 _MIN_LOG_STD, _MAX_LOG_STD = -5.0, 2.0  # common/torch/policy.hpp kMinLogStd / kMaxLogStd
 _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
@@ -140,15 +142,14 @@ def run(args, job) -> int:
     torch.set_num_threads(args.threads)
     stopping = (lambda: job.should_stop) if job else (lambda: False)
     restarts, index = (job.restarts, job.index) if job else (0, args.index)
-    vec = VecPyEnv(args.env, json.loads(args.kwargs), args.envs, args.seed if restarts == 0 else
-                   env_seed(args.seed, 0, restarts), index)  # a restart draws new episodes, as the C++ actor
+    vec = VecPyEnv(args.env, json.loads(args.kwargs), args.envs, args.seed, index, restarts)
     follower = _attach("weight slab", lambda: tandem.WeightFollower(args.job), args.wait_weights_s, stopping)
     writer = _attach("experience rings", lambda: tandem.ExperienceWriter(args.job, index), args.wait_weights_s, stopping)
     if follower is None or writer is None:
         return 0
     spec = vec.spec
     model = ActorCriticMlp(spec["obs_dim"], spec["num_actions"] or 2 * spec["action_dim"])
-    gen = torch.Generator().manual_seed(env_seed(args.seed, index, (1 << 40) + restarts) & ((1 << 63) - 1))
+    gen = torch.Generator().manual_seed(action_seed(args.seed, index, restarts))
     rollout = Rollout(model, vec, writer.shape, gen)
     shape = writer.shape
     per_slot = shape["steps"] * shape["envs"]

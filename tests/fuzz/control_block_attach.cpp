@@ -8,8 +8,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem;
   const std::string job = fuzz::own_name();
-  fuzz::SegmentFromBytes object(shm::job_segment_name(job, "ctl"), shm::Kind::control, shm::kControlLayoutVersion, data,
-                                size);
+  fuzz::SegmentFromBytes object(shm::job_segment_name(job, shm::Kind::control), shm::Kind::control,
+                                shm::kControlLayoutVersion, data, size);
   try {
     const shm::ControlBlock block = shm::ControlBlock::attach(job, shm::Segment::Access::read_only);
     std::uint64_t sum = block.job().size() + static_cast<std::uint32_t>(block.stop_reason());

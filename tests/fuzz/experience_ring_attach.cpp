@@ -9,7 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem;
   const std::string job = fuzz::own_name();
-  const std::string name = shm::job_segment_name(job, "exp");
+  const std::string name = shm::job_segment_name(job, shm::Kind::experience);
   fuzz::SegmentFromBytes object(name, shm::Kind::experience, shm::kExperienceLayoutVersion, data, size);
   try {
     shm::ExperienceRings rings = shm::ExperienceRings::attach(job);

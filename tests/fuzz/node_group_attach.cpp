@@ -12,7 +12,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem;
   using std::chrono::milliseconds;
-  const std::string name = shm::job_segment_name(fuzz::own_name(), "reduce-1");
+  const std::string name = shm::reduce_segment_name(fuzz::own_name(), 1, false);
   fuzz::SegmentFromBytes object(name, shm::Kind::reduce, shm::kReduceLayoutVersion, data, size);
   try {
     shm::NodeGroup group = shm::NodeGroup::attach(name, 1, 2);

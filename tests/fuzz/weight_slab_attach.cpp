@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem;
-  const std::string name = shm::job_segment_name(fuzz::own_name(), "weights");
+  const std::string name = shm::job_segment_name(fuzz::own_name(), shm::Kind::weights);
   fuzz::SegmentFromBytes object(name, shm::Kind::weights, shm::kWeightSlabLayoutVersion, data, size);
   try {
     shm::WeightSlabReader reader = shm::WeightSlabReader::attach(name, 2);

@@ -22,7 +22,7 @@ JobSegments::~JobSegments() {
 }
 
 std::vector<std::string> job_segments_in_shm(const std::string& job) {
-  const std::string prefix = "tandem." + job + ".";
+  const std::string prefix = shm::job_segment_prefix(job);
   std::vector<std::string> names;
   if (DIR* dir = ::opendir("/dev/shm")) {
     while (dirent* entry = ::readdir(dir)) {
