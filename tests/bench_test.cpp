@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/case_check.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -77,7 +78,8 @@ TEST_CASE("bench block: the fused BatchNorm-ReLU-pool and the ATen ops, timed fo
   auto r = test::run_command(
       fmt::format("{} bench block --batch 4 --steps 3 --warmup 1 --json {}", test::tandem_binary(), json));
   INFO(r.output);
-  if (r.output.find("needs LibTorch") != std::string::npos) return;  // a torch-free build: nothing to time
+  if (r.output.find("needs LibTorch") != std::string::npos)
+    TANDEM_SKIP("a build without LibTorch has no block to time");
   REQUIRE(r.status == 0);
   std::ifstream in(json);
   const auto line = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);

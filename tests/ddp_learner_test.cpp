@@ -17,6 +17,7 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
 #include "tests/ddp_rank_child.hpp"
+#include "tests/case_check.hpp"
 #include "tests/harness.hpp"
 #include "tests/tiny_cache.hpp"
 
@@ -146,10 +147,7 @@ TEST_CASE(
 
 TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end and leave nothing in /dev/shm" *
           doctest::timeout(150)) {
-  if (run_command("command -v torchrun").status != 0) {
-    MESSAGE("skipped: no torchrun on PATH (python3-torch provides it)");
-    return;
-  }
+  if (run_command("command -v torchrun").status != 0) TANDEM_SKIP("no torchrun on PATH (python3-torch provides it)");
   TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);

@@ -21,6 +21,7 @@
 #include "common/file_descriptor.hpp"
 #include "common/process.hpp"
 #include "shm/dataset_cache.hpp"
+#include "tests/case_check.hpp"
 #include "tests/harness.hpp"
 #include "tests/tiny_cache.hpp"
 
@@ -61,10 +62,8 @@ TEST_CASE(
     "tandem run --nnodes 2: two nodes in their own mount namespaces train together over loopback, and each "
     "node's actor evaluates its node's published weights" *
     doctest::timeout(240)) {
-  if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) {
-    MESSAGE("skipped: needs root and /usr/bin/unshare for a mount namespace with a private /dev/shm");
-    return;
-  }
+  if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare"))
+    TANDEM_SKIP("needs root and /usr/bin/unshare for a mount namespace with a private /dev/shm");
   const fs::path dir = fs::temp_directory_path() / test::unique_name("twonodes");
   fs::create_directories(dir);
   const std::string job = test::unique_name("twonodes");

@@ -25,6 +25,7 @@
 #include "common/error.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/process.hpp"
+#include "tests/case_check.hpp"
 
 namespace tandem::test {
 namespace {
@@ -209,5 +210,5 @@ int main(int argc, char** argv) {
     return 77;
   }
   doctest::Context context(argc, argv);
-  return context.run();
+  return tandem::test::case_check_exit_code(context.run());
 }

@@ -1,7 +1,7 @@
 // Segments of another user: the commands say "owned by uid N" and never claim to have removed, or not
 // found, what they could not open; `shm gc` removes only this user's valid Tandem segments whose
 // creator is dead and reports other tandem.* objects. Needs root (to act as `nobody` with setpriv and
-// to hand a segment to nobody with fchown); elsewhere it says so and checks nothing.
+// to hand a segment to nobody with fchown); elsewhere each case skips, saying so.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -14,6 +14,7 @@
 #include "common/file_descriptor.hpp"
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
+#include "tests/case_check.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -30,7 +31,7 @@ std::string as_nobody(const std::string& command) {
 
 bool have_root() {
   if (::getuid() == 0) return true;
-  MESSAGE("not root: the other-user cases need setpriv and fchown, so they are not run here");
+  test::skip_case("not root: the other-user cases need setpriv and fchown");
   return false;
 }
 
