@@ -131,5 +131,5 @@ TEST_CASE("data-parallel shared memory: three ranks train bitwise equal and leav
   CHECK(three[0].flat == three[1].flat);
   CHECK(three[0].flat == three[2].flat);
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
-    CHECK_FALSE(entry.path().filename().string().starts_with(shm::job_segment_prefix(job_of(run.port))));
+    CHECK_FALSE(entry.path().filename().string().starts_with(tandem::shm::job_segment_prefix(job_of(run.port))));
 }

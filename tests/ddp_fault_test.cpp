@@ -80,7 +80,7 @@ RankRun endless(int world, int rank, int port, double collective_s, double rende
 std::vector<std::string> job_leftovers(int port) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
-    if (entry.path().filename().string().starts_with(shm::job_segment_prefix(job_of(port))))
+    if (entry.path().filename().string().starts_with(tandem::shm::job_segment_prefix(job_of(port))))
       names.push_back(entry.path().filename().string());
   return names;
 }
