@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/case_check.hpp"
+#include "tests/listener.hpp"
 
 namespace tandem::test {
 namespace {
@@ -31,7 +32,7 @@ struct Verdicts {
 };
 Verdicts g_verdicts;
 
-struct CaseCheckListener : doctest::IReporter {
+struct CaseCheckListener : Listener {
   explicit CaseCheckListener(const doctest::ContextOptions&) {}
   void test_case_start(const doctest::TestCaseData& tc) override {
     g_verdicts.running = tc.m_name;
@@ -45,15 +46,6 @@ struct CaseCheckListener : doctest::IReporter {
     g_verdicts.running = nullptr;
   }
   void test_run_end(const doctest::TestRunStats&) override { g_verdicts.run_ended = true; }
-  void test_case_exception(const doctest::TestCaseException&) override {}
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData&) override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "tests/harness.hpp"
+#include "tests/listener.hpp"
 
 namespace tandem::test {
 namespace {
@@ -40,7 +41,7 @@ unsigned default_budget_s() {
   return v > 0 ? static_cast<unsigned>(v) : 60;
 }
 
-struct WatchdogListener : doctest::IReporter {
+struct WatchdogListener : Listener {
   explicit WatchdogListener(const doctest::ContextOptions&) {
     struct sigaction sa {};
     sa.sa_handler = on_watchdog_alarm;
@@ -59,16 +60,6 @@ struct WatchdogListener : doctest::IReporter {
     ::alarm(budget);
   }
   void test_case_end(const doctest::CurrentTestCaseStats&) override { ::alarm(0); }
-  void test_case_exception(const doctest::TestCaseException&) override {}
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData&) override {}
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
 };
 
 }  // namespace
