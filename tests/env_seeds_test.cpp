@@ -75,6 +75,7 @@ class FirstDrawEnv : public Env {
 std::uint64_t vec_env_first_draw(const Case& c) {
   std::vector<std::uint64_t> firsts(c.env + 1);
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(firsts.size());
   for (std::uint64_t& first : firsts) envs.push_back(std::make_unique<FirstDrawEnv>(first));
   const VecEnv vec(std::move(envs), c.job_seed, c.actor, c.restarts);
   return firsts[c.env];
