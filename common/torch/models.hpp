@@ -7,7 +7,7 @@
 //   mlp               flatten -> 256 -> 256 -> classes, ReLU
 //   cnn               a small BatchNorm CNN for 28x28 (any H, W divisible by 4): 3x3 conv blocks of 16
 //                     and 32 channels with 2x2 max-pool, then a 128-unit hidden layer; Fashion-MNIST
-//                     0.91 after two epochs (docs/BENCHMARKS.md, "Fashion-MNIST recipe"). On the
+//                     0.91 after two epochs (docs/results/HISTORY.md, "Fashion-MNIST recipe"). On the
 //                     CPU each BatchNorm-ReLU-pool is one fused op (fused_bn_relu_pool.hpp)
 //   resnet18          ResNet-18, CIFAR variant for 32x32: 3x3 stride-1 stem, no max-pool
 //   actor_critic_mlp  flatten -> 64 -> 64 (tanh) trunk with a policy head (classes = actions) and a
