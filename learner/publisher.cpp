@@ -34,6 +34,9 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
       source_(std::move(source)),
       options_(options),
       next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
+  if (options_.after_version >= shm::kMaxVersion)
+    fail("publisher after_version={} is out of range: use an integer in 0..{} (versions stop at 2**56-1)",
+         options_.after_version, shm::kMaxVersion - 1);
   if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
     fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
          source_.bytes, slab_.descriptor().slot_bytes, slab_.name());

@@ -19,6 +19,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/process.hpp"
 #include "common/units.hpp"
 
@@ -41,7 +42,7 @@ std::string_view kind_name(Kind kind) {
 void check_name_part(std::string_view what, std::string_view value) {
   bool ok = !value.empty() && value.size() <= 64;
   for (char c : value) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-  if (!ok) fail("{} '{}' is not a valid name: use 1-64 letters, digits, '_' or '-'", what, value);
+  if (!ok) fail("{} {} is not a valid name: use 1-64 letters, digits, '_' or '-'", what, quote_escaped(value));
 }
 
 std::string dataset_segment_name(std::string_view dataset) {
@@ -247,8 +248,24 @@ void Segment::prefault_for_write(std::size_t offset, std::size_t bytes) {
 }
 
 void Segment::unlink_now() {
-  if (!name_.empty()) unlink(name_);
+  unlink_if_ours();
   unlink_on_destroy_ = false;
+}
+
+bool Segment::linked() const {
+  struct stat st {};
+  return fd_ && ::fstat(fd_.get(), &st) == 0 && st.st_nlink > 0;
+}
+
+void Segment::unlink_if_ours() noexcept {
+  if (name_.empty()) return;
+  struct stat ours {
+  }, named{};
+  if (fd_ && ::fstat(fd_.get(), &ours) == 0 &&
+      (::lstat(("/dev/shm/" + name_).c_str(), &named) != 0 || named.st_ino != ours.st_ino ||
+       named.st_dev != ours.st_dev))
+    return;  // gone, or another object under our name
+  unlink(name_);
 }
 
 Segment::Segment(Segment&& other) noexcept
@@ -274,8 +291,8 @@ Segment::~Segment() { reset(); }
 
 void Segment::reset() noexcept {
   if (base_ != nullptr) ::munmap(base_, size_);
+  if (unlink_on_destroy_) unlink_if_ours();
   fd_.reset();
-  if (unlink_on_destroy_) unlink(name_);
   base_ = nullptr;
   unlink_on_destroy_ = false;
 }

@@ -1,6 +1,7 @@
 // The reader's side of the weight slab: leasing the latest version, the lease-free seqlock copy, and
 // inspection. Attaching: weight_slab.cpp; the lease entries themselves: weight_slab_leases.cpp.
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -150,5 +151,28 @@ std::vector<LeaseInfo> WeightSlabReader::lease_table() const {
 }
 
 WeightSlabWriter::Stats WeightSlabReader::stats() const { return slab::stats_of(segment_, descriptor()); }
+
+PrivateSlotMapping::PrivateSlotMapping(const WeightSlabReader& reader, const ReadLease& lease) : bytes_(lease.bytes()) {
+  if (reader.on_device() || !lease) throw std::logic_error("PrivateSlotMapping: a live lease of a host slab");
+  const SlabDescriptor& d = reader.descriptor();
+  mapped_ = static_cast<std::size_t>(align_up(d.slot_bytes, 4096));
+  const auto offset = static_cast<off_t>(d.slots_offset + std::uint64_t{lease.slot()} * d.slot_stride);
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE, reader.fd(), offset);
+  if (p == MAP_FAILED) TANDEM_FAIL_SYS(errno, "mmap(MAP_PRIVATE, /dev/shm/" + reader.name() + ")");
+  data_ = static_cast<std::byte*>(p);
+}
+PrivateSlotMapping::PrivateSlotMapping(PrivateSlotMapping&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      mapped_(std::exchange(o.mapped_, 0)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+PrivateSlotMapping& PrivateSlotMapping::operator=(PrivateSlotMapping&& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(mapped_, o.mapped_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+PrivateSlotMapping::~PrivateSlotMapping() {
+  if (data_ != nullptr) ::munmap(data_, mapped_);
+}
 
 }  // namespace tandem::shm

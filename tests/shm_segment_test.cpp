@@ -124,6 +124,22 @@ TEST_CASE("segment: names are checked") {
   CHECK(shm::job_segment_name("run1", "weights") == "tandem.run1.weights");
   CHECK(error_of([] { shm::dataset_segment_name("../etc"); }).find("not a valid name") != std::string::npos);
   CHECK(error_of([] { shm::job_segment_name("data", "ctl"); }).find("reserved") != std::string::npos);
+  // A NUL byte would cut the message where what() ends; a newline would break its one line.
+  CHECK(error_of([] { shm::job_segment_name(std::string("ab\0cd", 5), "weights"); }) ==
+        "job name 'ab\\x00cd' is not a valid name: use 1-64 letters, digits, '_' or '-'");
+  CHECK(error_of([] { shm::dataset_segment_name("a\nb"); }).find("'a\\x0ab'") != std::string::npos);
+}
+
+TEST_CASE("segment: a handle whose name was removed knows it, and never removes the object that replaced it") {
+  std::string name = test::unique_name("tandem.test");
+  Segment old = make(name);
+  CHECK(old.linked());
+  REQUIRE(Segment::unlink(name));
+  CHECK_FALSE(old.linked());
+  Segment replacement = make(name);
+  old = Segment();  // destroying the old handle removes nothing: the name is not its object's any more
+  CHECK(Segment::exists(name));
+  CHECK(replacement.linked());
 }
 
 TANDEM_CHILD("segment-creator-killed") {
