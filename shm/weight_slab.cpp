@@ -236,6 +236,11 @@ WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uin
           name, info.exporter_pid, name);
   } else {
     r.slots_ = r.segment_.base() + d.slots_offset;
+    // The slots' pages into this mapping now, at attach, not one fault per page in each slot's first
+    // copy (25 600 for 100 MB) while following the writer. Kernels before 5.14 fault them lazily.
+#ifdef MADV_POPULATE_READ
+    (void)::madvise(r.segment_.base() + d.slots_offset, std::size_t{d.num_slots} * d.slot_stride, MADV_POPULATE_READ);
+#endif
   }
 
   // Everything but the lease pages becomes read-only for this process (see the contract).

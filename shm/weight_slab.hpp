@@ -46,12 +46,17 @@
 //    The seqlock and lease protocol is unchanged: only where slot i's bytes lie differs. This code
 //    never touches device memory: the writer is handed the device pointer, a reader binds the one
 //    it mapped (common/cuda_ipc.hpp); copy_latest() is host-only and refuses a device slab.
+//  * Waiting. A reader may sleep in FUTEX_WAIT (shared, any process) on the low 32 bits of `latest`,
+//    which change with every commit; the writer issues FUTEX_WAKE on that word after each commit.
+//    A reader therefore learns of a version when it is committed, without polling; a waiter that
+//    misses a wake (a writer of another build) still wakes at the end of its time slice.
 //  * Memory model caveat: payload bytes are copied with plain memcpy while the writer may be
 //    writing them (only without a lease); the seqlock check discards such copies. This is the
 //    classic seqlock data race, benign on every platform we run on, and not TSan-clean.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -333,6 +338,9 @@ class WeightSlabReader {
 
   // One acquire load: the newest committed version (0 = nothing published yet).
   std::uint64_t latest_version() const;
+  // Sleeps until a version newer than `newer_than` is committed or `limit` has passed; returns the
+  // latest version then. Woken by the writer's commit (see "Waiting" in the contract), not polled.
+  std::uint64_t wait_newer(std::uint64_t newer_than, std::chrono::nanoseconds limit) const;
   // Leases the latest version; nullopt when nothing is published, every entry of this reader is in
   // use, or the writer kept overtaking for `attempts` tries.
   [[nodiscard]] std::optional<ReadLease> lease_latest(int attempts = 64);

@@ -121,6 +121,7 @@ void WeightSlabWriter::commit(const Slot& slot, std::uint64_t version, std::uint
   latest_version_ = version;
   latest_slot_ = slot.index;
   writing_ = false;
+  slab::wake_waiters(control);
 }
 
 void WeightSlabWriter::abort(const Slot& slot) {

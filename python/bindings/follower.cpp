@@ -104,11 +104,14 @@ class PyWeightFollower {
   std::uint64_t latest_version() const { return reader().latest_version(); }
 
   // The GIL is released while waiting: `state` keeps the reader alive should another thread close().
+  // The wait sleeps until the writer's commit wakes it (shm/weight_slab.hpp, "Waiting"): a version is
+  // seen when it is committed, not at the next poll.
   std::uint64_t wait(std::uint64_t newer_than, std::optional<double> timeout_s) const {
     const std::shared_ptr<ReaderState> state = open();
     const shm::WeightSlabReader& r = state->reader;
-    poll_until([&] { return r.latest_version() > newer_than; }, timeout_s,
-               fmt::format("a version newer than {} in /{}", newer_than, r.name()));
+    const std::string what = fmt::format("a version newer than {} in /{}", newer_than, r.name());
+    sleep_until([&](std::chrono::nanoseconds limit) { return r.wait_newer(newer_than, limit) > newer_than; }, timeout_s,
+                what);
     return r.latest_version();
   }
 
