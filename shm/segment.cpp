@@ -89,8 +89,19 @@ std::uint64_t shm_free_bytes() {
   return free;
 }
 
+namespace {
+// A name given whole (a Python slab= or a C++ caller's): the system calls read it as a C string, so a
+// NUL would silently name another object, and a '/' a path.
+void check_object_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name.find_first_of(std::string_view("\0/", 2)) != std::string::npos)
+    fail("shared-memory segment name {} is not a name: use 1-255 characters without '/' or NUL bytes",
+         quote_escaped(name));
+}
+}  // namespace
+
 Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout_version, std::size_t payload_bytes,
                         std::string_view exists_fix) {
+  check_object_name(name);
   const std::uint64_t payload_offset = align_up(kHeaderBytes, kPayloadAlignment);
   const std::uint64_t total = payload_offset + align_up(payload_bytes, 4096);
   const std::uint64_t free = shm_free_bytes();
@@ -146,6 +157,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
 
 Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout_version, Access access,
                         std::string_view fix) {
+  check_object_name(name);
   Segment seg;
   seg.name_ = name;
   if (std::string owner = foreign_owner(name); !owner.empty())

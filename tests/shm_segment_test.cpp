@@ -128,6 +128,10 @@ TEST_CASE("segment: names are checked") {
   CHECK(error_of([] { shm::job_segment_name(std::string("ab\0cd", 5), "weights"); }) ==
         "job name 'ab\\x00cd' is not a valid name: use 1-64 letters, digits, '_' or '-'");
   CHECK(error_of([] { shm::dataset_segment_name("a\nb"); }).find("'a\\x0ab'") != std::string::npos);
+  // A whole object name with a NUL would name another object to the system calls: refused.
+  const std::string cut("tandem.a\0b", 10);
+  CHECK(error_of([&] { make(cut); }).find("name 'tandem.a\\x00b' is not a name") != std::string::npos);
+  CHECK_FALSE(Segment::exists("tandem.a"));
 }
 
 TEST_CASE("segment: a handle whose name was removed knows it, and never removes the object that replaced it") {

@@ -146,6 +146,8 @@ def test_names_with_a_nul_byte_are_shown_escaped_not_cut(name):
     refused(tandem.Error, lambda: tandem.WeightPublisher({"a\0b": torch.zeros(2)}, name), "tensor name 'a\\x00b'",
             leaves_nothing_of=name)
     refused(tandem.Error, lambda: tandem.ExperienceWriter("a\nb", 0), "job name 'a\\x0ab'")
+    refused(tandem.Error, lambda: tandem.WeightPublisher(PeerModel(), slab=f"tandem.{name}\0x"),
+            f"name 'tandem.{name}\\x00x' is not a name", leaves_nothing_of=name)
 
 
 def test_job_and_preload_arguments_out_of_range_name_themselves(name, tmp_path):
