@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
@@ -81,6 +82,9 @@ void Follower::fall_back_to_host_slab() {
 }
 
 std::optional<std::uint64_t> Follower::update() {
+  // A tensor the module rebound since (model.to(), p.data = t) would miss every load: point it back at
+  // the buffer, which holds the version loaded last, or refuse a converted one by name.
+  params_.adopt_rebound(FlatParams::Values::keep);
   if (!has_new()) return std::nullopt;
   if (device_reader_ && !exporter_alive()) fall_back_to_host_slab();
   auto lease = active().lease_latest();
@@ -88,8 +92,13 @@ std::optional<std::uint64_t> Follower::update() {
   const std::uint64_t t0 = monotonic_ns();
   const at::Tensor& flat = params_.buffer();
   if (options_.mode == LoadMode::zero_copy) {
-    params_.rebind(torch::from_blob(const_cast<std::byte*>(lease->data()), {static_cast<std::int64_t>(lease->bytes())},
-                                    torch::TensorOptions().dtype(torch::kUInt8)));
+    // The slot mapped copy-on-write for this lease: the buffer's deleter keeps it mapped.
+    auto mapping = std::make_shared<shm::PrivateSlotMapping>(reader_, *lease);
+    std::byte* data = mapping->data();
+    const auto bytes = static_cast<std::int64_t>(mapping->bytes());
+    params_.rebind(torch::from_blob(
+        data, {bytes}, [mapping = std::move(mapping)](void*) mutable { mapping.reset(); },
+        torch::TensorOptions().dtype(torch::kUInt8)));
     held_ = std::move(*lease);  // releases the slot the model ran on until now
   } else if (flat.is_cuda()) {
     load_device(*lease);

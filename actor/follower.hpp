@@ -8,8 +8,10 @@
 //  * update() loads the newest version if it is newer than the one running and returns it:
 //      CPU model, LoadMode::copy       lease, one memcpy (or bf16 -> float32) into the model, release
 //      CPU model, LoadMode::zero_copy  the model's tensors point into the leased slot, which stays
-//                                      leased (and read-only: writing a weight faults) until the next
-//                                      update; needs a float32 (not bf16) slab
+//                                      leased until the next update, through a copy-on-write mapping
+//                                      of it (shm::PrivateSlotMapping): an in-place write (BatchNorm
+//                                      statistics in training mode) changes this process's copy of
+//                                      the touched pages, never the slab; needs a float32 (not bf16) slab
 //      CUDA model                      the slot span is cudaHostRegister'ed (read-only) once; lease, H2D
 //                                      on the follower's stream, wait for it, release
 //      CUDA model, same GPU as the     the device slab <slab>.cuda (shm/weight_slab.hpp) is mapped once
@@ -22,6 +24,9 @@
 //                                      drops the mapping and follows the host slab (which outlives it).
 //    It blocks the calling thread for that copy only; it never makes the learner wait.
 //  * version() is the version the model runs (0: its own initial weights), for tagging trajectories.
+//  * update() first adopts tensors the module rebound since construction (FlatParams::adopt_rebound,
+//    keeping the loaded values): a model converted to another dtype or device is a UserError naming
+//    the tensor, never a model that silently stops receiving versions.
 #pragma once
 
 #include <cstdint>

@@ -52,13 +52,32 @@ cuda::StreamHandle current_stream(const at::Tensor& on) {
 
 // Unlinks `name` if its creator (the writer) has exited; a live writer's slab is an error here rather
 // than two writers racing on one slab (two learner ranks of one node both publishing, or two jobs of
-// one name). The header records the creator's pid only: were it reused by a live process, this errs
-// on the side of refusing, with a message that says which process to look at.
-void remove_if_writer_dead(const std::string& name) {
+// one name), and so is a live writer of this very process (a second publisher of the same job: the
+// first would go on publishing into an object nobody can attach to any more). The header records the
+// creator's pid only: were it reused by a live process, this errs on the side of refusing, with a
+// message that says which process to look at. An object Tandem did not make is never removed.
+void remove_if_writer_dead(const std::string& name, shm::Kind kind) {
   for (const shm::SegmentInfo& info : shm::list_segments()) {
     if (info.name != name || !info.ours) continue;
+    const bool tandem_made = info.valid || info.problem == "corrupt header" || info.problem.starts_with("abandoned") ||
+                             info.problem == "being written";
+    if (!tandem_made)
+      fail(
+          "'/dev/shm/{}' is not a Tandem segment ({}): Tandem removes only what it made; remove it yourself if "
+          "nothing needs it (rm /dev/shm/{}) or use another job name",
+          name, info.problem == "not a Tandem segment" ? "no Tandem header" : info.problem, name);
+    if (info.valid && info.kind != kind)
+      fail(
+          "shared-memory segment '/{}' holds a {} segment, not a {} one: remove it (`tandem shm rm {}`) or use another job name",
+          name, shm::kind_name(info.kind), shm::kind_name(kind), name);
+    const bool this_process = info.creator_pid == static_cast<std::uint32_t>(::getpid());
+    if (this_process && shm::WeightSlabWriter::live_in_this_process(name))
+      fail(
+          "weight slab /{} is being written by live process {} (this one: another publisher of this job is still "
+          "open): close it first (Python: pub.close(), or make it in a with-block) or use another job name",
+          name, info.creator_pid);
     const std::optional<ProcessIdentity> writer = process_identity(info.creator_pid);
-    const bool alive = writer && !writer->exited() && info.creator_pid != static_cast<std::uint32_t>(::getpid());
+    const bool alive = writer && !writer->exited() && !this_process;
     if (alive)
       fail(
           "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
@@ -92,17 +111,18 @@ shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, 
   return spec;
 }
 
-ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params, const ModelPublisherOptions& options) {
+ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params, const ModelPublisherOptions& options)
+    : params_(&params) {
   shm::SlabSpec spec = slab_spec_for(params, options.model, options.bf16);
   spec.num_slots = options.slots;
   spec.num_leases = options.leases;
   const at::Tensor& flat = params.buffer();
   if (options.device_slab && flat.is_cuda()) {
     const std::string device_name = shm::device_slab_name(slab_name);
-    if (options.replace_dead_writer) remove_if_writer_dead(device_name);
+    if (options.replace_dead_writer) remove_if_writer_dead(device_name, shm::Kind::weights_cuda);
     create_device_slab(device_name, spec, flat.device().index());
   }
-  if (options.replace_dead_writer) remove_if_writer_dead(slab_name);
+  if (options.replace_dead_writer) remove_if_writer_dead(slab_name, shm::Kind::weights);
   slab_ = shm::WeightSlabWriter::create(slab_name, spec);
 
   PublishSource source;
@@ -137,7 +157,27 @@ void ModelPublisher::create_device_slab(const std::string& name, const shm::Slab
                                                          static_cast<std::byte*>(device_buffer_.data()));
 }
 
+void ModelPublisher::check_source() {
+  if (!slab_.linked() || (device_slab_ && !device_slab_->linked()))
+    fail(
+        "weight slab '/{}' was removed while this publisher was writing it (`tandem shm rm` or gc, or a replacement): "
+        "no reader can attach to what it publishes; close this publisher and make a new one",
+        slab_.linked() ? device_slab_->name() : slab_.name());
+  for (std::size_t i = 0; i < params_->table().size(); ++i)
+    if (!params_->in_place(i)) {
+      publisher_->wait_before_update();  // a copy in flight may still read the buffer adopt() writes
+      params_->adopt_rebound(FlatParams::Values::copy);
+      return;
+    }
+}
+
+void ModelPublisher::adopt(std::size_t index, const at::Tensor& tensor) {
+  publisher_->wait_before_update();
+  params_->adopt(index, tensor, FlatParams::Values::copy);
+}
+
 std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s) {
+  check_source();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     publisher_->flush();  // a publish in flight would otherwise coalesce with this one

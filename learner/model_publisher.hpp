@@ -3,6 +3,10 @@
 // The slab's tensor table is the flat layout, or with bf16 the same layout with the leading float32
 // run converted to bfloat16 (half the bytes; everything after it shifts down: common/torch/bf16_slot.hpp).
 // CUDA models publish from torch's current CUDA stream at construction: train on that stream.
+// Every publish first checks its source (check_source): the slab must still be in /dev/shm (a
+// UserError once it was removed: its versions would reach nobody), and a tensor the module rebound
+// since flattening is adopted back into the buffer, or refused by name when its dtype, shape or
+// device changed (common/torch/flat_params.hpp): never the old bytes in silence.
 #pragma once
 
 #include <memory>
@@ -36,8 +40,17 @@ shm::SlabSpec slab_spec_for(const FlatParams& params, const std::string& model, 
 class ModelPublisher {
  public:
   ModelPublisher(const std::string& slab_name, FlatParams& params, const ModelPublisherOptions& options = {});
-  Publisher::Result publish(std::uint64_t step) { return publisher_->publish(step); }
-  Publisher::Result maybe_publish(std::uint64_t step) { return publisher_->maybe_publish(step); }
+  Publisher::Result publish(std::uint64_t step) {
+    check_source();
+    return publisher_->publish(step);
+  }
+  Publisher::Result maybe_publish(std::uint64_t step) {
+    check_source();
+    return publisher_->maybe_publish(step);
+  }
+  // Tensor `index` of the flat table is `tensor` from now on (one that replaced it in the module):
+  // fences the copy in flight, then FlatParams::adopt.
+  void adopt(std::size_t index, const at::Tensor& tensor);
   // Publishes and commits `step`'s weights, retrying while readers hold every slot (a skip), so the
   // final version actors must evaluate really reaches the slab; returns its version. A UserError
   // after timeout_s names the slab and why.
@@ -48,6 +61,8 @@ class ModelPublisher {
 
  private:
   void create_device_slab(const std::string& name, const shm::SlabSpec& spec, int device);
+  void check_source();
+  FlatParams* params_;  // outlives this publisher
   // Destroyed in reverse: the publisher (flushes), then the device slab's name, then its GPU memory.
   shm::WeightSlabWriter slab_;
   cuda::Buffer device_buffer_;

@@ -5,7 +5,8 @@
 // Contract
 //  * Threads. publish(), maybe_publish(), wait_before_update(), flush() and stats() are called by the
 //    training thread only. The CUDA path owns one internal "committer" thread; the overlapped CPU
-//    path one internal "copier" thread; the plain CPU path none.
+//    path one internal "copier" thread; the plain CPU path none. Both run SCHED_BATCH, so that waking
+//    one never preempts the training thread inside publish().
 //  * CPU source (device = -1), plain (overlap_host_copy = false): publish() takes a free slot, runs
 //    one memcpy (or `snapshot`) into it and commits, all on the calling thread. No free slot: the
 //    publish is skipped and counted.
@@ -163,6 +164,7 @@ class Publisher {
   bool wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock);
   void commit_device(Staging& s);  // mutex held
   void record(const PublishTiming& t);
+  static void run_without_preempting();  // the copier's and the committer's first call
   void rethrow_async_error();
 
   shm::WeightSlabWriter& slab_;

@@ -46,6 +46,7 @@ Publisher::Result Publisher::hand_to_copier(std::uint64_t step, std::uint64_t ve
 }
 
 void Publisher::copier_loop() {
+  run_without_preempting();
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return host_copy_.has_value() || stopping_; });

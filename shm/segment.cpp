@@ -19,51 +19,13 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/process.hpp"
 #include "common/units.hpp"
 
 namespace bip = boost::interprocess;
 
 namespace tandem::shm {
-
-std::string_view kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::dataset: return "dataset";
-    case Kind::weights: return "weights";
-    case Kind::experience: return "exp";
-    case Kind::control: return "ctl";
-    case Kind::weights_cuda: return "weights.cuda";
-    case Kind::reduce: return "reduce";
-  }
-  return "unknown";
-}
-
-void check_name_part(std::string_view what, std::string_view value) {
-  bool ok = !value.empty() && value.size() <= 64;
-  for (char c : value) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-  if (!ok) fail("{} '{}' is not a valid name: use 1-64 letters, digits, '_' or '-'", what, value);
-}
-
-std::string dataset_segment_name(std::string_view dataset) {
-  check_name_part("dataset name", dataset);
-  return fmt::format("tandem.data.{}", dataset);
-}
-
-std::string job_segment_prefix(std::string_view job) {
-  check_name_part("job name", job);
-  if (job == "data") fail("job name 'data' is reserved for dataset caches: choose another job name");
-  return fmt::format("tandem.{}.", job);
-}
-
-std::string job_segment_name(std::string_view job, Kind kind) {
-  if (kind == Kind::dataset || kind == Kind::reduce)
-    throw std::logic_error(fmt::format("job_segment_name: a {} segment is named by its own function", kind_name(kind)));
-  return job_segment_prefix(job) + std::string(kind_name(kind));
-}
-
-std::string reduce_segment_name(std::string_view job, std::uint32_t rank0_pid, bool slots) {
-  return fmt::format("{}{}-{}{}", job_segment_prefix(job), kind_name(Kind::reduce), rank0_pid, slots ? "-slots" : "");
-}
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
@@ -98,8 +60,19 @@ std::uint64_t shm_free_bytes() {
   return free;
 }
 
+namespace {
+// A name given whole (a Python slab= or a C++ caller's): the system calls read it as a C string, so a
+// NUL would silently name another object, and a '/' a path.
+void check_object_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name.find_first_of(std::string_view("\0/", 2)) != std::string::npos)
+    fail("shared-memory segment name {} is not a name: use 1-255 characters without '/' or NUL bytes",
+         quote_escaped(name));
+}
+}  // namespace
+
 Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout_version, std::size_t payload_bytes,
                         std::string_view exists_fix) {
+  check_object_name(name);
   const std::uint64_t payload_offset = align_up(kHeaderBytes, kPayloadAlignment);
   const std::uint64_t total = payload_offset + align_up(payload_bytes, 4096);
   const std::uint64_t free = shm_free_bytes();
@@ -155,6 +128,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
 
 Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout_version, Access access,
                         std::string_view fix) {
+  check_object_name(name);
   Segment seg;
   seg.name_ = name;
   if (std::string owner = foreign_owner(name); !owner.empty())
@@ -257,8 +231,24 @@ void Segment::prefault_for_write(std::size_t offset, std::size_t bytes) {
 }
 
 void Segment::unlink_now() {
-  if (!name_.empty()) unlink(name_);
+  unlink_if_ours();
   unlink_on_destroy_ = false;
+}
+
+bool Segment::linked() const {
+  struct stat st {};
+  return fd_ && ::fstat(fd_.get(), &st) == 0 && st.st_nlink > 0;
+}
+
+void Segment::unlink_if_ours() noexcept {
+  if (name_.empty()) return;
+  struct stat ours {
+  }, named{};
+  if (fd_ && ::fstat(fd_.get(), &ours) == 0 &&
+      (::lstat(("/dev/shm/" + name_).c_str(), &named) != 0 || named.st_ino != ours.st_ino ||
+       named.st_dev != ours.st_dev))
+    return;  // gone, or another object under our name
+  unlink(name_);
 }
 
 Segment::Segment(Segment&& other) noexcept
@@ -284,8 +274,8 @@ Segment::~Segment() { reset(); }
 
 void Segment::reset() noexcept {
   if (base_ != nullptr) ::munmap(base_, size_);
+  if (unlink_on_destroy_) unlink_if_ours();
   fd_.reset();
-  if (unlink_on_destroy_) unlink(name_);
   base_ = nullptr;
   unlink_on_destroy_ = false;
 }

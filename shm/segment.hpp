@@ -117,6 +117,9 @@ class Segment {
   void mark_ready();  // creator only, once, after descriptor and payload are written
   void persist();     // creator only: keep the object after this handle is destroyed
   void unlink_now();  // remove the name now (mappings stay valid until destroyed)
+  // Whether /dev/shm still names this object: false once anyone removed it (`tandem shm rm`, gc, a
+  // replacement), after which nobody can attach to what this handle writes. One fstat.
+  bool linked() const;
   // Creator only: maps [offset, offset + bytes) of this process's mapping writable now, so that a
   // later first write takes no page faults (posix_fallocate reserved the pages, but each is still
   // faulted into this mapping on first touch: ~0.8 s for 2.4 GB, on whichever call touches it first).
@@ -139,6 +142,9 @@ class Segment {
 
  private:
   void reset() noexcept;
+  // Removes the name only while it still names this object, so that a handle whose object was
+  // removed and replaced by someone else's never removes theirs.
+  void unlink_if_ours() noexcept;
   std::string name_;
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;

@@ -17,11 +17,19 @@
 
 #include "common/checked_math.hpp"
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/process.hpp"
 #include "shm/weight_slab_layout.hpp"
 
 namespace tandem::shm {
 namespace {
+
+// The slab stores names NUL-terminated and readers print them: a NUL would cut one, a control
+// character would break a one-line message.
+bool has_control_byte(std::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
 
 void check_spec(const std::string& name, const SlabSpec& spec) {
   if (spec.num_slots < 2 || spec.num_slots > kMaxSlots)
@@ -31,12 +39,13 @@ void check_spec(const std::string& name, const SlabSpec& spec) {
   if (spec.num_leases < 1 || spec.num_leases > kMaxLeases)
     fail("weight slab '/{}': {} lease entries asked for, use 1..{}", name, spec.num_leases, kMaxLeases);
   if (spec.slot_bytes == 0) fail("weight slab '/{}': the model has no bytes to publish", name);
-  if (spec.model.size() >= sizeof(SlabDescriptor::model))
-    fail("weight slab '/{}': model name '{}' is longer than {} characters: shorten it", name, spec.model,
-         sizeof(SlabDescriptor::model) - 1);
+  if (spec.model.size() >= sizeof(SlabDescriptor::model) || has_control_byte(spec.model))
+    fail("weight slab '/{}': model name {} must be at most {} printable characters: shorten it", name,
+         quote_escaped(spec.model), sizeof(SlabDescriptor::model) - 1);
   for (const TensorSpec& t : spec.tensors) {
-    if (t.name.empty() || t.name.size() >= kTensorNameBytes)
-      fail("weight slab '/{}': tensor name '{}' must be 1..{} characters", name, t.name, kTensorNameBytes - 1);
+    if (t.name.empty() || t.name.size() >= kTensorNameBytes || has_control_byte(t.name))
+      fail("weight slab '/{}': tensor name {} must be 1..{} printable characters", name, quote_escaped(t.name),
+           kTensorNameBytes - 1);
     if (t.shape.size() > kTensorMaxDims)
       fail("weight slab '/{}': tensor '{}' has {} dimensions, the slab holds at most {}", name, t.name, t.shape.size(),
            kTensorMaxDims);
@@ -197,6 +206,7 @@ WeightSlabWriter WeightSlabWriter::create_segment(const std::string& name, const
   // ftruncate zero-filled the control block, slot headers and lease table: latest = 0, seq = 0.
   slab::control_of(w.segment_, d).writer_pid.store(static_cast<std::uint64_t>(::getpid()), std::memory_order_relaxed);
   w.segment_.mark_ready();
+  w.live_ = LiveWriterMark(name);
   return w;
 }
 
@@ -226,6 +236,11 @@ WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uin
           name, info.exporter_pid, name);
   } else {
     r.slots_ = r.segment_.base() + d.slots_offset;
+    // The slots' pages into this mapping now, at attach, not one fault per page in each slot's first
+    // copy (25 600 for 100 MB) while following the writer. Kernels before 5.14 fault them lazily.
+#ifdef MADV_POPULATE_READ
+    (void)::madvise(r.segment_.base() + d.slots_offset, std::size_t{d.num_slots} * d.slot_stride, MADV_POPULATE_READ);
+#endif
   }
 
   // Everything but the lease pages becomes read-only for this process (see the contract).

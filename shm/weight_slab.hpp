@@ -46,12 +46,17 @@
 //    The seqlock and lease protocol is unchanged: only where slot i's bytes lie differs. This code
 //    never touches device memory: the writer is handed the device pointer, a reader binds the one
 //    it mapped (common/cuda_ipc.hpp); copy_latest() is host-only and refuses a device slab.
+//  * Waiting. A reader may sleep in FUTEX_WAIT (shared, any process) on the low 32 bits of `latest`,
+//    which change with every commit; the writer issues FUTEX_WAKE on that word after each commit.
+//    A reader therefore learns of a version when it is committed, without polling; a waiter that
+//    misses a wake (a writer of another build) still wakes at the end of its time slice.
 //  * Memory model caveat: payload bytes are copied with plain memcpy while the writer may be
 //    writing them (only without a lease); the seqlock check discards such copies. This is the
 //    classic seqlock data race, benign on every platform we run on, and not TSan-clean.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -163,6 +168,8 @@ static_assert(offsetof(TensorEntry, dtype) == 160 && offsetof(TensorEntry, shape
 static_assert(offsetof(TensorEntry, offset) == 232 && sizeof(TensorEntry) == 248);
 static_assert(sizeof(SlabControl) + kMaxSlots * sizeof(SlotHeader) <= 4096);
 
+// `latest` packs the version above 8 bits of slot: versions stop at 2^56 - 1.
+inline constexpr std::uint64_t kMaxVersion = (std::uint64_t{1} << 56) - 1;
 inline constexpr std::uint64_t pack_latest(std::uint64_t version, std::uint32_t slot) { return version << 8 | slot; }
 inline constexpr std::uint64_t latest_version(std::uint64_t latest) { return latest >> 8; }
 inline constexpr std::uint32_t latest_slot(std::uint64_t latest) { return static_cast<std::uint32_t>(latest & 0xff); }
@@ -186,6 +193,25 @@ struct SlabSpec {
 };
 
 // ---- writer -------------------------------------------------------------------------------------
+
+// Counts a name among this process's live writers for as long as it lives (move-only). A process may
+// hold its own slab's name twice only by mistake (a notebook cell run twice): the second writer would
+// replace the first's segment while the first goes on publishing into an object nobody can attach to.
+class LiveWriterMark {
+ public:
+  LiveWriterMark() = default;
+  explicit LiveWriterMark(std::string name);
+  LiveWriterMark(LiveWriterMark&& o) noexcept;
+  LiveWriterMark& operator=(LiveWriterMark&& o) noexcept;
+  ~LiveWriterMark();
+  LiveWriterMark(const LiveWriterMark&) = delete;
+  LiveWriterMark& operator=(const LiveWriterMark&) = delete;
+  static bool held(const std::string& name);  // thread-safe
+
+ private:
+  void release() noexcept;
+  std::string name_;
+};
 
 class WeightSlabWriter {
  public:
@@ -232,12 +258,17 @@ class WeightSlabWriter {
   std::uint64_t latest_version() const { return latest_version_; }
   // Leaves the segment in /dev/shm when this writer is destroyed (a launcher removes it later).
   void persist() { segment_.persist(); }
+  // False once the segment was removed from /dev/shm (see Segment::linked): readers cannot find it.
+  bool linked() const { return segment_.linked(); }
+  // Whether a writer of this process writes `name` now; a persisted slab whose writer is gone does not count.
+  static bool live_in_this_process(const std::string& name) { return LiveWriterMark::held(name); }
 
  private:
   static WeightSlabWriter create_segment(const std::string& name, const SlabSpec& spec, bool force,
                                          const DeviceSlabInfo* device, std::byte* device_slots);
   std::uint32_t leased_mask() const;
   Segment segment_;
+  LiveWriterMark live_;
   std::byte* slots_ = nullptr;  // slot 0: in the segment, or on the GPU for a device slab
   std::uint64_t latest_version_ = 0;
   std::uint32_t latest_slot_ = ~0u;
@@ -307,6 +338,9 @@ class WeightSlabReader {
 
   // One acquire load: the newest committed version (0 = nothing published yet).
   std::uint64_t latest_version() const;
+  // Sleeps until a version newer than `newer_than` is committed or `limit` has passed; returns the
+  // latest version then. Woken by the writer's commit (see "Waiting" in the contract), not polled.
+  std::uint64_t wait_newer(std::uint64_t newer_than, std::chrono::nanoseconds limit) const;
   // Leases the latest version; nullopt when nothing is published, every entry of this reader is in
   // use, or the writer kept overtaking for `attempts` tries.
   [[nodiscard]] std::optional<ReadLease> lease_latest(int attempts = 64);
@@ -320,6 +354,9 @@ class WeightSlabReader {
   const std::byte* slot_data(std::uint32_t index) const;
   const std::byte* slots_begin() const { return slot_data(0); }
   std::size_t slots_span_bytes() const;
+  // The segment's descriptor (to map a slot a second time, e.g. copy-on-write: slot i lies at file
+  // offset slots_offset + i * slot_stride of this descriptor).
+  int fd() const { return segment_.fd(); }
   std::vector<LeaseInfo> lease_table() const;
   WeightSlabWriter::Stats stats() const;
 
@@ -331,6 +368,28 @@ class WeightSlabReader {
   std::vector<LeaseEntry*> entries_;  // ours; one is free while its lease word is 0
   std::uint64_t owner_word_ = 0;
   friend class ReadLease;
+};
+
+// A leased slot mapped a second time, copy-on-write (MAP_PRIVATE), for code that may write where it
+// reads (a Python view of a weight, a model run zero-copy whose BatchNorm statistics update in place):
+// reads share the slab's pages; a write lands in a private copy of the touched pages, seen through
+// this mapping only, where the reader's own PROT_READ mapping would kill the process. Make one per
+// lease: a page once written stays private for the mapping's life, so a mapping reused for a later
+// version in the same slot would show that page stale. Costs one mmap and first-touch page faults.
+// Host slabs only. Move-only; unmapped on destruction (the lease may be released before).
+class PrivateSlotMapping {
+ public:
+  PrivateSlotMapping(const WeightSlabReader& reader, const ReadLease& lease);
+  PrivateSlotMapping(PrivateSlotMapping&& o) noexcept;
+  PrivateSlotMapping& operator=(PrivateSlotMapping&& o) noexcept;
+  ~PrivateSlotMapping();
+  std::byte* data() const { return data_; }
+  std::uint64_t bytes() const { return bytes_; }  // the lease's payload
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t mapped_ = 0;
+  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace tandem::shm

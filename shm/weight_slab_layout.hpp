@@ -3,6 +3,7 @@
 // The layout and the meaning of every atomic are weight_slab.hpp's contract; nothing here adds to it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,14 @@ inline DeviceSlabInfo& device_info_of(const Segment& seg) {
 }
 
 WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d);
+
+// ---- commit wake-ups (weight_slab_reader.cpp): futex on the low 32 bits of `latest` ----
+
+// Wakes every reader sleeping in wait_for_commit (FUTEX_WAKE, shared: any process).
+void wake_waiters(SlabControl& control);
+// Sleeps while the low 32 bits of `latest` still equal those of `seen`, for at most `limit`
+// (FUTEX_WAIT; returns early on a wake, a signal or a spurious wake-up: callers recheck).
+void wait_for_commit(const SlabControl& control, std::uint64_t seen, std::chrono::nanoseconds limit);
 
 // ---- leases (weight_slab_leases.cpp) ----
 

@@ -1,8 +1,17 @@
 // The reader's side of the weight slab: leasing the latest version, the lease-free seqlock copy, and
 // inspection. Attaching: weight_slab.cpp; the lease entries themselves: weight_slab_leases.cpp.
 #include <fmt/format.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <bit>
+#include <chrono>
+#include <climits>
+#include <cstddef>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 #include <utility>
 
@@ -64,6 +73,43 @@ std::size_t WeightSlabReader::slots_span_bytes() const { return descriptor().num
 std::uint64_t WeightSlabReader::latest_version() const {
   return shm::latest_version(slab::control_of(segment_, descriptor()).latest.load(std::memory_order_acquire));
 }
+
+std::uint64_t WeightSlabReader::wait_newer(std::uint64_t newer_than, std::chrono::nanoseconds limit) const {
+  const SlabControl& control = slab::control_of(segment_, descriptor());
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const std::uint64_t latest = control.latest.load(std::memory_order_acquire);
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (shm::latest_version(latest) > newer_than || left <= std::chrono::nanoseconds::zero())
+      return shm::latest_version(latest);
+    slab::wait_for_commit(control, latest, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
+  }
+}
+
+namespace slab {
+// `latest` packs version << 8 | slot: its low 32 bits change with every commit, so they are the futex
+// word (a 32-bit futex on the atomic's first bytes: little-endian only).
+static_assert(std::endian::native == std::endian::little);
+static_assert(offsetof(SlabControl, latest) == 0);
+
+namespace {
+std::uint32_t* futex_word(const SlabControl& control) {
+  return const_cast<std::uint32_t*>(reinterpret_cast<const std::uint32_t*>(&control.latest));
+}
+}  // namespace
+
+void wake_waiters(SlabControl& control) {
+  // A wake with nobody waiting is one short syscall, once per commit.
+  ::syscall(SYS_futex, futex_word(control), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void wait_for_commit(const SlabControl& control, std::uint64_t seen, std::chrono::nanoseconds limit) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(limit);
+  timespec ts{static_cast<time_t>(s.count()), static_cast<long>((limit - s).count())};
+  // EAGAIN (a commit came first), ETIMEDOUT and EINTR all mean: look again.
+  ::syscall(SYS_futex, futex_word(control), FUTEX_WAIT, static_cast<std::uint32_t>(seen), &ts, nullptr, 0);
+}
+}  // namespace slab
 
 std::optional<ReadLease> WeightSlabReader::lease_latest(int attempts) {
   const SlabDescriptor& d = descriptor();
@@ -150,5 +196,28 @@ std::vector<LeaseInfo> WeightSlabReader::lease_table() const {
 }
 
 WeightSlabWriter::Stats WeightSlabReader::stats() const { return slab::stats_of(segment_, descriptor()); }
+
+PrivateSlotMapping::PrivateSlotMapping(const WeightSlabReader& reader, const ReadLease& lease) : bytes_(lease.bytes()) {
+  if (reader.on_device() || !lease) throw std::logic_error("PrivateSlotMapping: a live lease of a host slab");
+  const SlabDescriptor& d = reader.descriptor();
+  mapped_ = static_cast<std::size_t>(align_up(d.slot_bytes, 4096));
+  const auto offset = static_cast<off_t>(d.slots_offset + std::uint64_t{lease.slot()} * d.slot_stride);
+  void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE, reader.fd(), offset);
+  if (p == MAP_FAILED) TANDEM_FAIL_SYS(errno, "mmap(MAP_PRIVATE, /dev/shm/" + reader.name() + ")");
+  data_ = static_cast<std::byte*>(p);
+}
+PrivateSlotMapping::PrivateSlotMapping(PrivateSlotMapping&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)),
+      mapped_(std::exchange(o.mapped_, 0)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+PrivateSlotMapping& PrivateSlotMapping::operator=(PrivateSlotMapping&& o) noexcept {
+  std::swap(data_, o.data_);
+  std::swap(mapped_, o.mapped_);
+  std::swap(bytes_, o.bytes_);
+  return *this;
+}
+PrivateSlotMapping::~PrivateSlotMapping() {
+  if (data_ != nullptr) ::munmap(data_, mapped_);
+}
 
 }  // namespace tandem::shm

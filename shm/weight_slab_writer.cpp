@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -11,6 +15,36 @@
 #include "shm/weight_slab_layout.hpp"
 
 namespace tandem::shm {
+namespace {
+std::mutex g_live_mutex;
+std::multiset<std::string> g_live;  // names of this process's live writers
+}  // namespace
+
+LiveWriterMark::LiveWriterMark(std::string name) : name_(std::move(name)) {
+  const std::lock_guard lock(g_live_mutex);
+  g_live.insert(name_);
+}
+LiveWriterMark::LiveWriterMark(LiveWriterMark&& o) noexcept : name_(std::exchange(o.name_, {})) {}
+LiveWriterMark& LiveWriterMark::operator=(LiveWriterMark&& o) noexcept {
+  if (this != &o) {
+    release();
+    name_ = std::exchange(o.name_, {});
+  }
+  return *this;
+}
+LiveWriterMark::~LiveWriterMark() { release(); }
+
+void LiveWriterMark::release() noexcept {
+  if (name_.empty()) return;
+  const std::lock_guard lock(g_live_mutex);
+  if (auto it = g_live.find(name_); it != g_live.end()) g_live.erase(it);
+  name_.clear();
+}
+
+bool LiveWriterMark::held(const std::string& name) {
+  const std::lock_guard lock(g_live_mutex);
+  return g_live.contains(name);
+}
 
 namespace slab {
 WeightSlabWriter::Stats stats_of(const Segment& seg, const SlabDescriptor& d) {
@@ -87,6 +121,7 @@ void WeightSlabWriter::commit(const Slot& slot, std::uint64_t version, std::uint
   latest_version_ = version;
   latest_slot_ = slot.index;
   writing_ = false;
+  slab::wake_waiters(control);
 }
 
 void WeightSlabWriter::abort(const Slot& slot) {

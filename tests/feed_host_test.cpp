@@ -2,6 +2,7 @@
 #include "tests/torch_doctest.hpp"
 
 #include <chrono>
+#include <limits>
 #include <future>
 #include <set>
 #include <thread>
@@ -101,6 +102,29 @@ TEST_CASE("a feed refuses a cache whose x or y it cannot read, in one line namin
     CHECK_THROWS_WITH_AS(HostFeed(cache, cpu_options()), doctest::Contains(words), UserError);
     shm::Segment::unlink(shm::dataset_segment_name(name));
   }
+}
+
+TEST_CASE("a feed refuses options no staging ring can hold, naming each before anything is allocated") {
+  Fixture f;  // 1000 training samples
+  auto refused = [&](FeedOptions o) { return test::error_of([&] { HostFeed feed(f.cache, o); }); };
+  auto o = cpu_options();
+  o.batch_size = std::uint64_t{1} << 40;  // was std::bad_alloc
+  CHECK(refused(o).find("feed batch_size=1099511627776 is out of range: rank 0 of 1 reads 1000 samples") !=
+        std::string::npos);
+  o.batch_size = ~std::uint64_t{0};  // batch_size x consumers wraps
+  CHECK(refused(o).find("use batch_size 1..500 with 2 consumer(s)") != std::string::npos);
+  o = cpu_options();
+  o.consumers = 1001;
+  CHECK(refused(o).find("feed consumers=1001 is out of range") != std::string::npos);
+  o = cpu_options();
+  o.ring_slots = 1u << 30;
+  CHECK(refused(o).find("HostFeed ring_slots=1073741824 is out of range: use 2..64") != std::string::npos);
+  o = cpu_options();
+  o.workers = 1u << 20;
+  CHECK(refused(o).find("HostFeed workers=1048576 is out of range: use 0..256") != std::string::npos);
+  o = cpu_options();
+  o.mean = {0.1f, std::numeric_limits<float>::quiet_NaN(), 0.3f};
+  CHECK(refused(o).find("feed mean[1] is nan: it must be a finite number") != std::string::npos);
 }
 
 TEST_CASE("HostFeed on the CPU: drop_last drops the short last step, and lengths match the sampler" *
@@ -225,7 +249,7 @@ TEST_CASE("HostFeed: bad options are one-line errors that name the fix" * doctes
   CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("has no split 'validation'"), UserError);
   o = cpu_options();
   o.ring_slots = 1;
-  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("ring_slots is 1"), UserError);
+  CHECK_THROWS_WITH_AS(HostFeed(f.cache, o), doctest::Contains("ring_slots=1 is out of range"), UserError);
 }
 
 // With CUDA_VISIBLE_DEVICES empty even a GPU machine shows none, so the refusal is checked everywhere.

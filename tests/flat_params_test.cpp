@@ -120,3 +120,39 @@ TEST_CASE("flat params: tied weights are placed once") {
   FlatParams flat = FlatParams::flatten(tied);
   CHECK(flat.table().size() == 1);
 }
+
+TEST_CASE("flat params: a tensor rebound after flattening is seen and adopted back with its values") {
+  Net net;
+  FlatParams flat = FlatParams::flatten(net);
+  const std::size_t i = 0;  // fc1.weight: float32 first, in module order
+  REQUIRE(flat.table()[i].name == "fc1.weight");
+  CHECK(flat.in_place(i));
+  net.fc1->weight.set_data(torch::full_like(net.fc1->weight, 3.0));  // Python's `p.data = t`
+  CHECK_FALSE(flat.in_place(i));
+  CHECK(flat.adopt_rebound(FlatParams::Values::copy) == 1);
+  CHECK(flat.in_place(i));
+  CHECK(inside(net.fc1->weight, flat.buffer()));
+  CHECK(torch::equal(net.fc1->weight, torch::full_like(net.fc1->weight, 3.0)));
+  net.fc2->bias.set_data(torch::full_like(net.fc2->bias, 9.0));
+  CHECK(flat.adopt_rebound(FlatParams::Values::keep) == 1);  // points back, keeping the buffer's values
+  CHECK(inside(net.fc2->bias, flat.buffer()));
+  CHECK_FALSE(torch::equal(net.fc2->bias, torch::full_like(net.fc2->bias, 9.0)));
+}
+
+TEST_CASE("flat params: a tensor converted to another dtype after flattening is refused by name") {
+  Net net;
+  FlatParams flat = FlatParams::flatten(net);
+  net.fc1->weight.set_data(net.fc1->weight.to(torch::kDouble));
+  const std::string message = test::error_of([&] { (void)flat.adopt_rebound(FlatParams::Values::copy); });
+  CHECK(message.find("model tensor 'fc1.weight' no longer matches") != std::string::npos);
+  CHECK(message.find("now float64 [16, 8] on cpu, it was float32 [16, 8] on cpu") != std::string::npos);
+}
+
+TEST_CASE("flat params: a meta or sparse tensor is refused by name before anything is allocated") {
+  std::vector<std::pair<std::string, at::Tensor>> meta{{"w", torch::empty({4, 4}, torch::Device("meta"))}};
+  CHECK(test::error_of([&] { (void)FlatParams::flatten(meta); }).find("model tensor 'w' is on the meta device") !=
+        std::string::npos);
+  std::vector<std::pair<std::string, at::Tensor>> sparse{{"s", torch::eye(3).to_sparse()}};
+  CHECK(test::error_of([&] { (void)FlatParams::flatten(sparse); }).find("model tensor 's' has layout") !=
+        std::string::npos);
+}

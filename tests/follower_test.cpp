@@ -89,9 +89,7 @@ TEST_CASE("follower: zero-copy runs the model straight from the leased slot and 
   Follower follower(name, ap, {.mode = LoadMode::zero_copy});
   REQUIRE(pub.publish(1).outcome == learner::Publisher::Outcome::committed);
   REQUIRE(follower.update());
-  auto* w = static_cast<const std::byte*>(actor_net.fc1->weight.data_ptr());
-  const auto* slots = follower.reader().slots_begin();
-  CHECK((w >= slots && w < slots + follower.reader().slots_span_bytes()));
+  CHECK(test::mapping_of(actor_net.fc1->weight.data_ptr()) == "/dev/shm/" + name);  // the slot, not a copy
   CHECK(same_outputs(learner_net, actor_net));
   for (int i = 0; i < 6; ++i) {  // more publishes than slots: the held slot is never overwritten
     train_step(learner_net);
@@ -138,4 +136,42 @@ TEST_CASE("follower: an actor built with another architecture gets one line nami
   CHECK(message.find(ap.signature_hex()) != std::string::npos);
   CHECK(message.find("mlp16") != std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("follower: an in-place write into a zero-copy model stays in this process and never faults") {
+  torch::manual_seed(3);
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net, actor_net;
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp);
+  Follower follower(name, ap, {.mode = LoadMode::zero_copy});
+  REQUIRE(pub.publish(1).outcome == learner::Publisher::Outcome::committed);
+  REQUIRE(follower.update());
+  actor_net.train();
+  (void)actor_net.forward(torch::randn({8, 8}));  // BatchNorm updates its running statistics in place
+  {
+    torch::NoGradGuard no_grad;
+    actor_net.fc1->weight.mul_(0);
+  }
+  Net fresh;
+  FlatParams fp = FlatParams::flatten(fresh);
+  Follower reader(name, fp);
+  REQUIRE(reader.update());
+  CHECK(same_outputs(learner_net, fresh));  // the slab still holds what was published
+  CHECK(torch::equal(fresh.bn->running_mean, learner_net.bn->running_mean));
+}
+
+TEST_CASE("follower: a model rebound after binding is loaded into, a converted one refused by name") {
+  const std::string name = test::unique_name("tandem.test-follow");
+  Net learner_net, actor_net;
+  FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
+  ModelPublisher pub(name, lp);
+  Follower follower(name, ap);
+  actor_net.fc1->weight.set_data(torch::zeros_like(actor_net.fc1->weight));
+  REQUIRE(pub.publish(1).outcome == learner::Publisher::Outcome::committed);
+  REQUIRE(follower.update());
+  CHECK(torch::equal(actor_net.fc1->weight, learner_net.fc1->weight));
+  actor_net.fc2->weight.set_data(actor_net.fc2->weight.to(torch::kHalf));
+  CHECK(test::error_of([&] { (void)follower.update(); }).find("model tensor 'fc2.weight' no longer matches") !=
+        std::string::npos);
 }

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -129,6 +130,18 @@ Child spawn_child(const std::string& name, const std::vector<std::string>& args)
 std::string unique_name(const std::string& stem) {
   static std::atomic<int> counter{0};
   return fmt::format("{}-{}-{}", stem, ::getpid(), counter++);
+}
+
+std::string mapping_of(const void* address) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  for (std::string line; std::getline(maps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || at < lo || at >= hi) continue;
+    const auto path = line.find('/');
+    return path == std::string::npos ? "" : line.substr(path);
+  }
+  return "";
 }
 
 std::string tandem_binary() {

@@ -66,6 +66,9 @@ std::string python_with_numpy();
 // The message of the UserError that fn throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& fn);
 
+// The file this process maps at `address` ("/dev/shm/tandem...."), from /proc/self/maps; "" for none.
+std::string mapping_of(const void* address);
+
 // A fresh directory under the temporary directory (mkdtemp), removed with its contents on destruction.
 class TempDir {
  public:

@@ -136,6 +136,26 @@ TEST_CASE("segment: a job's segments are named by their kind, as docs/FORMAT.md 
   CHECK(error_of([] { shm::dataset_segment_name("../etc"); }).find("not a valid name") != std::string::npos);
   CHECK(error_of([] { shm::job_segment_name("data", Kind::control); }).find("reserved") != std::string::npos);
   CHECK(error_of([] { shm::reduce_segment_name("a/b", 1, false); }).find("not a valid name") != std::string::npos);
+  // A NUL byte would cut the message where what() ends; a newline would break its one line.
+  CHECK(error_of([] { shm::job_segment_name(std::string("ab\0cd", 5), Kind::weights); }) ==
+        "job name 'ab\\x00cd' is not a valid name: use 1-64 letters, digits, '_' or '-'");
+  CHECK(error_of([] { shm::dataset_segment_name("a\nb"); }).find("'a\\x0ab'") != std::string::npos);
+  // A whole object name with a NUL would name another object to the system calls: refused.
+  const std::string cut("tandem.a\0b", 10);
+  CHECK(error_of([&] { make(cut); }).find("name 'tandem.a\\x00b' is not a name") != std::string::npos);
+  CHECK_FALSE(Segment::exists("tandem.a"));
+}
+
+TEST_CASE("segment: a handle whose name was removed knows it, and never removes the object that replaced it") {
+  std::string name = test::unique_name("tandem.test");
+  Segment old = make(name);
+  CHECK(old.linked());
+  REQUIRE(Segment::unlink(name));
+  CHECK_FALSE(old.linked());
+  Segment replacement = make(name);
+  old = Segment();  // destroying the old handle removes nothing: the name is not its object's any more
+  CHECK(Segment::exists(name));
+  CHECK(replacement.linked());
 }
 
 TANDEM_CHILD("segment-creator-killed") {

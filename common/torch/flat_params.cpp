@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/torch/models.hpp"
 
 namespace tandem {
@@ -29,6 +30,25 @@ at::Tensor view_of(const at::Tensor& flat, const FlatTensorInfo& info) {
         .set_(flat.storage(), static_cast<std::int64_t>(info.offset) / elem, info.shape,
               c10::contiguous_strides(info.shape));
   return bytes.view(info.dtype).view(info.shape);
+}
+
+std::string describe(c10::ScalarType dtype, c10::IntArrayRef shape, const c10::Device& device) {
+  return fmt::format("{} [{}] on {}", numpy_dtype_name(dtype), fmt::join(shape, ", "), device.str());
+}
+
+// Before anything is allocated: tensors that have no dense bytes on a CPU or CUDA device.
+void check_flattenable(const std::string& name, const at::Tensor& t) {
+  if (t.is_meta())
+    fail(
+        "model tensor {} is on the meta device, which holds no data to publish or load: materialize the model "
+        "first (model.to_empty(device='cpu'), then initialize or load its weights)",
+        quote_escaped(name));
+  if (t.layout() != c10::kStrided)
+    fail("model tensor {} has layout {}: only dense tensors can be flattened; make it dense (.to_dense())",
+         quote_escaped(name), c10::toString(t.layout()));
+  if (!t.device().is_cpu() && !t.device().is_cuda())
+    fail("model tensor {} is on the {} device: Tandem flattens CPU and CUDA tensors; move the model to one of them",
+         quote_escaped(name), t.device().str());
 }
 
 }  // namespace
@@ -94,6 +114,8 @@ FlatParams FlatParams::build(std::vector<std::pair<std::string, at::Tensor>> nam
   std::stable_partition(named.begin(), named.end(),
                         [](const auto& nt) { return nt.second.scalar_type() == c10::ScalarType::Float; });
 
+  for (const auto& [name, t] : named) check_flattenable(name, t);
+
   FlatParams fp;
   std::vector<c10::Device> devices;
   std::vector<std::uint64_t> used;
@@ -151,6 +173,42 @@ void FlatParams::rebind(const at::Tensor& flat) {
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < table_.size(); ++i) tensors_[i].set_data(view_of(flat, table_[i]));
   flat_.front() = flat;
+}
+
+bool FlatParams::in_place(std::size_t i) const {
+  const at::Tensor& t = tensors_[i];
+  const FlatTensorInfo& info = table_[i];
+  if (!t.defined() || t.scalar_type() != info.dtype || t.device() != info.device || t.layout() != c10::kStrided ||
+      t.sizes() != c10::IntArrayRef(info.shape) || !t.is_contiguous() || !t.has_storage())
+    return false;
+  const auto* flat = static_cast<const std::byte*>(flat_[flat_of_[i]].data_ptr());
+  return static_cast<const std::byte*>(t.data_ptr()) == flat + info.offset;
+}
+
+void FlatParams::adopt(std::size_t i, const at::Tensor& t, Values values) {
+  const FlatTensorInfo& info = table_[i];
+  if (!t.defined() || t.scalar_type() != info.dtype || t.device() != info.device || t.layout() != c10::kStrided ||
+      t.sizes() != c10::IntArrayRef(info.shape))
+    fail(
+        "model tensor {} no longer matches the layout it was flattened into: it is now {}, it was {}; convert the "
+        "model before making its publisher or follower, or close that one and make a new one",
+        quote_escaped(info.name), t.defined() ? describe(t.scalar_type(), t.sizes(), t.device()) : "gone",
+        describe(info.dtype, info.shape, info.device));
+  torch::NoGradGuard no_grad;
+  at::Tensor view = view_of(flat_[flat_of_[i]], info);
+  if (values == Values::copy && view.data_ptr() != t.data_ptr()) view.copy_(t);
+  t.set_data(view);
+  tensors_[i] = t;
+}
+
+std::size_t FlatParams::adopt_rebound(Values values) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < table_.size(); ++i)
+    if (!in_place(i)) {
+      adopt(i, tensors_[i], values);
+      ++n;
+    }
+  return n;
 }
 
 }  // namespace tandem

@@ -12,7 +12,14 @@
 //    keeps each parameter's identity (same TensorImpl, requires_grad, grad_fn-free leaf) and only
 //    swaps its storage (Tensor::set_data), so an optimizer holding the parameters keeps working and
 //    its in-place updates land in the flat buffer.
-//  * Not thread-safe: flatten() and rebind() must not run while another thread uses the module.
+//  * Not thread-safe: flatten(), rebind() and adopt() must not run while another thread uses the module.
+//  * A module may rebind a tensor after flattening (`p.data = t`, a dtype or device conversion, a
+//    parameter or buffer replaced by another object): the buffer then no longer holds what the module
+//    holds, and publishing or loading it would be silently stale. in_place() tells; adopt() takes the
+//    module's tensor back into its place (a copy, then set_data) when its dtype, shape and device are
+//    the table's, and refuses one that differs (the layout, and a slab made from it, cannot follow).
+//  * Only dense CPU or CUDA tensors are flattened: a meta tensor holds no bytes (publishing it would
+//    read address 0), a sparse one has no single place; both are refused by name.
 //  * The signature is XXH3-64 over the table's canonical text (docs/FORMAT.md, "Model signature"):
 //    equal signatures mean the same names, dtypes, shapes and byte layout.
 #pragma once
@@ -75,6 +82,19 @@ class FlatParams {
   void rebind(const at::Tensor& flat);
   // The live tensors, in table order (the module's own parameter and buffer objects).
   const std::vector<at::Tensor>& tensors() const { return tensors_; }
+
+  // Whether tensor i (table order) still views its place in the flat buffer: a dtype, device, shape
+  // and pointer comparison, cheap enough for every publish.
+  bool in_place(std::size_t i) const;
+  // Tensor i is `t` from now on (the same object rebound, or one that replaced it in the module): it is
+  // pointed at its place, after its values are copied there (Values::copy: a publisher publishes what
+  // the module holds now) or not (Values::keep: a follower's module holds the version it loaded, and
+  // the place may be a read-only leased slot). UserError naming the tensor when its dtype, shape or
+  // device differ from the table's. With Values::copy the caller fences readers of the buffer first.
+  enum class Values { copy, keep };
+  void adopt(std::size_t i, const at::Tensor& t, Values values);
+  // adopt() of every tensor no longer in place, as the module holds it now; how many there were.
+  std::size_t adopt_rebound(Values values);
 
  private:
   static FlatParams build(std::vector<std::pair<std::string, at::Tensor>> named);

@@ -9,7 +9,9 @@ to --actors evaluator processes (multiprocessing, spawned: no `tandem run` neede
 * tandem: ``tandem.WeightPublisher(model, optimizer=opt)``. publish() hands a slab slot to a C++ copier
   thread and returns; the copy overlaps the next forward and backward, and optimizer.step() waits for
   it first. Evaluators follow with ``tandem.WeightFollower.load_into(model)``: the newest complete
-  version, never torn.
+  version, never torn; ``wait()`` sleeps until the learner's commit wakes it. Each evaluator binds its
+  model before the run starts (the first ``load_into`` flattens it and attaches), as the baseline's
+  evaluators make their model before it starts.
 * baseline: what users write today: ``shared.load_state_dict({k: v.cpu() ...})`` into a model in
   shared memory (``share_memory()``) under a lock, with a version counter the evaluators poll; they
   copy it out under the same lock.
@@ -55,6 +57,7 @@ def tandem_evaluator(params_mb: float, check: bool, slab: str, final, ready, out
     torch.set_num_threads(1)
     model, x = make_model(params_mb), torch.randn(8, 64)
     follower, seen, last = tandem.WeightFollower(slab=slab), [], 0
+    follower.load_into(model)  # binds the model (flattens it, attaches): the loop's loads are copies only
     ready.release()
     while not (final.value and last >= final.value):
         try:

@@ -1,7 +1,9 @@
 #include "learner/feed/feed_options.hpp"
 
+#include <cmath>
 #include <cstring>
 
+#include "common/checked_math.hpp"
 #include "common/error.hpp"
 #include "shm/dataset_cache.hpp"
 
@@ -77,7 +79,9 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
   layout.plane = layout.x_elements / layout.channels;
   const float range = layout.x_float ? 1.0f : 255.0f;  // uint8 samples are scaled to [0, 1] first
   for (std::size_t c = 0; c < options.mean.size(); ++c) {
-    if (!(options.stddev[c] > 0.0f)) fail("feed stddev[{}] is {}: it must be positive", c, options.stddev[c]);
+    if (!std::isfinite(options.mean[c])) fail("feed mean[{}] is {}: it must be a finite number", c, options.mean[c]);
+    if (!(options.stddev[c] > 0.0f) || !std::isfinite(options.stddev[c]))
+      fail("feed stddev[{}] is {}: it must be a finite number > 0", c, options.stddev[c]);
     layout.scale.push_back(1.0f / (range * options.stddev[c]));
     layout.bias.push_back(-options.mean[c] / options.stddev[c]);
   }
@@ -85,6 +89,21 @@ FeedLayout describe_feed(const shm::DatasetCache& cache, const FeedOptions& opti
 }
 
 EpochSampler make_feed_sampler(const FeedLayout& layout, const FeedOptions& options) {
+  // A step is staged whole (batch_size x consumers samples): more than the rank's shard holds would
+  // be one short step in an allocation for the whole (std::bad_alloc for a batch of 2^40), so it is
+  // refused here, before any is made. With drop_last such a step is none: the sampler's error says so.
+  const std::uint64_t shard = options.world_size > 0 ? (layout.end - layout.begin) / options.world_size : 0;
+  const auto step = checked_mul(options.batch_size, std::uint64_t{options.consumers});
+  if (shard > 0 && options.consumers > shard)
+    fail(
+        "feed consumers={} is out of range: rank {} of {} reads {} samples of split '{}' of dataset '{}', so use 1..{}",
+        options.consumers, options.rank, options.world_size, shard, options.split, layout.dataset, shard);
+  if (shard > 0 && (!step || (*step > shard && !options.drop_last)))
+    fail(
+        "feed batch_size={} is out of range: rank {} of {} reads {} samples of split '{}' of dataset '{}', so use "
+        "batch_size 1..{} with {} consumer(s)",
+        options.batch_size, options.rank, options.world_size, shard, options.split, layout.dataset,
+        shard / options.consumers, options.consumers);
   EpochSampler sampler(layout.sampler(options));
   if (sampler.length() == 0) {
     if (sampler.shard_size() == 0)

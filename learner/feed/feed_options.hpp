@@ -25,6 +25,11 @@ namespace tandem::feed {
 
 enum class Placement { automatic, cpu, cuda };  // automatic: the GPU `device_index` if one is visible
 
+// HostFeed's bounds on its staging ring and gather threads: each staging slot holds a whole step, so
+// an unbounded count is an allocation that cannot succeed rather than a faster feed.
+inline constexpr unsigned kMaxStagingSlots = 64;
+inline constexpr unsigned kMaxFeedWorkers = 256;
+
 struct FeedOptions {
   std::string split = "train";
   std::uint64_t batch_size = 256;  // samples per consumer per step

@@ -92,9 +92,14 @@ struct HostFeed::Impl {
   std::uint64_t index_of(std::uint64_t s) const { return s % sampler.length(); }
   std::uint64_t samples_of(std::uint64_t s) const { return sampler.batch_samples(index_of(s)); }
 
+  // Checked here, before the staging slots and the workers exist.
   std::shared_ptr<SlotRing> make_ring() const {
-    if (options.ring_slots < 2)
-      fail("HostFeed ring_slots is {}: it needs at least 2 (one staged while one is consumed)", options.ring_slots);
+    if (options.ring_slots < 2 || options.ring_slots > kMaxStagingSlots)
+      fail("HostFeed ring_slots={} is out of range: use 2..{} (one step staged while one is consumed)",
+           options.ring_slots, kMaxStagingSlots);
+    if (options.workers > kMaxFeedWorkers)
+      fail("HostFeed workers={} is out of range: use 0..{} (0: one per core, at most 8)", options.workers,
+           kMaxFeedWorkers);
     return std::make_shared<SlotRing>(options.ring_slots, kChunkSamples,
                                       [this](std::uint64_t s) { return samples_of(s); });
   }

@@ -71,4 +71,24 @@ void poll_until(const std::function<bool()>& ready, std::optional<double> timeou
   }
 }
 
+void sleep_until(const std::function<bool(std::chrono::nanoseconds)>& wait, std::optional<double> timeout_s,
+                 std::string_view what) {
+  py::gil_scoped_release release;
+  const auto start = Clock::now();
+  for (;;) {
+    std::chrono::nanoseconds slice = kSignalCheck;
+    if (timeout_s) {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(*timeout_s) -
+                                                                             (Clock::now() - start));
+      if (left <= std::chrono::nanoseconds::zero()) {
+        if (wait(std::chrono::nanoseconds::zero())) return;
+        raise<WaitTimeout>("{} did not happen within {} s", what, *timeout_s);
+      }
+      slice = std::min(slice, left);
+    }
+    if (wait(slice)) return;
+    check_signals();
+  }
+}
+
 }  // namespace tandem::python

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -22,5 +23,10 @@ void run_interruptible(const std::function<void(const std::atomic<bool>& cancel)
 // timeout_s: nullopt waits for ever; else WaitTimeout("<what> did not happen within <t> s") when it
 // runs out.
 void poll_until(const std::function<bool()>& ready, std::optional<double> timeout_s, std::string_view what);
+
+// As poll_until, for a condition with a way to sleep on it: wait(limit) returns true once it holds, else
+// sleeps until it may (a futex wake) or `limit` passed and returns false. Nothing polls meanwhile.
+void sleep_until(const std::function<bool(std::chrono::nanoseconds limit)>& wait, std::optional<double> timeout_s,
+                 std::string_view what);
 
 }  // namespace tandem::python

@@ -24,6 +24,7 @@ constexpr std::array kPhrases = {
     Phrase{"not enough shared memory", "NoSpaceError"},
     Phrase{"not by this user", "OwnerError"},
     Phrase{"does not exist", "SegmentNotFoundError"},
+    Phrase{"was removed while", "SegmentNotFoundError"},  // a publisher's slab, removed under it
     Phrase{"did not appear", "SegmentNotFoundError"},
     Phrase{"already exists", "SegmentExistsError"},
     Phrase{"cannot be replaced", "SegmentExistsError"},
@@ -31,7 +32,8 @@ constexpr std::array kPhrases = {
     Phrase{"not a Tandem segment", "ForeignSegmentError"},
     Phrase{" segment, not a ", "ForeignSegmentError"},
     Phrase{"was written by layout", "ForeignSegmentError"},
-    Phrase{"has signature", "ShapeError"},  // a follower's model differs from the slab's
+    Phrase{"has signature", "ShapeError"},      // a follower's model differs from the slab's
+    Phrase{"no longer matches", "ShapeError"},  // a model converted after its publisher or follower was made
     Phrase{"corrupt", "CorruptSegmentError"},
     Phrase{"is truncated", "CorruptSegmentError"},
     Phrase{"is not ready", "CorruptSegmentError"},

@@ -2,10 +2,19 @@
 //  - WeightFollower wraps a shm::WeightSlabReader: the newest version, waiting for one, and leases.
 //  - Lease is a shm::ReadLease with zero-copy views of the leased slot, one per tensor of the slab's
 //    table. The slot's bytes stay that version until release() (tandem/weights.py releases it when
-//    its with-block ends); views used after that may see a later version. The reader maps slots
-//    read-only (shm/weight_slab.hpp), so writing into a view faults, as it does in C++.
+//    its with-block ends); views used after that may see a later version.
+//    The views do not view the reader's mapping: that one is read-only (shm/weight_slab.hpp), and a
+//    stray in-place write from Python (an `x += 1` on a weight, an inplace=True activation) would kill
+//    the interpreter with SIGSEGV. Each lease maps its slot a second time, MAP_PRIVATE (copy-on-write),
+//    as tandem.Dataset's fields do: reading shares the slab's pages, and a write lands in a private
+//    copy of the touched pages, seen by this lease's views only, never by the slab or another reader.
+//    Why not read-only views that raise: torch (1.13 as 2.x) has no read-only tensor; a Tensor
+//    subclass that refuses in-place calls costs a Python call on every operation, misses writes
+//    through .numpy() or .data, and changes the type every result carries. Why per lease, not one
+//    private mapping per follower: shm::PrivateSlotMapping says (a written page would go stale).
 //  - BoundModel is actor::Follower over a Python module's flattened tensors: load_into(model).
-// The reader (and so the mapping) lives as long as the follower, its leases or any view does.
+// The reader lives as long as the follower or its leases; a lease's private mapping as long as any
+// view of it.
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
 #include <pybind11/stl.h>
@@ -16,8 +25,10 @@
 
 #include "actor/follower.hpp"
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/torch/flat_params.hpp"
 #include "python/bindings/blocking.hpp"
+#include "python/bindings/model_owners.hpp"
 #include "python/bindings/module.hpp"
 #include "python/bindings/tensors.hpp"
 #include "shm/weight_slab.hpp"
@@ -32,6 +43,7 @@ struct ReaderState {
 };
 
 std::string tensor_name(const shm::TensorEntry& t) { return std::string(t.name, strnlen(t.name, sizeof t.name)); }
+
 
 class PyLease {
  public:
@@ -56,26 +68,32 @@ class PyLease {
   }
   bool still_valid() const { return lease().still_valid(); }
 
-  py::dict tensors() const {
-    const shm::ReadLease& l = lease();
+  py::dict tensors() {
+    const std::shared_ptr<const shm::PrivateSlotMapping>& slot = private_slot();
     py::dict out;
     for (const shm::TensorEntry& t : state_->reader.tensors()) {
       std::vector<std::int64_t> shape(t.shape, t.shape + t.ndim);
       const std::string name = tensor_name(t);
       out[py::str(name)] = view_of(
-          state_, l.data() + t.offset, std::move(shape),
+          slot, slot->data() + t.offset, std::move(shape),
           scalar_type_of(t.dtype, fmt::format("tensor '{}' of /{}", name, state_->reader.name())));
     }
     return out;
   }
-  at::Tensor flat() const {  // the whole slot image, uint8
-    const shm::ReadLease& l = lease();
-    return view_of(state_, l.data(), {static_cast<std::int64_t>(l.bytes())}, at::kByte);
+  at::Tensor flat() {  // the whole slot image, uint8
+    const std::shared_ptr<const shm::PrivateSlotMapping>& slot = private_slot();
+    return view_of(slot, slot->data(), {static_cast<std::int64_t>(slot->bytes())}, at::kByte);
   }
 
  private:
+  const std::shared_ptr<const shm::PrivateSlotMapping>& private_slot() {
+    const shm::ReadLease& l = lease();
+    if (!slot_) slot_ = std::make_shared<const shm::PrivateSlotMapping>(state_->reader, l);
+    return slot_;
+  }
   std::shared_ptr<ReaderState> state_;
   std::optional<shm::ReadLease> lease_;
+  std::shared_ptr<const shm::PrivateSlotMapping> slot_;  // made on the first view; views keep it mapped
 };
 
 class PyWeightFollower {
@@ -86,11 +104,14 @@ class PyWeightFollower {
   std::uint64_t latest_version() const { return reader().latest_version(); }
 
   // The GIL is released while waiting: `state` keeps the reader alive should another thread close().
+  // The wait sleeps until the writer's commit wakes it (shm/weight_slab.hpp, "Waiting"): a version is
+  // seen when it is committed, not at the next poll.
   std::uint64_t wait(std::uint64_t newer_than, std::optional<double> timeout_s) const {
     const std::shared_ptr<ReaderState> state = open();
     const shm::WeightSlabReader& r = state->reader;
-    poll_until([&] { return r.latest_version() > newer_than; }, timeout_s,
-               fmt::format("a version newer than {} in /{}", newer_than, r.name()));
+    const std::string what = fmt::format("a version newer than {} in /{}", newer_than, r.name());
+    sleep_until([&](std::chrono::nanoseconds limit) { return r.wait_newer(newer_than, limit) > newer_than; }, timeout_s,
+                what);
     return r.latest_version();
   }
 
@@ -154,15 +175,20 @@ class PyWeightFollower {
 
 class PyBoundModel {
  public:
-  PyBoundModel(NamedTensors named, const std::string& slab, const std::string& mode, const std::string& model) {
+  PyBoundModel(NamedTensors named, const py::dict& owners, const std::string& slab, const std::string& mode,
+               const std::string& model) {
     actor::FollowerOptions o;
     if (mode == "zero_copy") o.mode = actor::LoadMode::zero_copy;
-    else if (mode != "copy") fail("load mode '{}' is not one: use 'copy' or 'zero_copy'", mode);
+    else if (mode != "copy") fail("load mode {} is not one: use 'copy' or 'zero_copy'", quote_escaped(mode));
     o.model = model;
     params_ = FlatParams::flatten(std::move(named));
+    owners_ = ModelOwners(params_, owners);
     follower_.emplace(slab, params_, o);
   }
+  // A tensor replaced in the model is adopted keeping the loaded values (the model holds the version
+  // it loaded last); one rebound in place is the Follower's to adopt.
   std::optional<std::uint64_t> update() {
+    owners_.check(params_, [&](std::size_t i, const at::Tensor& t) { params_.adopt(i, t, FlatParams::Values::keep); });
     py::gil_scoped_release release;
     return follower_->update();
   }
@@ -174,6 +200,7 @@ class PyBoundModel {
 
  private:
   FlatParams params_;  // before follower_, which refers to it
+  ModelOwners owners_;
   std::optional<actor::Follower> follower_;
 };
 
@@ -203,8 +230,9 @@ void bind_follower(py::module_& m) {
       .def("close", &PyWeightFollower::close);
 
   py::class_<PyBoundModel>(m, "BoundModel")
-      .def(py::init<NamedTensors, const std::string&, const std::string&, const std::string&>(),
-           py::arg("named_tensors"), py::arg("slab"), py::arg("mode") = "copy", py::arg("model") = "model")
+      .def(py::init<NamedTensors, const py::dict&, const std::string&, const std::string&, const std::string&>(),
+           py::arg("named_tensors"), py::arg("owners"), py::arg("slab"), py::arg("mode") = "copy",
+           py::arg("model") = "model")
       .def("update", &PyBoundModel::update)
       .def_property_readonly("version", &PyBoundModel::version)
       .def_property_readonly("step", &PyBoundModel::step)

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "python/bindings/arguments.hpp"
 #include "python/bindings/errors.hpp"
 #include "python/bindings/module.hpp"
 #include "shm/control_client.hpp"
@@ -23,8 +24,9 @@ namespace {
 
 // ProcessMetrics by field name: what report() accepts.
 void set_metric(shm::ProcessMetrics& m, const std::string& key, const py::handle& value) {
-  auto u = [&] { return value.cast<std::uint64_t>(); };
-  auto f = [&] { return value.cast<double>(); };
+  const std::string what = "report() " + key;
+  auto u = [&] { return integer_as<std::uint64_t>(value, what); };
+  auto f = [&] { return number_argument(value, what); };
   if (key == "step") m.step = u();
   else if (key == "version") m.version = u();
   else if (key == "samples") m.samples = u();
@@ -92,7 +94,9 @@ class PyJob {
     tick();
     client_->report(m);
   }
-  void saw_version(std::uint64_t version) { client_->saw_version(version); }
+  void saw_version(py::handle version) {
+    client_->saw_version(integer_as<std::uint64_t>(version, "saw_version version"));
+  }
 
   const shm::ControlClient& client() const { return *client_; }
 

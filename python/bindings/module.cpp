@@ -10,6 +10,7 @@ PYBIND11_MODULE(_tandem, m) {
   py::module_::import("torch");
   m.doc() = "Tandem's C++ components: use them through the `tandem` package";
   bind_errors(m);
+  bind_arguments(m);
   bind_dataset(m);
   bind_feeds(m);
   bind_publisher(m);

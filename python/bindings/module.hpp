@@ -16,6 +16,7 @@ namespace tandem::python {
 namespace py = pybind11;
 
 void bind_errors(py::module_& m);
+void bind_arguments(py::module_& m);  // arguments.hpp
 void bind_dataset(py::module_& m);
 void bind_feeds(py::module_& m);
 void bind_publisher(py::module_& m);

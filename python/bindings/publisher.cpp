@@ -7,6 +7,12 @@
 // construction and returns, and a committer thread copies it into the slab; on the CPU with
 // `overlap`, publish() hands a slot to the copier thread and wait_before_update() is the fence
 // before the optimizer step.
+//
+// Each publish publishes what the model holds at the call: tensors replaced in the model since
+// (ModelOwners) or rebound in place (ModelPublisher's check) are adopted back into the flat buffer,
+// and one whose dtype, shape or device changed is a ShapeError naming it. A publisher of a slab that
+// was removed meanwhile refuses to publish (ModelPublisher), and a second publisher of the same job in
+// this process is refused like one of another process (SegmentExistsError).
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
 #include <pybind11/stl.h>
@@ -15,8 +21,10 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/quote.hpp"
 #include "common/torch/flat_params.hpp"
 #include "learner/model_publisher.hpp"
+#include "python/bindings/model_owners.hpp"
 #include "python/bindings/module.hpp"
 #include "python/bindings/tensors.hpp"
 
@@ -37,9 +45,12 @@ struct PublisherArgs {
 
 class PyWeightPublisher {
  public:
-  PyWeightPublisher(NamedTensors named, const std::string& slab, const PublisherArgs& a) : slab_(slab) {
-    for (const auto& [name, t] : named) (void)format_dtype_of(t.scalar_type(), fmt::format("tensor '{}'", name));
+  PyWeightPublisher(NamedTensors named, const py::dict& owners, const std::string& slab, const PublisherArgs& a)
+      : slab_(slab) {
+    for (const auto& [name, t] : named)
+      (void)format_dtype_of(t.scalar_type(), fmt::format("tensor {}", quote_escaped(name)));
     params_ = FlatParams::flatten(std::move(named));
+    owners_ = ModelOwners(params_, owners);
     learner::ModelPublisherOptions o;
     o.model = a.model;
     o.bf16 = a.bf16;
@@ -55,6 +66,7 @@ class PyWeightPublisher {
   }
 
   std::optional<std::uint64_t> publish(std::uint64_t step) {
+    adopt_replaced();
     learner::Publisher::Result r{};
     {
       py::gil_scoped_release release;
@@ -75,6 +87,7 @@ class PyWeightPublisher {
   }
 
   std::uint64_t publish_final(std::uint64_t step, double timeout_s) {
+    adopt_replaced();
     py::gil_scoped_release release;
     return open().publish_final(step, timeout_s);
   }
@@ -136,9 +149,14 @@ class PyWeightPublisher {
     if (!publisher_) fail("the weight publisher of /{} is closed", slab_);
     return *publisher_;
   }
+  void adopt_replaced() {
+    learner::ModelPublisher& p = open();
+    owners_.check(params_, [&](std::size_t i, const at::Tensor& t) { p.adopt(i, t); });
+  }
 
   std::string slab_;
   FlatParams params_;  // before publisher_, which refers to it
+  ModelOwners owners_;
   std::optional<learner::ModelPublisher> publisher_;
 };
 
@@ -158,8 +176,8 @@ void bind_publisher(py::module_& m) {
       .def_readwrite("overlap", &PublisherArgs::overlap);
 
   py::class_<PyWeightPublisher>(m, "WeightPublisher")
-      .def(py::init<NamedTensors, const std::string&, const PublisherArgs&>(), py::arg("named_tensors"),
-           py::arg("slab"), py::arg("options"))
+      .def(py::init<NamedTensors, const py::dict&, const std::string&, const PublisherArgs&>(),
+           py::arg("named_tensors"), py::arg("owners"), py::arg("slab"), py::arg("options"))
       .def("publish", &PyWeightPublisher::publish, py::arg("step") = 0)
       .def("flush", &PyWeightPublisher::flush)
       .def("wait_before_update", &PyWeightPublisher::wait_before_update)

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "python/bindings/arguments.hpp"
 #include "python/bindings/blocking.hpp"
 #include "python/bindings/errors.hpp"
 #include "python/bindings/module.hpp"
@@ -36,9 +37,12 @@ class PySlot {
   std::uint64_t seq() const { return view_.header().seq; }
   std::uint64_t checksum() const { return view_.header().checksum; }
   std::uint64_t policy_version() const { return view_.header().policy_version; }
-  void set_policy_version(std::uint64_t v) { view_.header().policy_version = v; }
+  void set_policy_version(py::handle v) {
+    view_.header().policy_version = integer_as<std::uint64_t>(v, "Slot policy_version");
+  }
   std::uint32_t episodes() const { return view_.header().episodes; }
-  void set_episodes(std::uint32_t n) {
+  void set_episodes(py::handle value) {
+    const auto n = integer_as<std::uint32_t>(value, "Slot episodes");
     if (n > d_.max_episodes)
       raise<ShapeError>("a slot records at most {} finished episodes (steps x envs), not {}", d_.max_episodes, n);
     view_.header().episodes = n;

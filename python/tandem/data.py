@@ -7,8 +7,10 @@ from typing import Dict, List, Optional, Union
 
 import torch
 
-from . import _tandem
+from . import _args, _tandem
 from .errors import Error
+
+_MAX_THREADS = 1024  # loader and checksum threads: more is a typo, not a faster load
 
 __all__ = ["Dataset", "preload", "remove_dataset"]
 
@@ -26,7 +28,7 @@ class Dataset:
     """
 
     def __init__(self, name: str):
-        self._c = _tandem.Dataset(name)
+        self._c = _tandem.Dataset(_args.text("Dataset name", name))
         self._fields: Dict[str, torch.Tensor] = {}
 
     @property
@@ -97,7 +99,7 @@ class Dataset:
 
     def verify(self, threads: int = 0) -> int:
         """Recomputes the payload checksum (``tandem data verify``); CorruptSegmentError if it changed."""
-        return self._c.verify(threads)
+        return self._c.verify(_args.integer("Dataset.verify threads", threads, 0, _MAX_THREADS))
 
     def close(self) -> None:
         self._fields.clear()
@@ -127,10 +129,12 @@ def preload(name: str, from_path: Union[str, os.PathLike], *, format: Optional[s
     The progress bar is drawn on stderr when it is a terminal. Ctrl-C stops the load and leaves nothing
     in /dev/shm; so does every error. ``force`` replaces an existing cache of that name.
     """
-    _tandem.preload(name, os.fspath(from_path), format or "", force, threads, progress)
+    _tandem.preload(_args.text("preload name", name), _args.path("preload from_path", from_path),
+                    "" if format is None else _args.text("preload format", format), bool(force),
+                    _args.integer("preload threads", threads, 0, _MAX_THREADS), bool(progress))
     return Dataset(name)
 
 
 def remove_dataset(name: str) -> None:
     """Removes /dev/shm/tandem.data.<name> (``tandem data rm``); processes that mapped it keep their mapping."""
-    _tandem.remove_dataset(name)
+    _tandem.remove_dataset(_args.text("remove_dataset name", name))

@@ -19,8 +19,9 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _tandem
+from . import _args, _tandem
 from .data import Dataset
+from .errors import Error
 
 __all__ = ["HostFeed", "DeviceFeed", "Step"]
 
@@ -33,29 +34,31 @@ class Step(NamedTuple):
     batches: List[Batch]       # one (x, y) per consumer, each in its own allocation
 
 
-def _options(split: str, batch_size: int, consumers: int, rank: Optional[int], world_size: Optional[int], seed: int,
-             drop_last: bool, mean: Union[float, Sequence[float]], std: Union[float, Sequence[float]],
+def _options(feed: str, split: str, batch_size: int, consumers: int, rank: Optional[int], world_size: Optional[int],
+             seed: int, drop_last: bool, mean: Union[float, Sequence[float]], std: Union[float, Sequence[float]],
              device_index: int) -> "_tandem.FeedOptions":
+    o = _tandem.FeedOptions()
+    o.split = _args.text(f"{feed} split", split)
+    o.batch_size = _args.integer(f"{feed} batch_size", batch_size, 1, _args.I64)
+    o.consumers = _args.integer(f"{feed} consumers", consumers, 1, _args.U32)
     if rank is None or world_size is None:
         env = _tandem.rank_from_env()
         rank = env["rank"] if rank is None else rank
         world_size = env["world_size"] if world_size is None else world_size
-    o = _tandem.FeedOptions()
-    o.split = split
-    o.batch_size = batch_size
-    o.consumers = consumers
-    o.rank = rank
-    o.world_size = world_size
-    o.seed = seed
-    o.drop_last = drop_last
-    o.mean = [float(mean)] if isinstance(mean, (int, float)) else [float(v) for v in mean]
-    o.std = [float(std)] if isinstance(std, (int, float)) else [float(v) for v in std]
-    o.device_index = device_index
+    o.world_size = _args.integer(f"{feed} world_size", world_size, 1, _args.U32)
+    o.rank = _args.integer(f"{feed} rank", rank, 0, o.world_size - 1)
+    o.seed = _args.integer(f"{feed} seed", seed, 0, _args.U64)
+    o.drop_last = bool(drop_last)
+    o.mean = _args.floats(f"{feed} mean", mean)
+    o.std = _args.floats(f"{feed} std", std)
+    o.device_index = _args.integer(f"{feed} device index", device_index, 0, _args.U32)
     return o
 
 
-def _dataset(dataset: Union[Dataset, str]) -> Dataset:
-    return dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+def _dataset(feed: str, dataset: Union[Dataset, str]) -> Dataset:
+    if isinstance(dataset, Dataset):
+        return dataset
+    return Dataset(_args.text(f"{feed} dataset", dataset))
 
 
 class _Feed:
@@ -103,12 +106,13 @@ class HostFeed(_Feed):
                  std: Union[float, Sequence[float]] = 1.0, device: Union[str, torch.device] = "auto",
                  workers: int = 0, ring_slots: int = 4):
         super().__init__(consumers)
-        placement, index = _placement(device)
-        o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
+        placement, index = _placement("HostFeed", device)
+        o = _options("HostFeed", split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
         o.placement = placement
-        o.workers = workers
-        o.ring_slots = ring_slots
-        self.dataset = _dataset(dataset)
+        o.workers = _args.limited("HostFeed workers", workers, "feed_workers")
+        o.ring_slots = _args.limited("HostFeed ring_slots", ring_slots, "feed_ring_slots")
+        epoch = _args.integer("HostFeed epoch", epoch, 0, _args.U64)
+        self.dataset = _dataset("HostFeed", dataset)
         self._c = _tandem.HostFeed(self.dataset._c, o, epoch)
         self._length = self._c.length  # read once: next_step() is on the training loop's path
 
@@ -131,17 +135,24 @@ class DeviceFeed(_Feed):
                  epoch: int = 0, drop_last: bool = False, mean: Union[float, Sequence[float]] = 0.0,
                  std: Union[float, Sequence[float]] = 1.0, device: Union[int, str, torch.device] = "cuda"):
         super().__init__(consumers)
-        _, index = _placement(device)
-        o = _options(split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
-        self.dataset = _dataset(dataset)
+        _, index = _placement("DeviceFeed", device)
+        o = _options("DeviceFeed", split, batch_size, consumers, rank, world_size, seed, drop_last, mean, std, index)
+        epoch = _args.integer("DeviceFeed epoch", epoch, 0, _args.U64)
+        self.dataset = _dataset("DeviceFeed", dataset)
         self._c = _tandem.DeviceFeed(self.dataset._c, o, epoch)
         self._length = self._c.length  # read once: next_step() is on the training loop's path
 
 
-def _placement(device: Union[int, str, torch.device]) -> Tuple[str, int]:
-    if isinstance(device, int):
-        return "cuda", device
+def _placement(feed: str, device: Union[int, str, torch.device]) -> Tuple[str, int]:
+    if isinstance(device, int) and not isinstance(device, bool):
+        return "cuda", _args.integer(f"{feed} device", device, 0, _args.U32)
     if isinstance(device, str) and device == "auto":
         return "auto", 0
-    d = torch.device(device)
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise Error(f"{feed} device={device!r} is not a device: use 'auto', 'cpu', 'cuda', 'cuda:N' or a GPU index") \
+            from None
+    if d.type not in ("cpu", "cuda"):
+        raise Error(f"{feed} device={device!r} is not a device it feeds: use 'auto', 'cpu', 'cuda' or 'cuda:N'")
     return d.type, d.index or 0

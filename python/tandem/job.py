@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from . import _tandem
+from . import _args, _tandem
 
 __all__ = ["job", "Job", "in_job"]
 
@@ -70,7 +70,10 @@ def job(job: Optional[str] = None, role: Optional[str] = None, index: Optional[i
     row given by ``job``, ``role`` and ``index``. With ``hang_timeout_s`` the heartbeat stops once the main
     loop has not ticked (tick(), report(), should_stop) for that long, so the launcher restarts a hung
     process; without it the heartbeat thread beats for as long as the block runs."""
-    return _JobContext(_tandem.Job(job, role, index, hang_timeout_s))
+    return _JobContext(_tandem.Job(
+        None if job is None else _args.text("job", job), None if role is None else _args.text("job role", role),
+        None if index is None else _args.integer("job index", index, 0, _args.U32),
+        _args.seconds("job hang_timeout_s", hang_timeout_s)))
 
 
 def in_job() -> bool:

@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import Iterator, Optional
 
-from . import _tandem
+from . import _args, _tandem
 from .errors import Error
 
 __all__ = ["ExperienceRings", "ExperienceWriter", "Slot"]
@@ -29,7 +29,11 @@ def _job(job: Optional[str]) -> str:
         job = os.environ.get("TANDEM_JOB")
         if not job:
             raise Error("no job named: pass job=, or run under `tandem run`, which sets TANDEM_JOB")
-    return job
+    return _args.text("job", job)
+
+
+def _actor(what: str, actor) -> int:
+    return _args.integer(what, actor, 0, _args.LIMITS["ring_actors"][1] - 1)
 
 
 class ExperienceRings:
@@ -47,8 +51,13 @@ class ExperienceRings:
     def create(cls, job: Optional[str] = None, *, actors: int, slots: int, steps: int, envs: int, obs_dim: int,
                action: str = "discrete", action_dim: int = 1, logits_dim: int = 1) -> "ExperienceRings":
         """Creates /dev/shm/tandem.<job>.exp, removed again on close (a job's launcher also removes it)."""
-        return cls(_tandem.ExperienceRings.create(_job(job), actors, slots, steps, envs, obs_dim, action, action_dim,
-                                                  logits_dim))
+        def dim(what, value):
+            return _args.limited(f"ExperienceRings.create {what}", value, "ring_dim")
+        return cls(_tandem.ExperienceRings.create(
+            _job(job), _args.limited("ExperienceRings.create actors", actors, "ring_actors"),
+            _args.limited("ExperienceRings.create slots", slots, "ring_slots"), dim("steps", steps), dim("envs", envs),
+            dim("obs_dim", obs_dim), _args.text("ExperienceRings.create action", action), dim("action_dim", action_dim),
+            dim("logits_dim", logits_dim)))
 
     @classmethod
     def attach(cls, job: Optional[str] = None) -> "ExperienceRings":
@@ -57,7 +66,8 @@ class ExperienceRings:
     @contextlib.contextmanager
     def take(self, actor: int, timeout: Optional[float] = None) -> Iterator[Slot]:
         """The actor's next verified slot, released when the with-block ends. TimeoutError after ``timeout`` s."""
-        slot = self._c.take(actor, timeout)
+        slot = self._c.take(_actor("ExperienceRings.take actor", actor),
+                            _args.seconds("ExperienceRings.take timeout", timeout))
         try:
             yield slot
         finally:
@@ -65,15 +75,16 @@ class ExperienceRings:
 
     def peek(self, actor: int, ahead: int = 0) -> Optional[Slot]:
         """The committed slot ``ahead`` places past the tail, unverified, or None."""
-        return self._c.peek(actor, ahead)
+        return self._c.peek(_actor("ExperienceRings.peek actor", actor),
+                            _args.integer("ExperienceRings.peek ahead", ahead, 0, _args.U64))
 
     def verify(self, actor: int, slot: Slot) -> bool:
         """Checksum and seq match; False counts a refusal (the slot is not data)."""
-        return self._c.verify(actor, slot)
+        return self._c.verify(_actor("ExperienceRings.verify actor", actor), slot)
 
     def release(self, actor: int) -> None:
         """Gives the oldest peeked slot of ``actor`` back to the actor."""
-        self._c.release(actor)
+        self._c.release(_actor("ExperienceRings.release actor", actor))
 
     @property
     def shape(self) -> dict:
@@ -81,7 +92,7 @@ class ExperienceRings:
 
     def counters(self, actor: int) -> dict:
         """head, tail, full_waits, refused, writer_pid, writer_attaches of one ring."""
-        return self._c.counters(actor)
+        return self._c.counters(_actor("ExperienceRings.counters actor", actor))
 
     @property
     def segment(self) -> str:
@@ -101,19 +112,19 @@ class ExperienceWriter:
     """Actor ``actor``'s producer side of ring ``actor`` (one live writer per ring)."""
 
     def __init__(self, job: Optional[str] = None, actor: int = 0):
-        self._c = _tandem.ExperienceWriter(_job(job), actor)
+        self._c = _tandem.ExperienceWriter(_job(job), _actor("ExperienceWriter actor", actor))
 
     @contextlib.contextmanager
     def slot(self, timeout: Optional[float] = None) -> Iterator[Slot]:
         """The slot at the head to fill in place, committed when the with-block ends normally; after an
         exception nothing is committed and the next slot() hands out the same slot. Waits (without the
         GIL) while the ring is full; TimeoutError after ``timeout`` s."""
-        s = self._c.begin_write(True, timeout)
+        s = self._c.begin_write(True, _args.seconds("ExperienceWriter.slot timeout", timeout))
         yield s
         self._c.commit(s)
 
     def begin_write(self, wait: bool = True, timeout: Optional[float] = None) -> Optional[Slot]:
-        return self._c.begin_write(wait, timeout)
+        return self._c.begin_write(bool(wait), _args.seconds("ExperienceWriter.begin_write timeout", timeout))
 
     def commit(self, slot: Slot) -> None:
         """Checksums the slot and publishes it (head + 1, release)."""

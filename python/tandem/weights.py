@@ -14,11 +14,12 @@ slot to keep its bytes stable while they use them. Python and C++ sides interope
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 
-from . import _tandem
+from . import _args, _tandem
 from .errors import Error
 
 __all__ = ["WeightPublisher", "WeightFollower", "Lease", "TensorInfo", "slab_name"]
@@ -32,15 +33,7 @@ def slab_name(job: Optional[str] = None) -> str:
         job = os.environ.get("TANDEM_JOB")
         if not job:
             raise Error("no job named: pass job= (or slab=), or run under `tandem run`, which sets TANDEM_JOB")
-    return _tandem.job_segment_name(job, "weights")
-
-
-def _named_tensors(model: Model) -> List[Tuple[str, torch.Tensor]]:
-    if isinstance(model, torch.nn.Module):
-        return list(model.named_parameters()) + list(model.named_buffers())
-    if isinstance(model, dict):
-        return list(model.items())
-    return list(model)
+    return _tandem.job_segment_name(_args.text("job", job), "weights")
 
 
 class WeightPublisher:
@@ -64,17 +57,25 @@ class WeightPublisher:
                  device_slab: bool = False, after_version: int = 0, replace_dead_writer: bool = True,
                  persist: Optional[bool] = None, optimizer: Optional[torch.optim.Optimizer] = None,
                  overlap: Optional[bool] = None):
+        named = _args.named_tensors("WeightPublisher model", model)
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise Error(f"WeightPublisher optimizer={type(optimizer).__name__} is not a torch.optim.Optimizer: pass "
+                        f"the optimizer that steps this model, or overlap=True and call wait_before_update() yourself")
         o = _tandem.PublisherOptions()
-        o.model = model_name
-        o.bf16 = bf16
-        o.slots = slots
-        o.leases = leases
-        o.device_slab = device_slab
-        o.after_version = after_version
-        o.replace_dead_writer = replace_dead_writer
-        o.persist = bool(os.environ.get("TANDEM_JOB")) if persist is None else persist
-        o.overlap = optimizer is not None if overlap is None else overlap
-        self._c = _tandem.WeightPublisher(_named_tensors(model), slab or slab_name(job), o)
+        o.model = _args.text("WeightPublisher model_name", model_name)
+        o.bf16 = bool(bf16)
+        o.slots = _args.limited("WeightPublisher slots", slots, "slab_slots")
+        o.leases = _args.limited("WeightPublisher leases", leases, "slab_leases")
+        o.device_slab = bool(device_slab)
+        o.after_version = _args.limited("WeightPublisher after_version", after_version, "slab_version")
+        o.replace_dead_writer = bool(replace_dead_writer)
+        o.persist = bool(os.environ.get("TANDEM_JOB")) if persist is None else bool(persist)
+        o.overlap = optimizer is not None if overlap is None else bool(overlap)
+        name = _args.text("WeightPublisher slab", slab) if slab is not None else slab_name(job)
+        self._c = _tandem.WeightPublisher(named, _args.owners(model), name, o)
+        if device_slab and not self._c.buffer.is_cuda:
+            warnings.warn(f"WeightPublisher device_slab=True is ignored: the model is on the CPU, so there is no GPU "
+                          f"for a device slab; /dev/shm/{self._c.slab} alone is published", stacklevel=2)
         if optimizer is not None:
             _fence_before_step(optimizer, self._fence)
 
@@ -85,8 +86,14 @@ class WeightPublisher:
     def publish(self, step: int = 0) -> Optional[int]:
         """Publishes the current weights as the next version and returns it, or None when every free slot
         was leased (the publish is skipped and counted; a later one supersedes it). On a GPU it returns
-        once the snapshot is enqueued; readers see the version when the copy has landed."""
-        return self._c.publish(step)
+        once the snapshot is enqueued; readers see the version when the copy has landed.
+
+        What is published is what the model holds at the call: a tensor rebound since (``p.data = t``) or
+        replaced (``model.fc.weight = nn.Parameter(...)``) is taken back into the flat buffer (its values
+        copied there; it views the buffer again); one converted to another dtype, shape or device
+        (``model.double()``, ``model.to("cuda")``) is a ShapeError naming it. A slab removed from /dev/shm
+        meanwhile is a SegmentNotFoundError."""
+        return self._c.publish(_args.integer("WeightPublisher.publish step", step, 0, _args.U64))
 
     def flush(self) -> None:
         """Returns once no publish is in flight."""
@@ -99,7 +106,9 @@ class WeightPublisher:
 
     def publish_final(self, step: int, timeout_s: float = 60.0) -> int:
         """Publishes and commits ``step``'s weights, retrying while readers hold every slot."""
-        return self._c.publish_final(step, timeout_s)
+        step = _args.integer("WeightPublisher.publish_final step", step, 0, _args.U64)
+        timeout = _args.seconds("WeightPublisher.publish_final timeout_s", timeout_s)
+        return self._c.publish_final(step, 1e9 if timeout is None else timeout)
 
     @property
     def next_version(self) -> int:
@@ -161,8 +170,10 @@ class TensorInfo(NamedTuple):
 
 class Lease:
     """One leased version: its bytes stay exactly that version until the lease is released (at the end
-    of its with-block). ``tensors`` are zero-copy, read-only views of the slot (writing into one faults,
-    as in C++); copy what you keep past the release."""
+    of its with-block). ``tensors`` are zero-copy views of the slot through a copy-on-write mapping made
+    for this lease: an in-place write changes this process's copy of the touched pages, seen by this
+    lease's views only, never the slab other readers see. Copy what you keep past the release: views
+    used after it may see a later version."""
 
     def __init__(self, c: "_tandem.Lease"):
         self._c = c
@@ -215,8 +226,8 @@ class WeightFollower:
     zero-copy views. ``leases`` is how many versions this follower may hold leased at once."""
 
     def __init__(self, job: Optional[str] = None, *, slab: Optional[str] = None, leases: int = 2):
-        self._slab = slab or slab_name(job)
-        self._c = _tandem.WeightFollower(self._slab, leases)
+        self._slab = _args.text("WeightFollower slab", slab) if slab is not None else slab_name(job)
+        self._c = _tandem.WeightFollower(self._slab, _args.limited("WeightFollower leases", leases, "slab_leases"))
         self._bound: Dict[int, Tuple[Model, "_tandem.BoundModel"]] = {}
 
     @property
@@ -239,11 +250,13 @@ class WeightFollower:
     def wait(self, newer_than: int = 0, timeout: Optional[float] = None) -> int:
         """Blocks (without the GIL) until a version newer than ``newer_than`` is committed; returns it.
         TimeoutError after ``timeout`` seconds."""
-        return self._c.wait(newer_than, timeout)
+        return self._c.wait(_args.integer("WeightFollower.wait newer_than", newer_than, 0, _args.U64),
+                            _args.seconds("WeightFollower.wait timeout", timeout))
 
     def lease(self, newer_than: int = 0, timeout: Optional[float] = None) -> Lease:
         """Leases the newest version (waiting for one newer than ``newer_than``); use it in a with-block."""
-        return Lease(self._c.lease(newer_than, timeout))
+        return Lease(self._c.lease(_args.integer("WeightFollower.lease newer_than", newer_than, 0, _args.U64),
+                                   _args.seconds("WeightFollower.lease timeout", timeout)))
 
     def load_into(self, model: Model, *, mode: str = "copy", model_name: str = "model") -> Optional[int]:
         """Loads the newest version into ``model`` if it is newer than what the model holds; returns that
@@ -251,11 +264,15 @@ class WeightFollower:
 
         The first call binds the model: its tensors are flattened in place, and its signature must be the
         slab's (a ShapeError names both). ``mode="zero_copy"`` (CPU, float32 slab) points the model's
-        tensors into the leased slot instead of copying; the model then runs read-only weights.
+        tensors into the leased slot (mapped copy-on-write: an in-place write stays in this process)
+        instead of copying. A tensor of the model rebound or replaced since is pointed back at the loaded
+        weights; one converted to another dtype, shape or device is a ShapeError naming it.
         """
         entry = self._bound.get(id(model))
         if entry is None or entry[0] is not model:
-            entry = (model, _tandem.BoundModel(_named_tensors(model), self._slab, mode, model_name))
+            named = _args.named_tensors("WeightFollower.load_into model", model)
+            entry = (model, _tandem.BoundModel(named, _args.owners(model), self._slab, _args.text("mode", mode),
+                                               _args.text("model_name", model_name)))
             self._bound[id(model)] = entry
         return entry[1].update()
 

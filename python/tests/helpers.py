@@ -133,3 +133,21 @@ def flat_bytes(model):
     """A flattened model's whole flat buffer (uint8), from any of its tensors."""
     import tandem
     return tandem._tandem._testing.storage_bytes(next(iter(model.parameters())))
+
+
+def refused(error_class, call, *phrases, leaves_nothing_of=None):
+    """Runs `call`, which must raise `error_class` (a tandem.Error) with a one-line message holding every
+    phrase and none of pybind's signature listing; with `leaves_nothing_of`, /dev/shm must hold no
+    object whose name contains it afterwards. Returns the message."""
+    import pytest
+    import tandem
+    with pytest.raises(error_class) as e:
+        call()
+    message = str(e.value)
+    assert isinstance(e.value, tandem.Error), (type(e.value), message)
+    assert message and "\n" not in message and "incompatible function arguments" not in message, message
+    for p in phrases:
+        assert p in message, (p, message)
+    if leaves_nothing_of is not None:
+        assert not [n for n in os.listdir("/dev/shm") if leaves_nothing_of in n], os.listdir("/dev/shm")
+    return message

@@ -48,6 +48,8 @@ def test_the_stubs_name_every_class_and_member_of_the_extension():
                                    for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
         elif isinstance(node, ast.FunctionDef):
             declared[node.name] = set()
+        elif isinstance(node, ast.AnnAssign):  # a module attribute (LIMITS)
+            declared[node.target.id] = set()
     ext = tandem._tandem
     for name in dir(ext):
         if name.startswith("__"):

@@ -125,7 +125,19 @@ function compact(v) {
   return String(+v.toPrecision(4));
 }
 
+// A build made without tools/dashboard/node_modules (a pip install from a plain clone) embeds no uPlot.
+const NO_CHARTS = "This build of Tandem has no chart library: run `npm ci` in tools/dashboard of the source tree " +
+  "(./tools/dev/setup does) and rebuild or reinstall. The processes below are live.";
+
 function drawChart(spec, xAxis) {
+  if (typeof uPlot === "undefined") {
+    const section = document.getElementById("charts");
+    if (!section.dataset.missing) {
+      section.dataset.missing = "uPlot";
+      section.textContent = NO_CHARTS;
+    }
+    return;
+  }
   const labels = [];
   const tables = [];
   for (const [source, field, label] of spec.series)

@@ -1,6 +1,6 @@
 // fmnist_recipe: measures the Fashion-MNIST training recipe end to end on this machine's cores.
 //
-//   build/tests/fmnist_recipe [--epochs 3] [--batch 128] [--optimizer sgd] [--lr 0.05] [--threads 2] ...
+//   build/bench/fmnist_recipe [--epochs 3] [--batch 128] [--optimizer sgd] [--lr 0.05] [--threads 2] ...
 //
 // Preloads the IDX files (/usr/share/datasets/fashion-mnist) into a private dataset cache, trains
 // with learner/Trainer on shuffled batches gathered from the cache, and evaluates the test split
