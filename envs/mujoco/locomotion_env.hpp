@@ -47,15 +47,17 @@ class LocomotionEnv : public Env {
   const mjModel& model() const { return *model_; }
   const mjData& data() const { return *data_; }
   int frame_skip() const { return config_.frame_skip; }
+  // For a loop that drives the physics itself (tandem-bench mujoco's bare loop): the env's mjData,
+  // the work each step does after the frames, and the task's health test.
+  mjData& mutable_data() { return *data_; }
+  virtual void after_physics() {}
+  virtual bool healthy() const { return true; }
 
  protected:
   explicit LocomotionEnv(const TaskConfig& config);
   virtual void observe(float* obs) const = 0;
-  virtual bool healthy() const { return true; }
   virtual double forward_position() const { return data_->qpos[0]; }
-  virtual void after_physics() {}
   virtual double extra_cost() const { return 0.0; }
-  mjData& mutable_data() { return *data_; }
 
  private:
   TaskConfig config_;
