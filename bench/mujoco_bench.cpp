@@ -73,6 +73,8 @@ int frame_skip_of(const std::string& task) { return dynamic_cast<const Locomotio
 LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
   std::vector<std::unique_ptr<envs::Env>> list;
   std::vector<envs::Rng> rngs;
+  list.reserve(static_cast<std::size_t>(o.envs));
+  rngs.reserve(static_cast<std::size_t>(o.envs));
   for (int e = 0; e < o.envs; ++e) {
     list.push_back(make_task(task));
     rngs.emplace_back(envs::env_seed(kJobSeed, 0, static_cast<std::uint64_t>(e)));  // as VecEnv seeds env e
@@ -84,7 +86,7 @@ LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
   const mjModel* m = &first.model();
   const int frame_skip = first.frame_skip(), nu = m->nu;
   std::vector<int> lengths(static_cast<std::size_t>(o.envs), 0);
-  const std::vector<float> table = action_table(static_cast<std::size_t>(o.envs * nu));
+  const std::vector<float> table = action_table(static_cast<std::size_t>(o.envs) * static_cast<std::size_t>(nu));
   long row = 0;
   return time_loop(o.envs, o.seconds, [&] {
     const float* actions = &table[static_cast<std::size_t>(row++ % kActionRows) * o.envs * nu];
@@ -108,9 +110,10 @@ LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
 
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& o) {
   std::vector<std::unique_ptr<envs::Env>> list;
+  list.reserve(static_cast<std::size_t>(o.envs));
   for (int e = 0; e < o.envs; ++e) list.push_back(make_task(task));
   envs::VecEnv vec(std::move(list), kJobSeed, /*actor_index=*/0, /*restarts=*/0, threads);
-  const auto width = static_cast<std::size_t>(o.envs * vec.spec().action_dim);
+  const auto width = static_cast<std::size_t>(o.envs) * static_cast<std::size_t>(vec.spec().action_dim);
   const std::vector<float> table = action_table(width);
   long row = 0;
   return time_loop(o.envs, o.seconds, [&] {

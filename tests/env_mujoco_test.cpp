@@ -37,6 +37,7 @@ const Task kTasks[] = {{"Hopper", 11, 3}, {"Walker2d", 17, 6}, {"HalfCheetah", 1
 
 VecEnv make_vec(const std::string& name, int n, std::uint64_t job_seed = 1, int threads = 1) {
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) envs.push_back(make_env(name));
   return VecEnv(std::move(envs), job_seed, 0, 0, threads);
 }

@@ -202,6 +202,7 @@ TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape g
 TEST_CASE("envs: a VecEnv on 1, 2, 3 or 7 threads steps every env as on one, auto-resets included") {
   auto run = [](int threads) {
     std::vector<std::unique_ptr<Env>> envs;
+    envs.reserve(7);
     for (int i = 0; i < 7; ++i) envs.push_back(make_env("CartPole-v1"));
     VecEnv vec(std::move(envs), 9, 2, 0, threads);
     REQUIRE(vec.threads() == threads);
@@ -268,6 +269,7 @@ class Failing final : public Env {
 
 TEST_CASE("envs: an env that throws on a worker thread fails step() on the owner's, lowest slice first") {
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(6);
   for (int e = 0; e < 6; ++e) envs.push_back(std::make_unique<Failing>(e, e == 1 || e == 4 ? 3 : 0));
   VecEnv vec(std::move(envs), 1, 0, 0, 3);  // slices {0, 1}, {2, 3}, {4, 5}
   REQUIRE(step_all(vec, 0));
