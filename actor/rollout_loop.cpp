@@ -169,7 +169,7 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
 
   // A restart draws new episodes and actions rather than replaying the killed incarnation's.
   const std::uint32_t restarts = ctx.client ? ctx.client->restarts() : 0;
-  envs::VecEnv env(source.make(settings.env.envs), settings.env.seed, ctx.index, restarts);
+  envs::VecEnv env(source.make(settings.env.envs), settings.env.seed, ctx.index, restarts, settings.env.threads);
   const at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(
       envs::action_seed(settings.env.seed, ctx.index, restarts));
   Rollout rollout(model, head, env, d, shm::job_segment_name(ctx.job, shm::Kind::experience), generator);

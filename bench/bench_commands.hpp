@@ -13,5 +13,6 @@ void add_rollout_command(CLI::App& app);   // rollout_cmd.cpp
 void add_graph_command(CLI::App& app);     // graph_cmd.cpp
 void add_block_command(CLI::App& app);     // block_cmd.cpp
 void add_python_command(CLI::App& app);    // python_cmd.cpp
+void add_mujoco_command(CLI::App& app);    // mujoco_cmd.cpp
 
 }  // namespace tandem::bench

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tandem::bench::add_graph_command(app);
   tandem::bench::add_block_command(app);
   tandem::bench::add_python_command(app);
+  tandem::bench::add_mujoco_command(app);
   CLI11_PARSE(app, argc, argv);
   return tandem::run_main("tandem-bench", [&] { return tandem::cli::run_selected(app); });
 }

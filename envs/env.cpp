@@ -2,6 +2,7 @@
 #include "envs/env.hpp"
 
 #include "envs/builtin.hpp"
+#include "envs/mujoco/tasks.hpp"
 #include "common/error.hpp"
 
 namespace tandem::envs {
@@ -12,9 +13,10 @@ std::unique_ptr<Env> make_env(const std::string& name) {
   if (name == "MountainCar-v0") return make_mountain_car();
   if (name == "Pendulum-v1") return make_pendulum();
   if (name == "null") return make_null_env(4, 1000);
+  if (auto task = mujoco::make_task(name)) return task;
   fail(
-      "unknown env '{}': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1 or null, "
-      "or load your own with env.plugin",
+      "unknown env '{}': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, Hopper, Walker2d, "
+      "HalfCheetah, Ant or null, or load your own with env.plugin",
       name);
 }
 

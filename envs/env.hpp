@@ -1,12 +1,13 @@
 // Environments an actor steps: the interface, the spaces, the random stream and the built-in registry.
 // Seeds derive in envs/seeds.hpp.
 //
-// Threads: an Env and the Rng it draws from belong to one thread (the actor thread that owns the
-// VecEnv holding them); nothing here is shared or synchronised. make_env() and require_spaces() may be
-// called from any thread.
+// Threads: an Env and the Rng it draws from belong to one thread at a time (the actor thread that owns
+// the VecEnv holding them, or the VecEnv worker thread that steps its slice: envs/vec_env.hpp); nothing
+// here is shared or synchronised. make_env() and require_spaces() may be called from any thread.
 //
 // Numbers follow Gymnasium's classic_control: states are integrated in float64 and handed out as
-// float32 observations, so a trajectory matches Gymnasium's equations to float32 rounding.
+// float32 observations, so a trajectory matches Gymnasium's equations to float32 rounding. The MuJoCo
+// locomotion tasks (envs/mujoco/, docs/ENVS.md) follow Gymnasium's v5 definitions on bodies of our own.
 #pragma once
 
 #include <cstdint>
@@ -61,9 +62,10 @@ class Env {
   virtual StepOut step(ActionRef action, float* obs) = 0;
 };
 
-// The built-in envs by Gymnasium id: CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, and
-// "null" (obs_dim zeros, 2 actions, reward 0, never ends before its time limit: for overhead numbers).
-// An unknown name is a UserError naming the choices.
+// The built-in envs by Gymnasium id: CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1; the MuJoCo
+// tasks by names of our own (Hopper, Walker2d, HalfCheetah, Ant: unversioned, as they are ours and not
+// Gymnasium's -v5); and "null" (obs_dim zeros, 2 actions, reward 0, never ends before its time limit:
+// for overhead numbers). An unknown name is a UserError naming the choices.
 std::unique_ptr<Env> make_env(const std::string& name);
 
 // Throws a UserError naming the env and the mismatch when `got` does not fit what the caller (the

@@ -12,11 +12,15 @@
 namespace tandem::envs {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kBuiltin = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kBuiltin = {{
     {"cartpole", "CartPole-v1"},
     {"acrobot", "Acrobot-v1"},
     {"mountaincar", "MountainCar-v0"},
     {"pendulum", "Pendulum-v1"},
+    {"hopper", "Hopper"},
+    {"walker2d", "Walker2d"},
+    {"halfcheetah", "HalfCheetah"},
+    {"ant", "Ant"},
     {"null", "null"},
 }};
 

@@ -7,9 +7,12 @@
 namespace tandem::envs {
 
 VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index,
-               std::uint32_t restarts)
+               std::uint32_t restarts, int threads)
     : envs_(std::move(envs)) {
   if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs >= 1");
+  if (threads < 1 || threads > size())
+    fail("a vectorised env of {} envs steps them on 1 to {} threads, not {}: set env.threads to at most env.envs",
+         size(), size(), threads);
   spec_ = envs_[0]->spec();
   for (const auto& env : envs_) require_spaces(env->spec(), spec_);
   const std::size_t n = envs_.size(), dim = static_cast<std::size_t>(spec_.obs_dim);
@@ -27,6 +30,20 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
     rngs_.emplace_back(env_seed(job_seed, actor_index, e, restarts));
     envs_[e]->reset(rngs_[e], &obs_[e * dim]);
   }
+  const int per_slice = size() / threads, longer = size() % threads;  // the first `longer` slices get one more
+  for (int k = 0; k <= threads; ++k) slice_begin_.push_back(k * per_slice + std::min(k, longer));
+  if (threads > 1) workers_ = std::make_unique<SliceWorkers>(threads);
+}
+
+VecEnv::~VecEnv() = default;
+
+template <class ActionOf>
+void VecEnv::step_all(const ActionOf& action_of) {
+  auto slice = [&](int k) {
+    for (int e = slice_begin_[k]; e < slice_begin_[k + 1]; ++e) step_one(e, action_of(e));
+  };
+  if (workers_) workers_->run(slice);
+  else slice(0);
 }
 
 void VecEnv::step_one(int e, ActionRef action) {
@@ -52,14 +69,14 @@ bool VecEnv::step(std::span<const std::int32_t> actions) {
   if (!spec_.discrete() || actions.size() != envs_.size()) return false;
   for (std::int32_t a : actions)
     if (a < 0 || a >= spec_.num_actions) return false;
-  for (int e = 0; e < size(); ++e) step_one(e, ActionRef{actions[e], nullptr});
+  step_all([&](int e) { return ActionRef{actions[e], nullptr}; });
   return true;
 }
 
 bool VecEnv::step(std::span<const float> actions) {
   const std::size_t dim = static_cast<std::size_t>(spec_.action_dim);
   if (spec_.discrete() || actions.size() != envs_.size() * dim) return false;
-  for (int e = 0; e < size(); ++e) step_one(e, ActionRef{0, &actions[e * dim]});
+  step_all([&](int e) { return ActionRef{0, &actions[e * dim]}; });
   return true;
 }
 

@@ -1,7 +1,14 @@
-// VecEnv: E envs of one spec stepped together over contiguous arrays, with auto-reset.
+// VecEnv: E envs of one spec stepped together over contiguous arrays, with auto-reset, on one thread or
+// on K threads.
 //
-// Threads: one actor thread owns a VecEnv and makes every call on it; nothing is synchronised. The
-// spans it returns point into its own arrays and stay valid, with new contents, across step() calls.
+// Threads: one actor thread owns a VecEnv and makes every call on it; nothing it returns is
+// synchronised. The spans it returns point into its own arrays and stay valid, with new contents,
+// across step() calls. With threads = K > 1, step() splits the envs into K contiguous slices of
+// E / K (the first E % K one more), steps slice 0 itself and each other slice on a worker thread of
+// its own (envs/slice_workers.hpp), and returns once all are done: every env writes its own rows of
+// the arrays, no two threads touch one env, and the workers' writes are published to the owner
+// before step() returns. Env e is always stepped by the same thread (made and first reset on the
+// owner's). Every env draws from its own Rng, so the results are bit-identical for every K.
 //
 // After each step(), for every env e:
 //   observations()[e]       the observation to act on next: the first observation of a new episode
@@ -15,9 +22,16 @@
 //                           after its last step, whatever truncated says
 //   episode_returns()[e], episode_lengths()[e]   valid only where the episode just ended: its
 //                           undiscounted return and its number of steps
+// This is "same-step" auto-reset, as EnvPool's and Gymnasium 0.x's vector envs (and gym's
+// AutoResetWrapper) do it: the step that ends an episode already returns the next episode's first
+// observation, with the last one in final_observations(). It is not Gymnasium 1.x's default
+// "next-step" auto-reset, where the step after the end returns the reset observation (reward 0)
+// and ignores that step's action.
 // Env e draws every reset from its own Rng, seeded env_seed(job_seed, actor_index, e, restarts)
 // (seeds.hpp), so a run is reproducible, no two envs share a stream and a restarted actor draws new
-// episodes. step() allocates nothing.
+// episodes. step() allocates nothing (unless an env throws: then step() rethrows the exception of
+// the lowest slice that threw, after every slice has finished, and the VecEnv must not be stepped
+// again).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +40,7 @@
 #include <vector>
 
 #include "envs/env.hpp"
+#include "envs/slice_workers.hpp"
 
 namespace tandem::envs {
 
@@ -33,13 +48,16 @@ class VecEnv {
  public:
   // Resets every env. All envs must have one spec (else UserError); at least one env.
   // `restarts`: the actor's incarnation (ControlClient::restarts), 0 for a first start.
+  // `threads`: K, 1 to size() (else UserError); 1 steps everything on the owner's thread.
   VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index,
-         std::uint32_t restarts = 0);
+         std::uint32_t restarts = 0, int threads = 1);
+  ~VecEnv();
   VecEnv(const VecEnv&) = delete;
   VecEnv& operator=(const VecEnv&) = delete;
 
   const EnvSpec& spec() const { return spec_; }
   int size() const { return static_cast<int>(envs_.size()); }
+  int threads() const { return workers_ ? workers_->slices() : 1; }
 
   // Discrete spaces: one index per env. Continuous: size() x action_dim floats, row-major. False
   // (and nothing stepped) when the span's size or the space's kind does not fit, or a discrete
@@ -59,6 +77,9 @@ class VecEnv {
 
  private:
   void step_one(int e, ActionRef action);
+  // Calls step_one(e, action_of(e)) for every env, slice by slice on the workers when there are some.
+  template <class ActionOf>
+  void step_all(const ActionOf& action_of);
 
   EnvSpec spec_;
   std::vector<std::unique_ptr<Env>> envs_;
@@ -67,6 +88,8 @@ class VecEnv {
   std::vector<std::uint8_t> terminated_, truncated_;
   std::vector<double> running_returns_, episode_returns_;
   std::vector<std::int32_t> running_lengths_, episode_lengths_;
+  std::vector<int> slice_begin_;           // slice k steps envs [slice_begin_[k], slice_begin_[k + 1])
+  std::unique_ptr<SliceWorkers> workers_;  // null when threads = 1
 };
 
 }  // namespace tandem::envs

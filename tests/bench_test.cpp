@@ -94,3 +94,29 @@ TEST_CASE("bench block: the fused BatchNorm-ReLU-pool and the ATen ops, timed fo
   CHECK(fused >= 2);  // at least the baseline build, for each block
   CHECK(aten == 4);   // channels-last and NCHW, for each block
 }
+
+TEST_CASE("bench mujoco: VecEnv on 1 and 2 threads and the bare loop each report a rate, and --threads needs 1" *
+          doctest::timeout(120)) {
+  test::TempDir dir;
+  const std::string json = dir.file("mujoco.json");
+  auto r = test::run_command(
+      fmt::format("{} bench mujoco --tasks Hopper,Ant --envs 4 --threads 2,1 --seconds 0.2 --rounds 1 --json {}",
+                  test::tandem_binary(), json));
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(json);
+  const auto line = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  REQUIRE(line.is_object());
+  for (const char* task : {"Hopper", "Ant"}) {
+    CAPTURE(task);
+    const auto& row = line.at("tasks").at(task);
+    CHECK(row.at("frame_skip") == 4 + (std::string(task) == "Ant"));
+    CHECK(row.at("bare").at("steps_per_s").get<double>() > 0);
+    CHECK(row.at("vec_env").at("1").at("steps_per_cpu_s").get<double>() > 0);
+    CHECK(row.at("vec_env").at("2").at("scaling_vs_1_thread").get<double>() > 0);
+    CHECK(row.contains("overhead_1_thread_per_cpu_s"));
+  }
+  const auto refused = test::run_command(fmt::format("{} bench mujoco --threads 2", test::tandem_binary()));
+  CHECK(refused.status == 1);
+  CHECK(refused.output.find("--threads must include 1") != std::string::npos);
+}

@@ -129,6 +129,12 @@ TEST_CASE("settings: the rules between tables, for the shape the launcher or a p
       {"", {"data.std=0"}, {}, "config: data.std = \"0\" holds 0: every entry must be positive"},
       {"", {"env.plugin=libx.so"}, {}, "config: env.plugin = \"libx.so\" is set but env.name = \"cartpole\""},
       {"", {"env.name=plugin"}, {}, "config: env.name = \"plugin\" but env.plugin is empty"},
+      {"", {"env.threads=8"}, {}, ""},
+      {"", {"env.threads=9"}, {}, "config: env.threads = 9 is more than env.envs = 8"},
+      {"",
+       {"env.name=python", "env.python=m:C", "env.threads=2"},
+       {},
+       "config: env.threads = 2 but the Python rollout"},
       {kPpo, {}, {.actors = 2}, ""},
       {kPpo, {}, {}, ""},  // a learner started by hand: one ring
       {kPpo,

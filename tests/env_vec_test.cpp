@@ -1,11 +1,14 @@
 // VecEnv and the built-in envs' contracts: reset ranges, time limits, seeds, the final-observation
-// rule, and what a caller gets for actions or specs that do not fit.
+// rule, stepping on worker threads, and what a caller gets for actions or specs that do not fit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <new>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
@@ -173,8 +176,8 @@ TEST_CASE("envs: actions that do not fit the space are refused and step nothing"
 
 TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape get one line naming the fix") {
   CHECK(error_of([] { make_env("CartPole-v0"); }) ==
-        "unknown env 'CartPole-v0': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1 or null, or load "
-        "your own with env.plugin");
+        "unknown env 'CartPole-v0': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, Hopper, Walker2d, "
+        "HalfCheetah, Ant or null, or load your own with env.plugin");
   std::vector<std::unique_ptr<Env>> mixed;
   mixed.push_back(make_env("CartPole-v1"));
   mixed.push_back(make_env("Acrobot-v1"));
@@ -186,6 +189,40 @@ TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape g
         "output size to match");
   CHECK(error_of([] { require_spaces(make_env("Pendulum-v1")->spec(), EnvSpec{"", 3, 0, 1}); }).empty());
   CHECK(error_of([] { VecEnv({}, 1, 0); }).find("at least one env") != std::string::npos);
+  CHECK(error_of([] {
+          VecEnv(std::vector<std::unique_ptr<Env>>(1), 1, 0, 0, 0);
+        }).starts_with("a vectorised env of 1 envs steps them on 1 to 1 threads, not 0"));
+  std::vector<std::unique_ptr<Env>> two;
+  two.push_back(make_env("CartPole-v1"));
+  two.push_back(make_env("CartPole-v1"));
+  CHECK(error_of([&] { VecEnv(std::move(two), 1, 0, 0, 3); }) ==
+        "a vectorised env of 2 envs steps them on 1 to 2 threads, not 3: set env.threads to at most env.envs");
+}
+
+TEST_CASE("envs: a VecEnv on 1, 2, 3 or 7 threads steps every env as on one, auto-resets included") {
+  auto run = [](int threads) {
+    std::vector<std::unique_ptr<Env>> envs;
+    envs.reserve(7);
+    for (int i = 0; i < 7; ++i) envs.push_back(make_env("CartPole-v1"));
+    VecEnv vec(std::move(envs), 9, 2, 0, threads);
+    REQUIRE(vec.threads() == threads);
+    std::vector<float> trace;
+    std::vector<std::int32_t> actions(7);
+    for (int t = 0; t < 400; ++t) {
+      for (int e = 0; e < 7; ++e) actions[e] = (t * 7 + e * 3) % 5 < 2;
+      REQUIRE(vec.step(std::span<const std::int32_t>(actions)));
+      trace.insert(trace.end(), vec.observations().begin(), vec.observations().end());
+      trace.insert(trace.end(), vec.rewards().begin(), vec.rewards().end());
+      for (int e = 0; e < 7; ++e) trace.push_back(vec.done(e) ? static_cast<float>(vec.episode_lengths()[e]) : -1.0f);
+    }
+    return trace;
+  };
+  const std::vector<float> one = run(1);
+  CHECK(std::count(one.begin(), one.end(), -1.0f) < 7 * 400);  // some episodes ended
+  for (int threads : {2, 3, 7}) {
+    CAPTURE(threads);
+    CHECK(run(threads) == one);
+  }
 }
 
 TEST_CASE("envs: stepping a VecEnv allocates nothing, auto-resets included") {
@@ -207,4 +244,42 @@ TEST_CASE("envs: stepping a VecEnv allocates nothing, auto-resets included") {
     CHECK(allocations == before);
     CHECK(episodes >= 1);
   }
+}
+
+namespace {
+
+// Counts its steps and throws at step `fail_at` when it is one of the failing envs (fail_at > 0).
+class Failing final : public Env {
+ public:
+  Failing(int index, int fail_at) : index_(index), fail_at_(fail_at) {}
+  const EnvSpec& spec() const override { return spec_; }
+  void reset(Rng&, float* obs) override { obs[0] = 0.0f; }
+  StepOut step(ActionRef, float* obs) override {
+    if (++steps_ == fail_at_) throw std::runtime_error("env " + std::to_string(index_) + " failed");
+    obs[0] = static_cast<float>(steps_);
+    return {};
+  }
+
+ private:
+  EnvSpec spec_{"failing", 1, 2, 0, 0.0f, 0.0f, 0};
+  int index_, fail_at_, steps_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("envs: an env that throws on a worker thread fails step() on the owner's, lowest slice first") {
+  std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(6);
+  for (int e = 0; e < 6; ++e) envs.push_back(std::make_unique<Failing>(e, e == 1 || e == 4 ? 3 : 0));
+  VecEnv vec(std::move(envs), 1, 0, 0, 3);  // slices {0, 1}, {2, 3}, {4, 5}
+  REQUIRE(step_all(vec, 0));
+  REQUIRE(step_all(vec, 0));
+  CHECK(vec.observations()[5] == 2.0f);
+  std::string what;
+  try {
+    (void)step_all(vec, 0);
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  CHECK(what == "env 1 failed");
 }

@@ -28,12 +28,13 @@ const std::vector<ConfigKey> kActor = {
 
 // clang-format off
 const std::vector<ConfigKey> kEnv = {
-    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
+    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), the MuJoCo tasks hopper, walker2d, halfcheetah, ant (ours after Gymnasium's -v5, docs/ENVS.md), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
     {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL.md)"},
     {"env.kwargs", T::string, "\"{}\"", "with env.name = \"python\": the env's keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}'"},
     {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
+    {"env.threads", T::integer, "1", "threads each rollout actor steps its env.envs environments on, each a contiguous slice of them (at most env.envs); the results are the same for any count", 1, 256},
 };
 // clang-format on
 
@@ -90,7 +91,8 @@ EnvSettings EnvSettings::parse(const Config& c) {
                 .python = c.string("env.python"),
                 .kwargs = c.string("env.kwargs"),
                 .envs = static_cast<int>(c.integer("env.envs")),
-                .seed = static_cast<std::uint64_t>(c.integer("env.seed"))};
+                .seed = static_cast<std::uint64_t>(c.integer("env.seed")),
+                .threads = static_cast<int>(c.integer("env.threads"))};
   std::error_code ec;
   if (s.name == "plugin" && s.plugin.empty())
     fail("config: env.name = \"plugin\" but env.plugin is empty: set it to the path of your env's shared library");
@@ -109,6 +111,13 @@ EnvSettings EnvSettings::parse(const Config& c) {
         "config: env.name = \"python\" needs env.python = \"module:Class\" (now \"{}\"): name your env's module and "
         "class, e.g. \"examples.python.envs.cartpole:CartPole\"",
         s.python);
+  if (s.threads > s.envs)
+    fail(
+        "config: env.threads = {} is more than env.envs = {}: each thread steps at least one env; set env.threads <= {}",
+        s.threads, s.envs, s.envs);
+  if (s.is_python() && s.threads != 1)
+    fail("config: env.threads = {} but the Python rollout actor steps its envs on one thread: set env.threads = 1",
+         s.threads);
   if (!s.is_python() && (!s.python.empty() || s.kwargs != "{}"))
     fail("config: env.python / env.kwargs are set but env.name = \"{}\": set env.name = \"python\", or remove them",
          s.name);

@@ -39,6 +39,7 @@ struct EnvSettings {
   std::string kwargs = "{}";      // the Python env's keyword arguments, a JSON object
   int envs = 8;                   // per rollout actor
   std::uint64_t seed = 0;
+  int threads = 1;  // the rollout actor's VecEnv threads, 1..envs
 
   bool is_python() const { return name == "python"; }
 

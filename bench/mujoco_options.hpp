@@ -1,0 +1,42 @@
+// `tandem-bench mujoco`: env steps/s of VecEnv over the MuJoCo locomotion tasks on K threads, against a
+// bare loop on one core over the same envs' own mjData: ctrl written straight from the same actions,
+// frame_skip mj_step calls, the step's after-physics work (Ant's mj_rnePostConstraint) and the
+// task's health test, and the env's own reset (same seeds, same noise) where an episode ends; no
+// observation, reward, action clipping or VecEnv bookkeeping. Both loops therefore follow the same
+// trajectories and end each episode at the same step, so the difference
+// is the engine's: one core's overhead = bare rate / VecEnv K=1 rate - 1, compared per CPU second
+// (so a busy machine does not count); thread scaling = VecEnv K rate / K=1 rate, per wall second.
+// The rows of a task are measured in turn, `rounds` times, and each figure is the best of its rounds:
+// another process on the machine (or on a hyperthread's sibling) only ever slows a round down.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/bench_json.hpp"
+
+namespace tandem::bench {
+
+struct MujocoBenchOptions {
+  std::vector<std::string> tasks{"Hopper", "HalfCheetah", "Ant"};
+  int envs = 16;                   // E envs in the VecEnv and in the bare loop
+  std::vector<int> threads{1, 2};  // VecEnv thread counts K
+  double seconds = 1.0;            // measured per row and round, after a 0.2 s warm-up
+  int rounds = 3;                  // rows measured in turn this often; each figure is its best round
+  std::string json;
+};
+
+struct LoopRate {
+  double steps_per_s = 0;      // env steps (one env advancing frame_skip physics steps) per wall second
+  double steps_per_cpu_s = 0;  // per second of this process's CPU time, all threads
+  long steps = 0;              // env steps measured
+  long episodes = 0;           // episodes ended in them
+  double episodes_per_1k_steps() const { return steps > 0 ? 1000.0 * static_cast<double>(episodes) / steps : 0.0; }
+};
+
+// The bare loop, and VecEnv on `threads` threads, over `envs` envs of `task` (mujoco_bench.cpp).
+LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& options);
+LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& options);
+int frame_skip_of(const std::string& task);
+
+}  // namespace tandem::bench

@@ -1,0 +1,232 @@
+// The locomotion bodies, written for Tandem in MJCF and compiled into the binary, so no path lookup
+// can fail at run time. Dimensions, masses (geom density), joint ranges, gears, contact parameters,
+// time steps and integrators are the standard ones of the literature these tasks come from (the
+// hopper and walker of Erez, Tassa & Todorov 2011, Wawrzynski's half-cheetah as in the DeepMind
+// Control Suite, Schulman et al.'s quadruped "ant"), which Gymnasium's v5 models also use, so the
+// dynamics match Gymnasium's. The files are laid out in each body's local frame (Gymnasium's hopper
+// and walker give global coordinates); docs/ENVS.md says where ours differ.
+#include "envs/mujoco/mjcf.hpp"
+
+namespace tandem::envs::mujoco {
+
+// Three links under a planar torso; rootz's ref makes qpos[1] the torso's height (1.25 m standing).
+const char* const kHopperXml = R"mjcf(<mujoco model="tandem-hopper">
+  <compiler angle="degree" inertiafromgeom="true"/>
+  <option timestep="0.002" integrator="RK4"/>
+  <default>
+    <joint limited="true" armature="1" damping="1"/>
+    <geom contype="1" conaffinity="1" condim="1" margin="0.001" solimp=".8 .8 .01" solref=".02 1"/>
+    <motor ctrllimited="true" ctrlrange="-1 1" gear="200"/>
+  </default>
+  <worldbody>
+    <geom name="ground" type="plane" size="20 20 .125" condim="3"/>
+    <body name="torso" pos="0 0 1.25">
+      <joint name="rootx" type="slide" axis="1 0 0" limited="false" armature="0" damping="0"/>
+      <joint name="rootz" type="slide" axis="0 0 1" ref="1.25" limited="false" armature="0" damping="0"/>
+      <joint name="rooty" type="hinge" axis="0 1 0" limited="false" armature="0" damping="0"/>
+      <geom name="torso_capsule" type="capsule" fromto="0 0 0.2 0 0 -0.2" size="0.05" friction="0.9"/>
+      <body name="thigh" pos="0 0 -0.2">
+        <joint name="thigh_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+        <geom name="thigh_capsule" type="capsule" fromto="0 0 0 0 0 -0.45" size="0.05" friction="0.9"/>
+        <body name="leg" pos="0 0 -0.45">
+          <joint name="leg_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+          <geom name="leg_capsule" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04" friction="0.9"/>
+          <body name="foot" pos="0 0 -0.5">
+            <joint name="foot_hinge" type="hinge" axis="0 -1 0" range="-45 45"/>
+            <geom name="foot_capsule" type="capsule" fromto="-0.13 0 0 0.26 0 0" size="0.06" friction="2.0"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="thigh_motor" joint="thigh_hinge"/>
+    <motor name="leg_motor" joint="leg_hinge"/>
+    <motor name="foot_motor" joint="foot_hinge"/>
+  </actuator>
+</mujoco>
+)mjcf";
+
+// The hopper's torso with two legs; both feet at friction 0.9 (Gymnasium v5's fix of v4's 1.9).
+// Limbs collide with the ground only (conaffinity 0 on the body, 1 on the ground).
+const char* const kWalker2dXml = R"mjcf(<mujoco model="tandem-walker2d">
+  <compiler angle="degree" inertiafromgeom="true"/>
+  <option timestep="0.002" integrator="RK4"/>
+  <default>
+    <joint limited="true" armature="0.01" damping="0.1"/>
+    <geom contype="1" conaffinity="0" condim="3" density="1000" friction="0.9 0.1 0.1"/>
+    <motor ctrllimited="true" ctrlrange="-1 1" gear="100"/>
+  </default>
+  <worldbody>
+    <geom name="ground" type="plane" size="40 40 40" conaffinity="1"/>
+    <body name="torso" pos="0 0 1.25">
+      <joint name="rootx" type="slide" axis="1 0 0" limited="false" armature="0" damping="0"/>
+      <joint name="rootz" type="slide" axis="0 0 1" ref="1.25" limited="false" armature="0" damping="0"/>
+      <joint name="rooty" type="hinge" axis="0 1 0" limited="false" armature="0" damping="0"/>
+      <geom name="torso_capsule" type="capsule" fromto="0 0 0.2 0 0 -0.2" size="0.05"/>
+      <body name="right_thigh" pos="0 0 -0.2">
+        <joint name="right_thigh_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+        <geom name="right_thigh_capsule" type="capsule" fromto="0 0 0 0 0 -0.45" size="0.05"/>
+        <body name="right_leg" pos="0 0 -0.45">
+          <joint name="right_leg_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+          <geom name="right_leg_capsule" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
+          <body name="right_foot" pos="0 0 -0.5">
+            <joint name="right_foot_hinge" type="hinge" axis="0 -1 0" range="-45 45"/>
+            <geom name="right_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06"/>
+          </body>
+        </body>
+      </body>
+      <body name="left_thigh" pos="0 0 -0.2">
+        <joint name="left_thigh_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+        <geom name="left_thigh_capsule" type="capsule" fromto="0 0 0 0 0 -0.45" size="0.05"/>
+        <body name="left_leg" pos="0 0 -0.45">
+          <joint name="left_leg_hinge" type="hinge" axis="0 -1 0" range="-150 0"/>
+          <geom name="left_leg_capsule" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
+          <body name="left_foot" pos="0 0 -0.5">
+            <joint name="left_foot_hinge" type="hinge" axis="0 -1 0" range="-45 45"/>
+            <geom name="left_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="right_thigh_motor" joint="right_thigh_hinge"/>
+    <motor name="right_leg_motor" joint="right_leg_hinge"/>
+    <motor name="right_foot_motor" joint="right_foot_hinge"/>
+    <motor name="left_thigh_motor" joint="left_thigh_hinge"/>
+    <motor name="left_leg_motor" joint="left_leg_hinge"/>
+    <motor name="left_foot_motor" joint="left_foot_hinge"/>
+  </actuator>
+</mujoco>
+)mjcf";
+
+// A planar cat: a 1 m torso and head, two three-link legs with spring-damper joints; 14 kg in all.
+const char* const kHalfCheetahXml = R"mjcf(<mujoco model="tandem-half-cheetah">
+  <compiler angle="radian" inertiafromgeom="true" settotalmass="14"/>
+  <option timestep="0.01" gravity="0 0 -9.81"/>
+  <default>
+    <joint limited="true" armature="0.1" damping="0.01" stiffness="8" solimplimit="0 0.8 0.03" solreflimit="0.02 1"/>
+    <geom contype="1" conaffinity="0" condim="3" friction="0.4 0.1 0.1" solimp="0 0.8 0.01" solref="0.02 1"/>
+    <motor ctrllimited="true" ctrlrange="-1 1"/>
+  </default>
+  <worldbody>
+    <geom name="ground" type="plane" size="40 40 40" conaffinity="1"/>
+    <body name="torso" pos="0 0 0.7">
+      <joint name="rootx" type="slide" axis="1 0 0" limited="false" armature="0" damping="0" stiffness="0"/>
+      <joint name="rootz" type="slide" axis="0 0 1" limited="false" armature="0" damping="0" stiffness="0"/>
+      <joint name="rooty" type="hinge" axis="0 1 0" limited="false" armature="0" damping="0" stiffness="0"/>
+      <geom name="torso_capsule" type="capsule" fromto="-0.5 0 0 0.5 0 0" size="0.046"/>
+      <geom name="head_capsule" type="capsule" pos="0.6 0 0.1" axisangle="0 1 0 0.87" size="0.046 0.15"/>
+      <body name="back_thigh" pos="-0.5 0 0">
+        <joint name="back_thigh_hinge" type="hinge" axis="0 1 0" range="-0.52 1.05" stiffness="240" damping="6"/>
+        <geom name="back_thigh_capsule" type="capsule" pos="0.1 0 -0.13" axisangle="0 1 0 -3.8" size="0.046 0.145"/>
+        <body name="back_shin" pos="0.16 0 -0.25">
+          <joint name="back_shin_hinge" type="hinge" axis="0 1 0" range="-0.785 0.785" stiffness="180" damping="4.5"/>
+          <geom name="back_shin_capsule" type="capsule" pos="-0.14 0 -0.07" axisangle="0 1 0 -2.03" size="0.046 0.15"/>
+          <body name="back_foot" pos="-0.28 0 -0.14">
+            <joint name="back_foot_hinge" type="hinge" axis="0 1 0" range="-0.4 0.785" stiffness="120" damping="3"/>
+            <geom name="back_foot_capsule" type="capsule" pos="0.03 0 -0.097" axisangle="0 1 0 -0.27" size="0.046 0.094"/>
+          </body>
+        </body>
+      </body>
+      <body name="front_thigh" pos="0.5 0 0">
+        <joint name="front_thigh_hinge" type="hinge" axis="0 1 0" range="-1 0.7" stiffness="180" damping="4.5"/>
+        <geom name="front_thigh_capsule" type="capsule" pos="-0.07 0 -0.12" axisangle="0 1 0 0.52" size="0.046 0.133"/>
+        <body name="front_shin" pos="-0.14 0 -0.24">
+          <joint name="front_shin_hinge" type="hinge" axis="0 1 0" range="-1.2 0.87" stiffness="120" damping="3"/>
+          <geom name="front_shin_capsule" type="capsule" pos="0.065 0 -0.09" axisangle="0 1 0 -0.6" size="0.046 0.106"/>
+          <body name="front_foot" pos="0.13 0 -0.18">
+            <joint name="front_foot_hinge" type="hinge" axis="0 1 0" range="-0.5 0.5" stiffness="60" damping="1.5"/>
+            <geom name="front_foot_capsule" type="capsule" pos="0.045 0 -0.07" axisangle="0 1 0 -0.6" size="0.046 0.07"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="back_thigh_motor" joint="back_thigh_hinge" gear="120"/>
+    <motor name="back_shin_motor" joint="back_shin_hinge" gear="90"/>
+    <motor name="back_foot_motor" joint="back_foot_hinge" gear="60"/>
+    <motor name="front_thigh_motor" joint="front_thigh_hinge" gear="120"/>
+    <motor name="front_shin_motor" joint="front_shin_hinge" gear="60"/>
+    <motor name="front_foot_motor" joint="front_foot_hinge" gear="30"/>
+  </actuator>
+</mujoco>
+)mjcf";
+
+// A sphere torso on a free joint with four two-joint legs along the diagonals; 14 bodies with the
+// world, which is what the 78 contact-force observations (13 x 6) count.
+const char* const kAntXml = R"mjcf(<mujoco model="tandem-ant">
+  <compiler angle="degree" inertiafromgeom="true"/>
+  <option timestep="0.01" integrator="RK4"/>
+  <default>
+    <joint limited="true" armature="1" damping="1"/>
+    <geom contype="1" conaffinity="0" condim="3" density="5" friction="1 0.5 0.5" margin="0.01"/>
+    <motor ctrllimited="true" ctrlrange="-1 1" gear="150"/>
+  </default>
+  <worldbody>
+    <geom name="ground" type="plane" size="40 40 40" conaffinity="1"/>
+    <body name="torso" pos="0 0 0.75">
+      <joint name="root" type="free" limited="false" armature="0" damping="0" margin="0.01"/>
+      <geom name="torso_sphere" type="sphere" size="0.25"/>
+      <body name="front_left_hip" pos="0 0 0">
+        <geom name="front_left_hip_capsule" type="capsule" fromto="0 0 0 0.2 0.2 0" size="0.08"/>
+        <body name="front_left_thigh" pos="0.2 0.2 0">
+          <joint name="front_left_hip_hinge" type="hinge" axis="0 0 1" range="-30 30"/>
+          <geom name="front_left_thigh_capsule" type="capsule" fromto="0 0 0 0.2 0.2 0" size="0.08"/>
+          <body name="front_left_shin" pos="0.2 0.2 0">
+            <joint name="front_left_ankle_hinge" type="hinge" axis="-1 1 0" range="30 70"/>
+            <geom name="front_left_shin_capsule" type="capsule" fromto="0 0 0 0.4 0.4 0" size="0.08"/>
+          </body>
+        </body>
+      </body>
+      <body name="back_left_hip" pos="0 0 0">
+        <geom name="back_left_hip_capsule" type="capsule" fromto="0 0 0 -0.2 0.2 0" size="0.08"/>
+        <body name="back_left_thigh" pos="-0.2 0.2 0">
+          <joint name="back_left_hip_hinge" type="hinge" axis="0 0 1" range="-30 30"/>
+          <geom name="back_left_thigh_capsule" type="capsule" fromto="0 0 0 -0.2 0.2 0" size="0.08"/>
+          <body name="back_left_shin" pos="-0.2 0.2 0">
+            <joint name="back_left_ankle_hinge" type="hinge" axis="1 1 0" range="-70 -30"/>
+            <geom name="back_left_shin_capsule" type="capsule" fromto="0 0 0 -0.4 0.4 0" size="0.08"/>
+          </body>
+        </body>
+      </body>
+      <body name="back_right_hip" pos="0 0 0">
+        <geom name="back_right_hip_capsule" type="capsule" fromto="0 0 0 -0.2 -0.2 0" size="0.08"/>
+        <body name="back_right_thigh" pos="-0.2 -0.2 0">
+          <joint name="back_right_hip_hinge" type="hinge" axis="0 0 1" range="-30 30"/>
+          <geom name="back_right_thigh_capsule" type="capsule" fromto="0 0 0 -0.2 -0.2 0" size="0.08"/>
+          <body name="back_right_shin" pos="-0.2 -0.2 0">
+            <joint name="back_right_ankle_hinge" type="hinge" axis="-1 1 0" range="-70 -30"/>
+            <geom name="back_right_shin_capsule" type="capsule" fromto="0 0 0 -0.4 -0.4 0" size="0.08"/>
+          </body>
+        </body>
+      </body>
+      <body name="front_right_hip" pos="0 0 0">
+        <geom name="front_right_hip_capsule" type="capsule" fromto="0 0 0 0.2 -0.2 0" size="0.08"/>
+        <body name="front_right_thigh" pos="0.2 -0.2 0">
+          <joint name="front_right_hip_hinge" type="hinge" axis="0 0 1" range="-30 30"/>
+          <geom name="front_right_thigh_capsule" type="capsule" fromto="0 0 0 0.2 -0.2 0" size="0.08"/>
+          <body name="front_right_shin" pos="0.2 -0.2 0">
+            <joint name="front_right_ankle_hinge" type="hinge" axis="1 1 0" range="30 70"/>
+            <geom name="front_right_shin_capsule" type="capsule" fromto="0 0 0 0.4 -0.4 0" size="0.08"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="front_right_hip_motor" joint="front_right_hip_hinge"/>
+    <motor name="front_right_ankle_motor" joint="front_right_ankle_hinge"/>
+    <motor name="front_left_hip_motor" joint="front_left_hip_hinge"/>
+    <motor name="front_left_ankle_motor" joint="front_left_ankle_hinge"/>
+    <motor name="back_left_hip_motor" joint="back_left_hip_hinge"/>
+    <motor name="back_left_ankle_motor" joint="back_left_ankle_hinge"/>
+    <motor name="back_right_hip_motor" joint="back_right_hip_hinge"/>
+    <motor name="back_right_ankle_motor" joint="back_right_ankle_hinge"/>
+  </actuator>
+</mujoco>
+)mjcf";
+
+}  // namespace tandem::envs::mujoco
