@@ -8,7 +8,7 @@ namespace tandem::envs {
 
 VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, std::uint32_t actor_index,
                std::uint32_t restarts, int threads)
-    : envs_(std::move(envs)) {
+    : actor_index_(actor_index), envs_(std::move(envs)) {
   if (envs_.empty()) fail("a vectorised env needs at least one env: set env.envs >= 1");
   if (threads < 1 || threads > size())
     fail("a vectorised env of {} envs steps them on 1 to {} threads, not {}: set env.threads to at most env.envs",
@@ -17,6 +17,7 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
   for (const auto& env : envs_) require_spaces(env->spec(), spec_);
   const std::size_t n = envs_.size(), dim = static_cast<std::size_t>(spec_.obs_dim);
   obs_.assign(n * dim, 0.0f);
+  observations_ = obs_.data();
   final_obs_.assign(n * dim, 0.0f);
   rewards_.assign(n, 0.0f);
   terminated_.assign(n, 0);
@@ -37,18 +38,41 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
 
 VecEnv::~VecEnv() = default;
 
-template <class ActionOf>
-void VecEnv::step_all(const ActionOf& action_of) {
+template <class PerEnv>
+void VecEnv::for_each_env(const PerEnv& per_env) {
   auto slice = [&](int k) {
-    for (int e = slice_begin_[k]; e < slice_begin_[k + 1]; ++e) step_one(e, action_of(e));
+    for (int e = slice_begin_[k]; e < slice_begin_[k + 1]; ++e) per_env(e);
   };
   if (workers_) workers_->run(slice);
   else slice(0);
 }
 
+void VecEnv::reset(std::optional<std::uint64_t> job_seed) {
+  const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
+  for_each_env([&](int e) {
+    if (job_seed) rngs_[e] = Rng(env_seed(*job_seed, actor_index_, e));
+    running_returns_[e] = 0.0;
+    running_lengths_[e] = 0;
+    rewards_[e] = 0.0f;
+    terminated_[e] = truncated_[e] = 0;
+    envs_[e]->reset(rngs_[e], observations_ + e * dim);
+  });
+}
+
+void VecEnv::observe_into(std::span<float> rows) {
+  if (rows.empty()) {
+    observations_ = obs_.data();
+    return;
+  }
+  if (rows.size() != obs_.size())
+    fail("observe_into: {} floats for {} envs of {} observations: pass {}", rows.size(), size(), spec_.obs_dim,
+         obs_.size());
+  observations_ = rows.data();
+}
+
 void VecEnv::step_one(int e, ActionRef action) {
   const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
-  float* obs = &obs_[e * dim];
+  float* obs = observations_ + e * dim;
   const StepOut out = envs_[e]->step(action, obs);
   rewards_[e] = out.reward;
   running_returns_[e] += out.reward;
@@ -69,14 +93,14 @@ bool VecEnv::step(std::span<const std::int32_t> actions) {
   if (!spec_.discrete() || actions.size() != envs_.size()) return false;
   for (std::int32_t a : actions)
     if (a < 0 || a >= spec_.num_actions) return false;
-  step_all([&](int e) { return ActionRef{actions[e], nullptr}; });
+  for_each_env([&](int e) { step_one(e, ActionRef{actions[e], nullptr}); });
   return true;
 }
 
 bool VecEnv::step(std::span<const float> actions) {
   const std::size_t dim = static_cast<std::size_t>(spec_.action_dim);
   if (spec_.discrete() || actions.size() != envs_.size() * dim) return false;
-  step_all([&](int e) { return ActionRef{0, &actions[e * dim]}; });
+  for_each_env([&](int e) { step_one(e, ActionRef{0, &actions[e * dim]}); });
   return true;
 }
 

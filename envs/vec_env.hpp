@@ -36,6 +36,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -65,7 +66,17 @@ class VecEnv {
   [[nodiscard]] bool step(std::span<const std::int32_t> actions);
   [[nodiscard]] bool step(std::span<const float> actions);
 
-  std::span<const float> observations() const { return obs_; }
+  // Resets every env and forgets the episodes in progress. With `job_seed`, env e's stream restarts
+  // from env_seed(job_seed, actor_index, e) (the constructor's rule, restart 0), so a reset with one
+  // seed replays the same episodes; without it the streams go on. Runs on the slices' threads.
+  void reset(std::optional<std::uint64_t> job_seed = std::nullopt);
+  // Observations go into `rows` (size() x obs_dim floats, owned by the caller, alive until the next
+  // observe_into) from the next reset() or step() on, and observations() views them; an empty span
+  // goes back to the VecEnv's own array. So a caller can hand out each step's observations uncopied
+  // (python/bindings/envs.cpp). UserError for another size.
+  void observe_into(std::span<float> rows);
+
+  std::span<const float> observations() const { return {observations_, obs_.size()}; }
   std::span<const float> rewards() const { return rewards_; }
   std::span<const std::uint8_t> terminated() const { return terminated_; }
   std::span<const std::uint8_t> truncated() const { return truncated_; }
@@ -77,14 +88,16 @@ class VecEnv {
 
  private:
   void step_one(int e, ActionRef action);
-  // Calls step_one(e, action_of(e)) for every env, slice by slice on the workers when there are some.
-  template <class ActionOf>
-  void step_all(const ActionOf& action_of);
+  // Calls per_env(e) for every env, slice by slice on the workers when there are some.
+  template <class PerEnv>
+  void for_each_env(const PerEnv& per_env);
 
   EnvSpec spec_;
+  std::uint32_t actor_index_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::vector<Rng> rngs_;
   std::vector<float> obs_, final_obs_, rewards_;
+  float* observations_ = nullptr;  // obs_, or the caller's rows (observe_into)
   std::vector<std::uint8_t> terminated_, truncated_;
   std::vector<double> running_returns_, episode_returns_;
   std::vector<std::int32_t> running_lengths_, episode_lengths_;

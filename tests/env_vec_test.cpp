@@ -283,3 +283,37 @@ TEST_CASE("envs: an env that throws on a worker thread fails step() on the owner
   }
   CHECK(what == "env 1 failed");
 }
+
+TEST_CASE("envs: reset with a seed replays the constructor's episodes, reset without one goes on with the streams") {
+  VecEnv fresh = make_vec("CartPole-v1", 3, 9, 2);
+  VecEnv vec = make_vec("CartPole-v1", 3, 9, 2);
+  const std::vector<float> first(fresh.observations().begin(), fresh.observations().end());
+  for (int t = 0; t < 40; ++t) REQUIRE(step_all(vec, t % 2 == 0));
+  vec.reset(9);
+  CHECK(std::equal(first.begin(), first.end(), vec.observations().begin()));
+  for (int t = 0; t < 40; ++t) {  // the same episodes, step for step
+    REQUIRE(step_all(vec, t % 2 == 0));
+    REQUIRE(step_all(fresh, t % 2 == 0));
+    REQUIRE(std::equal(fresh.observations().begin(), fresh.observations().end(), vec.observations().begin()));
+  }
+  vec.reset();
+  CHECK_FALSE(std::equal(first.begin(), first.end(), vec.observations().begin()));
+  CHECK(vec.rewards()[0] == 0.0f);
+  CHECK_FALSE(vec.done(0));
+}
+
+TEST_CASE("envs: observe_into makes reset and step write the observations into the caller's rows") {
+  VecEnv vec = make_vec("CartPole-v1", 2, 3);
+  std::vector<float> mine(8, -99.0f);
+  vec.observe_into(mine);
+  vec.reset(3);
+  CHECK(vec.observations().data() == mine.data());
+  CHECK(std::all_of(mine.begin(), mine.end(), [](float x) { return std::abs(x) <= 0.05f; }));
+  const std::vector<float> after_reset = mine;
+  REQUIRE(step_all(vec, true));
+  CHECK(mine != after_reset);
+  vec.observe_into({});
+  CHECK(vec.observations().data() != mine.data());
+  std::vector<float> wrong(7);
+  CHECK(error_of([&] { vec.observe_into(wrong); }).find("pass 8") != std::string::npos);
+}

@@ -17,5 +17,6 @@ PYBIND11_MODULE(_tandem, m) {
   bind_follower(m);
   bind_rings(m);
   bind_job(m);
+  bind_envs(m);
   bind_testing(m);
 }

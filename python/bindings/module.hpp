@@ -23,6 +23,7 @@ void bind_publisher(py::module_& m);
 void bind_follower(py::module_& m);
 void bind_rings(py::module_& m);
 void bind_job(py::module_& m);
+void bind_envs(py::module_& m);  // envs.cpp: the C++ vector env for tandem.envs
 void bind_testing(py::module_& m);
 
 }  // namespace tandem::python

@@ -1,4 +1,5 @@
-"""Tandem from Python: the dataset cache, the feeds, the weight slab, the experience rings and the job.
+"""Tandem from Python: the dataset cache, the feeds, the weight slab, the experience rings, the job and
+the envs (``tandem.envs``: Tandem's C++ environments with Gymnasium's vector API).
 
 Every part is the C++ component the Tandem programs use (one implementation), reached through the
 extension ``tandem._tandem``: tensors cross as ``torch.Tensor`` without copies, blocking calls release
@@ -16,6 +17,7 @@ from .feeds import DeviceFeed, HostFeed
 from .weights import WeightFollower, WeightPublisher, slab_name
 from .rings import ExperienceRings, ExperienceWriter
 from .job import Job, in_job, job
+from . import envs
 
 __version__ = "0.1.0"
 
@@ -25,6 +27,7 @@ __all__ = [
     "WeightPublisher", "WeightFollower", "slab_name",
     "ExperienceRings", "ExperienceWriter",
     "job", "Job", "in_job",
+    "envs",
     "errors", "Error", "SegmentNotFoundError", "ForeignSegmentError", "CorruptSegmentError", "OwnerError",
     "NoSpaceError", "SegmentExistsError", "DTypeError", "ShapeError", "NotInJobError", "SystemCallError",
 ]

@@ -192,6 +192,24 @@ class Job:
     run_dir: str
     restarts: int
 
+class StepResult:
+    observations: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_observations: torch.Tensor
+    episode_returns: torch.Tensor
+    episode_lengths: torch.Tensor
+
+class VecEnv:
+    def __init__(self, name: str, plugin: str, num_envs: int, threads: int, seed: int) -> None: ...
+    spec: Dict[str, Any]
+    num_envs: int
+    threads: int
+    def reset(self, seed: Optional[int]) -> StepResult: ...
+    def send(self, actions: torch.Tensor) -> None: ...
+    def recv(self) -> StepResult: ...
+
 def job_segment_name(job: str, kind: str) -> str: ...
 def _error_class_of(message: str) -> str: ...
 

@@ -1,0 +1,274 @@
+// _tandem.VecEnv: Tandem's C++ vector env (envs/vec_env.hpp) driven from a Python loop, the way EnvPool
+// is used; python/tandem/envs.py wraps it in Gymnasium's vector API.
+//
+// Stepping happens on a thread of the env's own (the stepper), which owns the VecEnv and runs its
+// first slice; the VecEnv's other slices run on its workers. send() hands the stepper the actions and
+// returns at once; recv() waits for the step without the GIL (Ctrl-C still ends the wait) and returns
+// it. step() is send() then recv().
+//
+// Outputs: every reset and step writes into tensors made for it, the envs writing their observations
+// straight into the returned one (no copy of them), so what an earlier step returned is never
+// overwritten; rewards and flags are copied (a few bytes an env).
+//
+// Threads: one Python thread at a time may call a VecEnv (as with any Gymnasium env); calls hold the
+// GIL except while recv() waits. The stepper and the caller hand the step over under one mutex.
+#include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
+
+#include <fmt/ranges.h>
+#include <pybind11/stl.h>
+#include <torch/types.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "common/error.hpp"
+#include "envs/env_source.hpp"
+#include "envs/vec_env.hpp"
+#include "python/bindings/arguments.hpp"
+#include "python/bindings/blocking.hpp"
+#include "python/bindings/errors.hpp"
+#include "python/bindings/module.hpp"
+
+namespace tandem::python {
+namespace {
+
+using I = std::int64_t;
+
+// "Long (3,)": what a user passed, as the messages show it.
+std::string described(const at::Tensor& t) {
+  return fmt::format("{} ({}{})", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "), t.dim() == 1 ? "," : "");
+}
+
+// What one reset or step returns: observations [N, obs_dim] f32, rewards [N] f32, terminated and
+// truncated [N] bool, and where an episode just ended its last observation, return and length.
+struct StepResult {
+  at::Tensor observations, rewards, terminated, truncated, final_observations, episode_returns, episode_lengths;
+};
+
+class PyVecEnv {
+ public:
+  PyVecEnv(const EnvSettings& settings, int num_envs, int threads, std::uint64_t seed) {
+    const envs::EnvSource source(settings);
+    spec_ = source.spec();
+    if (settings.is_python())
+      fail("env.name = \"python\" names a Python env: step it from Python directly, not through tandem.envs");
+    vec_ = std::make_unique<envs::VecEnv>(source.make(num_envs), seed, 0, 0, threads);
+    stepper_ = std::jthread([this](std::stop_token stop) { run(stop); });
+  }
+  ~PyVecEnv() {
+    stepper_.request_stop();
+    cv_.notify_all();
+  }
+
+  const EnvSpec& spec() const { return spec_; }
+  int size() const { return vec_->size(); }
+  int threads() const { return vec_->threads(); }
+
+  StepResult reset(std::optional<std::uint64_t> seed) {
+    require_idle("reset()");
+    at::Tensor obs = next_observations();
+    {
+      py::gil_scoped_release release;  // resetting hundreds of MuJoCo envs takes a while
+      vec_->observe_into(std::span<float>(obs.data_ptr<float>(), obs.numel()));
+      vec_->reset(seed);
+    }
+    return result(obs, /*stepped=*/false);
+  }
+
+  void send(const at::Tensor& actions) {
+    require_idle("send()");
+    at::Tensor a = checked_actions(actions);
+    observations_ = next_observations();
+    std::lock_guard lock(mutex_);
+    actions_ = std::move(a);
+    pending_ = true;
+    error_ = nullptr;
+    cv_.notify_all();
+  }
+
+  StepResult recv() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!pending_ && !done_) fail("recv() without a send() before it: call send(actions) first");
+    }
+    sleep_until(
+        [this](std::chrono::nanoseconds limit) {
+          std::unique_lock lock(mutex_);
+          return cv_.wait_for(lock, limit, [this] { return done_; });
+        },
+        std::nullopt, "an env step");
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      done_ = false;
+      error = std::exchange(error_, nullptr);
+    }
+    if (error) {
+      broken_ = true;
+      std::rethrow_exception(error);
+    }
+    return result(observations_, /*stepped=*/true);
+  }
+
+ private:
+  at::Tensor next_observations() const {
+    return torch::empty({vec_->size(), I(spec_.obs_dim)}, torch::kFloat);
+  }
+
+  void require_idle(const char* call) const {
+    if (broken_) fail("this env raised in an earlier step and cannot step again: make a new one");
+    std::lock_guard lock(mutex_);
+    if (pending_ || done_) fail("{} while a step sent with send() is not received: call recv() first", call);
+  }
+
+  // The actions as the VecEnv reads them: [N] int32 for a discrete space, [N, action_dim] float32 for
+  // a continuous one (a [N] tensor is taken for action_dim = 1), contiguous on the CPU.
+  at::Tensor checked_actions(const at::Tensor& actions) const {
+    const I n = vec_->size();
+    if (actions.device().type() != c10::DeviceType::CPU)
+      fail("actions on {} : pass them on the CPU (actions.cpu())", actions.device().str());
+    if (spec_.discrete()) {
+      if (actions.dim() != 1 || actions.size(0) != n || at::isFloatingType(actions.scalar_type()))
+        raise<ShapeError>("actions of {} for {} envs of {} actions: pass {} integers, one an env", described(actions),
+                          n, spec_.num_actions, n);
+      at::Tensor a = actions.to(torch::kInt).contiguous();
+      const auto bad = (a < 0).logical_or(a >= spec_.num_actions);
+      if (bad.any().item<bool>())
+        raise<ShapeError>("action {} is out of range for env '{}': use 0..{}", a.index({bad}).index({0}).item<int>(),
+                          spec_.name, spec_.num_actions - 1);
+      return a;
+    }
+    const I dim = spec_.action_dim;
+    const bool shaped = (actions.dim() == 2 && actions.size(0) == n && actions.size(1) == dim) ||
+                        (dim == 1 && actions.dim() == 1 && actions.size(0) == n);
+    if (!shaped || !at::isFloatingType(actions.scalar_type()))
+      raise<ShapeError>("actions of {} for {} envs of {} continuous dims: pass a float array of shape ({}, {})",
+                        described(actions), n, dim, n, dim);
+    return actions.to(torch::kFloat).contiguous();
+  }
+
+  // The stepper thread: waits for send(), steps, hands the step back.
+  void run(const std::stop_token& stop) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return pending_ || stop.stop_requested(); });
+      if (stop.stop_requested()) return;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        step_now();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      pending_ = false;
+      done_ = true;
+      error_ = error;
+      cv_.notify_all();
+    }
+  }
+
+  void step_now() {
+    vec_->observe_into(std::span<float>(observations_.data_ptr<float>(), observations_.numel()));
+    const bool stepped =
+        spec_.discrete() ? vec_->step(std::span<const std::int32_t>(actions_.data_ptr<std::int32_t>(), actions_.numel()))
+                         : vec_->step(std::span<const float>(actions_.data_ptr<float>(), actions_.numel()));
+    if (!stepped) fail("the env refused the actions (checked before sending: a bug in tandem.envs)");
+  }
+
+  template <class T>
+  static at::Tensor copy_of(std::span<const T> values, at::ScalarType dtype) {
+    at::Tensor out = torch::empty({I(values.size())}, dtype);
+    std::memcpy(out.data_ptr(), values.data(), values.size_bytes());
+    return out;
+  }
+
+  StepResult result(const at::Tensor& obs, bool stepped) const {
+    StepResult r;
+    r.observations = obs;
+    r.rewards = copy_of(vec_->rewards(), torch::kFloat);
+    r.terminated = copy_of(vec_->terminated(), torch::kUInt8).to(torch::kBool);
+    r.truncated = copy_of(vec_->truncated(), torch::kUInt8).to(torch::kBool);
+    if (!stepped) {  // a reset ends no episode
+      r.rewards.zero_();
+      r.terminated.zero_();
+      r.truncated.zero_();
+    }
+    r.final_observations = copy_of(vec_->final_observations(), torch::kFloat).view({vec_->size(), I(spec_.obs_dim)});
+    r.episode_returns = copy_of(vec_->episode_returns(), torch::kDouble);
+    r.episode_lengths = copy_of(vec_->episode_lengths(), torch::kInt);
+    return r;
+  }
+
+  EnvSpec spec_;
+  std::unique_ptr<envs::VecEnv> vec_;
+  at::Tensor observations_;  // where the step in flight writes its observations
+  at::Tensor actions_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool pending_ = false;  // sent, not yet stepped
+  bool done_ = false;     // stepped, not yet received
+  bool broken_ = false;   // an env threw: the VecEnv must not step again (vec_env.hpp)
+  std::exception_ptr error_;
+  std::jthread stepper_;  // last: joins before the members it uses go
+};
+
+py::dict spaces_of(const EnvSpec& spec) {
+  py::dict d;
+  d["name"] = spec.name;
+  d["obs_dim"] = spec.obs_dim;
+  d["num_actions"] = spec.num_actions;
+  d["action_dim"] = spec.action_dim;
+  d["action_low"] = spec.action_low;
+  d["action_high"] = spec.action_high;
+  d["max_episode_steps"] = spec.max_episode_steps;
+  return d;
+}
+
+}  // namespace
+
+void bind_envs(py::module_& m) {
+  py::class_<StepResult>(m, "StepResult")
+      .def_readonly("observations", &StepResult::observations)
+      .def_readonly("rewards", &StepResult::rewards)
+      .def_readonly("terminated", &StepResult::terminated)
+      .def_readonly("truncated", &StepResult::truncated)
+      .def_readonly("final_observations", &StepResult::final_observations)
+      .def_readonly("episode_returns", &StepResult::episode_returns)
+      .def_readonly("episode_lengths", &StepResult::episode_lengths);
+
+  py::class_<PyVecEnv>(m, "VecEnv")
+      .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle threads,
+                       py::handle seed) {
+             EnvSettings settings;
+             settings.name = name;
+             settings.plugin = plugin;
+             const int n = integer_as<int>(num_envs, "num_envs", 1, 65536);
+             const int k = integer_as<int>(threads, "threads", 1, 1024);
+             if (k > n) fail("threads={} is more than num_envs={}: use threads 1..{}", k, n, n);
+             return std::make_unique<PyVecEnv>(settings, n, k, integer_as<std::uint64_t>(seed, "seed"));
+           }),
+           py::arg("name"), py::arg("plugin"), py::arg("num_envs"), py::arg("threads"), py::arg("seed"))
+      .def_property_readonly("spec", [](const PyVecEnv& v) { return spaces_of(v.spec()); })
+      .def_property_readonly("num_envs", &PyVecEnv::size)
+      .def_property_readonly("threads", &PyVecEnv::threads)
+      .def(
+          "reset",
+          [](PyVecEnv& v, py::handle seed) {
+            std::optional<std::uint64_t> s;
+            if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
+            return v.reset(s);
+          },
+          py::arg("seed"))
+      .def("send", &PyVecEnv::send, py::arg("actions"))
+      .def("recv", &PyVecEnv::recv);
+}
+
+}  // namespace tandem::python

@@ -1,0 +1,149 @@
+"""Tandem's C++ environments from your own Python loop, with Gymnasium's vector API (as EnvPool is used).
+
+    import tandem.envs
+    envs = tandem.envs.make("hopper", num_envs=16, threads=2, seed=0)
+    obs, info = envs.reset(seed=0)                       # (16, 11) float32
+    for _ in range(1000):
+        actions = policy(obs)                            # (16, 3) in envs.single_action_space
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        done = info["_episode"]                          # where an episode just ended
+        returns = info["episode"]["r"][done]
+    envs.close()                                          # or `with tandem.envs.make(...) as envs:`
+
+The envs are stepped in C++ by ``threads`` threads (the GIL is released meanwhile); ``send(actions)``
+then ``recv()`` is the same step split in two, so Python can work while the envs step. Every built-in
+env (``cartpole``, ``acrobot``, ``mountaincar``, ``pendulum``, ``hopper``, ``walker2d``, ``halfcheetah``,
+``ant``, ``null``: the job config's ``env.name``) and a C plugin (``make("plugin", plugin="lib.so")``)
+is reachable this way.
+
+Auto-reset is same-step, as in Gymnasium 0.29 and EnvPool (envs/vec_env.hpp): the step that ends an
+episode returns the next episode's first observation; the last one is in
+``info["final_observation"][i]`` where ``info["_final_observation"][i]``. ``info["episode"]`` holds
+``r`` (return) and ``l`` (length) of the episodes that just ended, where ``info["_episode"]``. A
+learner bootstraps from the final observation where ``truncated & ~terminated``.
+
+Outputs are numpy arrays (``backend="torch"``: tensors) made for each call, the envs writing their
+observations straight into the returned array, so an earlier step's arrays are never overwritten.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+from . import _args, _tandem
+from .errors import Error
+from .spaces import Box, Discrete
+
+__all__ = ["VectorEnv", "make", "Box", "Discrete"]
+
+_BACKENDS = ("numpy", "torch")
+
+
+class VectorEnv:
+    """``num_envs`` envs of one kind, stepped in C++ by ``threads`` threads. See the module's docstring."""
+
+    metadata: Dict[str, Any] = {"autoreset_mode": "same-step"}
+
+    def __init__(self, name: str, num_envs: int = 1, *, threads: int = 1, seed: int = 0,
+                 plugin: Optional[str] = None, backend: str = "numpy"):
+        name = _args.text("tandem.envs.make name", name)
+        if backend not in _BACKENDS:
+            raise Error(f"tandem.envs.make backend={backend!r} is not one of {_BACKENDS}: pass 'numpy' or 'torch'")
+        if (plugin is None) != (name != "plugin"):
+            raise Error("tandem.envs.make: a plugin env is make('plugin', plugin='path/to/lib.so'), and only a plugin "
+                        f"takes plugin= (name={name!r}, plugin={plugin!r})")
+        plugin = "" if plugin is None else _args.path("tandem.envs.make plugin", plugin)
+        self._env = _tandem.VecEnv(name, plugin, num_envs, threads, seed)
+        self._backend = backend
+        spec = self._env.spec
+        self.spec = spec
+        self.num_envs: int = self._env.num_envs
+        self.threads: int = self._env.threads
+        high = np.inf
+        self.single_observation_space = Box(-high, high, (spec["obs_dim"],), np.float32)
+        if spec["num_actions"] > 0:
+            self.single_action_space = Discrete(spec["num_actions"])
+            self.action_space = Box(0, spec["num_actions"] - 1, (self.num_envs,), np.int64)
+        else:
+            self.single_action_space = Box(spec["action_low"], spec["action_high"], (spec["action_dim"],), np.float32)
+            self.action_space = Box(spec["action_low"], spec["action_high"], (self.num_envs, spec["action_dim"]),
+                                    np.float32)
+        self.observation_space = Box(-high, high, (self.num_envs, spec["obs_dim"]), np.float32)
+        self._closed = False
+
+    # --- Gymnasium's vector API
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> Tuple[Any, dict]:
+        """Resets every env; with ``seed`` the envs' streams restart from it (reproducible), without it
+        they go on. Returns ``(observations, info)``."""
+        self._check_open()
+        if options:
+            raise Error(f"tandem.envs reset options={options!r}: the built-in envs take no reset options")
+        r = self._env.reset(seed)
+        return self._out(r.observations), {}
+
+    def step(self, actions) -> Tuple[Any, Any, Any, Any, dict]:
+        """One step of every env: ``(observations, rewards, terminated, truncated, info)``."""
+        self.send(actions)
+        return self.recv()
+
+    def send(self, actions) -> None:
+        """Starts a step of every env with ``actions`` and returns at once; ``recv()`` returns it."""
+        self._check_open()
+        self._env.send(_as_tensor(actions))
+
+    def recv(self) -> Tuple[Any, Any, Any, Any, dict]:
+        """Waits for the step ``send()`` started (the GIL released) and returns it as ``step()`` does."""
+        self._check_open()
+        r = self._env.recv()
+        done = r.terminated | r.truncated
+        info = {
+            "final_observation": self._out(r.final_observations),
+            "_final_observation": self._out(done),
+            "episode": {"r": self._out(r.episode_returns), "l": self._out(r.episode_lengths)},
+            "_episode": self._out(done),
+        }
+        return (self._out(r.observations), self._out(r.rewards), self._out(r.terminated), self._out(r.truncated),
+                info)
+
+    def close(self) -> None:
+        """Stops the stepping threads and frees the envs; calls after it raise. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._env = None
+
+    def __enter__(self) -> "VectorEnv":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"tandem.envs.VectorEnv({self.spec['name']!r}, num_envs={self.num_envs}, threads={self.threads})"
+                + (" (closed)" if self._closed else ""))
+
+    # --- helpers
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Error("this tandem.envs.VectorEnv is closed: make a new one with tandem.envs.make(...)")
+
+    def _out(self, tensor: torch.Tensor):
+        return tensor if self._backend == "torch" else tensor.numpy()
+
+
+def _as_tensor(actions) -> torch.Tensor:
+    if isinstance(actions, torch.Tensor):
+        return actions.detach()
+    try:
+        return torch.from_numpy(np.ascontiguousarray(actions))
+    except TypeError:
+        return torch.as_tensor(actions)
+
+
+def make(name: str, num_envs: int = 1, *, threads: int = 1, seed: int = 0, plugin: Optional[str] = None,
+         backend: str = "numpy") -> VectorEnv:
+    """``num_envs`` envs named ``name`` (the job config's ``env.name``), stepped by ``threads`` threads,
+    seeded from ``seed``; ``backend``: ``"numpy"`` or ``"torch"`` outputs."""
+    return VectorEnv(name, num_envs, threads=threads, seed=seed, plugin=plugin, backend=backend)
