@@ -180,9 +180,9 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   if (deterministic) lockstep.emplace(settings.rl.slots_per_update / d.num_actors, wait_s);
 
   if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
-  log::info("rollout: {} x {} steps of '{}' per slot into ring {} at slot {}, {}{}", d.envs, d.steps,
-            source.spec().name, ctx.index, writer.ring().head.load(), model.describe(),
-            deterministic ? ", deterministic" : "");
+  log::info("rollout: {} x {} steps of '{}'{} per slot into ring {} at slot {}, {}{}", d.envs, d.steps,
+            source.spec().name, env.threads() > 1 ? fmt::format(" on {} threads", env.threads()) : "", ctx.index,
+            writer.ring().head.load(), model.describe(), deterministic ? ", deterministic" : "");
 
   Reporter reporter(ctx, writer);
   const std::function<bool()> stop = [&] { return ctx.stopping(); };

@@ -1,6 +1,7 @@
 // Deterministic mode end to end: `tandem run` with run.deterministic = true, one learner and two
 // rollout actors as separate processes, twice: the final checkpoints are byte-identical, whatever the
-// scheduling of the processes; another env.seed gives another checkpoint (the comparison can fail).
+// scheduling of the processes and whatever env.threads; another env.seed gives another checkpoint
+// (the comparison can fail).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -36,7 +37,7 @@ evaluators = 0
 )";
 
 // Runs the job to its end and returns its final checkpoint's bytes.
-std::string final_checkpoint(const std::vector<std::string>& sets = {}) {
+std::string final_checkpoint(const std::vector<std::string>& sets = {}, const std::string& expect_line = "") {
   // [run] is the fixture's: run.deterministic comes in through --set.
   test::RlJob job("rldet", 2, kJob);
   std::vector<std::string> all = {"run.deterministic=true"};
@@ -47,6 +48,7 @@ std::string final_checkpoint(const std::vector<std::string>& sets = {}) {
   INFO(out);
   CHECK(rc == 0);
   CHECK(out.find("deterministic") != std::string::npos);  // the learner ran in lockstep
+  CHECK(out.find(expect_line) != std::string::npos);
   CHECK(job.segments_left().empty());
   const auto ckpts = job.checkpoints();
   REQUIRE(ckpts.size() == 1);
@@ -65,4 +67,13 @@ TEST_CASE("deterministic mode: two runs give byte-identical final checkpoints" *
   const std::string other_seed = final_checkpoint({"env.seed=1"});
   CHECK(other_seed.size() == first.size());
   CHECK(other_seed != first);
+}
+
+TEST_CASE("deterministic mode: env.threads changes nothing in the checkpoint, CartPole or MuJoCo Hopper" *
+          doctest::timeout(300)) {
+  const std::string cartpole = final_checkpoint();
+  CHECK(final_checkpoint({"env.threads=4"}, "steps of 'CartPole-v1' on 4 threads") == cartpole);
+  const std::string hopper = final_checkpoint({"env.name=hopper"});
+  CHECK(final_checkpoint({"env.name=hopper", "env.threads=3"}, "steps of 'Hopper' on 3 threads") == hopper);
+  CHECK(hopper.size() != cartpole.size());  // a continuous policy of other shapes: a real Hopper run
 }

@@ -47,8 +47,9 @@ const char* const kHopperXml = R"mjcf(<mujoco model="tandem-hopper">
 </mujoco>
 )mjcf";
 
-// The hopper's torso with two legs; both feet at friction 0.9 (Gymnasium v5's fix of v4's 1.9).
-// Limbs collide with the ground only (conaffinity 0 on the body, 1 on the ground).
+// The hopper's torso with two legs; both feet at friction 1.9 (v2 to v4 gave the right foot 0.9 and
+// the left 1.9; Gymnasium v5 gives both 1.9). Limbs collide with the ground only (conaffinity 0 on
+// the body, 1 on the ground).
 const char* const kWalker2dXml = R"mjcf(<mujoco model="tandem-walker2d">
   <compiler angle="degree" inertiafromgeom="true"/>
   <option timestep="0.002" integrator="RK4"/>
@@ -72,7 +73,7 @@ const char* const kWalker2dXml = R"mjcf(<mujoco model="tandem-walker2d">
           <geom name="right_leg_capsule" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
           <body name="right_foot" pos="0 0 -0.5">
             <joint name="right_foot_hinge" type="hinge" axis="0 -1 0" range="-45 45"/>
-            <geom name="right_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06"/>
+            <geom name="right_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06" friction="1.9 0.1 0.1"/>
           </body>
         </body>
       </body>
@@ -84,7 +85,7 @@ const char* const kWalker2dXml = R"mjcf(<mujoco model="tandem-walker2d">
           <geom name="left_leg_capsule" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
           <body name="left_foot" pos="0 0 -0.5">
             <joint name="left_foot_hinge" type="hinge" axis="0 -1 0" range="-45 45"/>
-            <geom name="left_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06"/>
+            <geom name="left_foot_capsule" type="capsule" fromto="0 0 0 0.2 0 0" size="0.06" friction="1.9 0.1 0.1"/>
           </body>
         </body>
       </body>
