@@ -66,63 +66,123 @@ std::unique_ptr<envs::Env> make_task(const std::string& task) {
   return envs::make_env(task);
 }
 
+// The bare loop: the envs' own mjData driven by hand (mujoco_options.hpp).
+class BareLoop {
+ public:
+  BareLoop(const std::string& task, const MujocoBenchOptions& o) : envs_(o.envs) {
+    list_.reserve(static_cast<std::size_t>(envs_));
+    rngs_.reserve(static_cast<std::size_t>(envs_));
+    for (int e = 0; e < envs_; ++e) {
+      list_.push_back(make_task(task));
+      rngs_.emplace_back(envs::env_seed(kJobSeed, 0, static_cast<std::uint64_t>(e)));  // as VecEnv seeds env e
+    }
+    scratch_.resize(static_cast<std::size_t>(list_[0]->spec().obs_dim));
+    for (std::size_t i = 0; i < list_.size(); ++i) list_[i]->reset(rngs_[i], scratch_.data());
+    const auto& first = dynamic_cast<const LocomotionEnv&>(*list_[0]);
+    model_ = &first.model();
+    frame_skip_ = first.frame_skip();
+    lengths_.assign(static_cast<std::size_t>(envs_), 0);
+    table_ = action_table(static_cast<std::size_t>(envs_) * static_cast<std::size_t>(model_->nu));
+  }
+
+  // Advances every env one step; returns the episodes that ended.
+  long step() {
+    const int nu = model_->nu;
+    const float* actions = &table_[static_cast<std::size_t>(row_++ % kActionRows) * envs_ * nu];
+    long ended = 0;
+    for (int e = 0; e < envs_; ++e) {
+      const auto i = static_cast<std::size_t>(e);
+      auto& env = static_cast<LocomotionEnv&>(*list_[i]);
+      mjData* d = &env.mutable_data();
+      for (int j = 0; j < nu; ++j) d->ctrl[j] = actions[e * nu + j];
+      for (int k = 0; k < frame_skip_; ++k) mj_step(model_, d);
+      env.after_physics();
+      if (!env.healthy() || ++lengths_[i] >= 1000) {
+        env.reset(rngs_[i], scratch_.data());
+        lengths_[i] = 0;
+        ++ended;
+      }
+    }
+    return ended;
+  }
+
+ private:
+  int envs_;
+  std::vector<std::unique_ptr<envs::Env>> list_;
+  std::vector<envs::Rng> rngs_;
+  std::vector<float> scratch_, table_;
+  std::vector<int> lengths_;
+  const mjModel* model_ = nullptr;
+  int frame_skip_ = 1;
+  long row_ = 0;
+};
+
+// VecEnv over the same envs, seeds and actions.
+class VecLoop {
+ public:
+  VecLoop(const std::string& task, int threads, const MujocoBenchOptions& o)
+      : vec_(make_envs(task, o.envs), kJobSeed, 0, 0, threads) {
+    width_ = static_cast<std::size_t>(o.envs) * static_cast<std::size_t>(vec_.spec().action_dim);
+    table_ = action_table(width_);
+  }
+
+  long step() {
+    const std::span<const float> actions(&table_[static_cast<std::size_t>(row_++ % kActionRows) * width_], width_);
+    if (!vec_.step(actions)) fail("VecEnv refused {}'s actions", vec_.spec().name);
+    long ended = 0;
+    for (int e = 0; e < vec_.size(); ++e) ended += vec_.done(e);
+    return ended;
+  }
+
+ private:
+  static std::vector<std::unique_ptr<envs::Env>> make_envs(const std::string& task, int n) {
+    std::vector<std::unique_ptr<envs::Env>> list;
+    list.reserve(static_cast<std::size_t>(n));
+    for (int e = 0; e < n; ++e) list.push_back(make_task(task));
+    return list;
+  }
+  envs::VecEnv vec_;
+  std::size_t width_ = 0;
+  std::vector<float> table_;
+  long row_ = 0;
+};
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 }  // namespace
 
 int frame_skip_of(const std::string& task) { return dynamic_cast<const LocomotionEnv&>(*make_task(task)).frame_skip(); }
 
 LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
-  std::vector<std::unique_ptr<envs::Env>> list;
-  std::vector<envs::Rng> rngs;
-  list.reserve(static_cast<std::size_t>(o.envs));
-  rngs.reserve(static_cast<std::size_t>(o.envs));
-  for (int e = 0; e < o.envs; ++e) {
-    list.push_back(make_task(task));
-    rngs.emplace_back(envs::env_seed(kJobSeed, 0, static_cast<std::uint64_t>(e)));  // as VecEnv seeds env e
-  }
-  std::vector<float> scratch(static_cast<std::size_t>(list[0]->spec().obs_dim));
-  for (int e = 0; e < o.envs; ++e)
-    list[static_cast<std::size_t>(e)]->reset(rngs[static_cast<std::size_t>(e)], scratch.data());
-  const auto& first = dynamic_cast<const LocomotionEnv&>(*list[0]);
-  const mjModel* m = &first.model();
-  const int frame_skip = first.frame_skip(), nu = m->nu;
-  std::vector<int> lengths(static_cast<std::size_t>(o.envs), 0);
-  const std::vector<float> table = action_table(static_cast<std::size_t>(o.envs) * static_cast<std::size_t>(nu));
-  long row = 0;
-  return time_loop(o.envs, o.seconds, [&] {
-    const float* actions = &table[static_cast<std::size_t>(row++ % kActionRows) * o.envs * nu];
-    long ended = 0;
-    for (int e = 0; e < o.envs; ++e) {
-      const auto i = static_cast<std::size_t>(e);
-      auto& env = static_cast<LocomotionEnv&>(*list[i]);
-      mjData* d = &env.mutable_data();
-      for (int j = 0; j < nu; ++j) d->ctrl[j] = actions[e * nu + j];
-      for (int k = 0; k < frame_skip; ++k) mj_step(m, d);
-      env.after_physics();
-      if (!env.healthy() || ++lengths[i] >= 1000) {
-        env.reset(rngs[i], scratch.data());
-        lengths[i] = 0;
-        ++ended;
-      }
-    }
-    return ended;
-  });
+  BareLoop loop(task, o);
+  return time_loop(o.envs, o.seconds, [&] { return loop.step(); });
 }
 
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& o) {
-  std::vector<std::unique_ptr<envs::Env>> list;
-  list.reserve(static_cast<std::size_t>(o.envs));
-  for (int e = 0; e < o.envs; ++e) list.push_back(make_task(task));
-  envs::VecEnv vec(std::move(list), kJobSeed, /*actor_index=*/0, /*restarts=*/0, threads);
-  const auto width = static_cast<std::size_t>(o.envs) * static_cast<std::size_t>(vec.spec().action_dim);
-  const std::vector<float> table = action_table(width);
-  long row = 0;
-  return time_loop(o.envs, o.seconds, [&] {
-    const std::span<const float> actions(&table[static_cast<std::size_t>(row++ % kActionRows) * width], width);
-    if (!vec.step(actions)) fail("VecEnv refused {}'s actions", task);
-    long ended = 0;
-    for (int e = 0; e < vec.size(); ++e) ended += vec.done(e);
-    return ended;
-  });
+  VecLoop loop(task, threads, o);
+  return time_loop(o.envs, o.seconds, [&] { return loop.step(); });
+}
+
+double measure_paired_overhead(const std::string& task, const MujocoBenchOptions& o) {
+  BareLoop bare(task, o);
+  VecLoop vec(task, 1, o);
+  constexpr int kChunk = 4;  // steps of every env per turn: a few ms, short beside another process's bursts
+  double bare_cpu = 0, vec_cpu = 0;
+  const double budget = o.seconds * o.rounds;
+  for (int turn = 0; bare_cpu + vec_cpu < budget; ++turn) {
+    const bool bare_first = turn % 2 == 0;  // alternate who goes first, so neither always follows the other
+    for (int side = 0; side < 2; ++side) {
+      const bool run_bare = (side == 0) == bare_first;
+      const double start = thread_cpu_s();
+      for (int k = 0; k < kChunk; ++k) (void)(run_bare ? bare.step() : vec.step());
+      (run_bare ? bare_cpu : vec_cpu) += thread_cpu_s() - start;
+    }
+  }
+  return vec_cpu / bare_cpu - 1.0;
 }
 
 }  // namespace tandem::bench

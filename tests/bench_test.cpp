@@ -115,6 +115,7 @@ TEST_CASE("bench mujoco: VecEnv on 1 and 2 threads and the bare loop each report
     CHECK(row.at("vec_env").at("1").at("steps_per_cpu_s").get<double>() > 0);
     CHECK(row.at("vec_env").at("2").at("scaling_vs_1_thread").get<double>() > 0);
     CHECK(row.contains("overhead_1_thread_per_cpu_s"));
+    CHECK(row.at("overhead_1_thread_paired").get<double>() > -0.5);  // a ratio of two CPU times, less 1
   }
   const auto refused = test::run_command(fmt::format("{} bench mujoco --threads 2", test::tandem_binary()));
   CHECK(refused.status == 1);
