@@ -100,8 +100,8 @@ class PyVecEnv {
     }
     sleep_until(
         [this](std::chrono::nanoseconds limit) {
-          std::unique_lock lock(mutex_);
-          return cv_.wait_for(lock, limit, [this] { return done_; });
+      std::unique_lock lock(mutex_);
+      return cv_.wait_for(lock, limit, [this] { return done_; });
         },
         std::nullopt, "an env step");
     std::exception_ptr error;
@@ -118,9 +118,7 @@ class PyVecEnv {
   }
 
  private:
-  at::Tensor next_observations() const {
-    return torch::empty({vec_->size(), I(spec_.obs_dim)}, torch::kFloat);
-  }
+  at::Tensor next_observations() const { return torch::empty({vec_->size(), I(spec_.obs_dim)}, torch::kFloat); }
 
   void require_idle(const char* call) const {
     if (broken_) fail("this env raised in an earlier step and cannot step again: make a new one");
@@ -177,9 +175,10 @@ class PyVecEnv {
 
   void step_now() {
     vec_->observe_into(std::span<float>(observations_.data_ptr<float>(), observations_.numel()));
-    const bool stepped =
-        spec_.discrete() ? vec_->step(std::span<const std::int32_t>(actions_.data_ptr<std::int32_t>(), actions_.numel()))
-                         : vec_->step(std::span<const float>(actions_.data_ptr<float>(), actions_.numel()));
+    const bool stepped = spec_.discrete()
+                             ? vec_->step(
+                                   std::span<const std::int32_t>(actions_.data_ptr<std::int32_t>(), actions_.numel()))
+                             : vec_->step(std::span<const float>(actions_.data_ptr<float>(), actions_.numel()));
     if (!stepped) fail("the env refused the actions (checked before sending: a bug in tandem.envs)");
   }
 
@@ -262,9 +261,9 @@ void bind_envs(py::module_& m) {
       .def(
           "reset",
           [](PyVecEnv& v, py::handle seed) {
-            std::optional<std::uint64_t> s;
-            if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
-            return v.reset(s);
+    std::optional<std::uint64_t> s;
+    if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
+    return v.reset(s);
           },
           py::arg("seed"))
       .def("send", &PyVecEnv::send, py::arg("actions"))
