@@ -11,7 +11,7 @@ namespace tandem {
 
 // Counts the batch (num_batches_tracked += 1) of every bn_act in its scope on this thread with one
 // launch, at apply(), where a fused path would otherwise launch a small add per BatchNorm (cuDNN's;
-// Tandem's kernels count in place): 20 of a ResNet-18 step's launches (docs/BENCHMARKS.md, "Our kernels").
+// Tandem's kernels count in place): 20 of a ResNet-18 step's launches (docs/results/HISTORY.md, "Our kernels").
 //   BatchCounts counts;  Tensor h = ...bn_act(...)...;  counts.apply();
 // A scope left without apply() (an exception) counts nothing: the step failed. Scopes nest; each
 // collects what runs while it is the innermost. Threads: the creating thread's, as bn_act's.

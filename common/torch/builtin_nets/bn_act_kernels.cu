@@ -12,7 +12,7 @@ namespace tandem::bn_act_kernels {
 namespace {
 
 // The reductions run one wide block per SM (at most): few partial sums for the last block to add.
-// They reach under half of HBM's bandwidth (docs/BENCHMARKS.md, "Our kernels"); L2 prefetch and
+// They reach under half of HBM's bandwidth (docs/results/HISTORY.md, "Our kernels"); L2 prefetch and
 // 512-thread blocks measured slower (docs/results/bn-reduce-variants-h200.txt).
 constexpr int kReduceThreads = 1024;
 constexpr int kApplyThreads = 256;

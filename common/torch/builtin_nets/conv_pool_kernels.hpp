@@ -13,7 +13,7 @@
 //   and written as 16-byte vectors (ATen's channels-last pool reads one element per thread).
 // pool_linear: a classifier head, the global average pool and the linear layer after it, in one
 //   launch with float32 logits (ATen: a reduction, cuBLAS's split-K GEMM for [N, C] x [C, classes]
-//   and its memset; measured: docs/BENCHMARKS.md, "Our kernels"). A block per
+//   and its memset; measured: docs/results/HISTORY.md, "Our kernels"). A block per
 //   image: its threads average the image's pixels per channel into shared memory, then each warp
 //   takes classes, a dot product over the channels. Its backward is one more launch
 //   (pool_linear_backward: ATen's is two GEMMs, a reduction for the bias and the pool's broadcast):

@@ -6,7 +6,7 @@
 //
 // Why: a block's input x feeds its first convolution and its shortcut, so autograd sums two
 // gradients for x: an add kernel reading both and writing a third tensor, 3 passes over every
-// block input (measured: docs/BENCHMARKS.md, "Our kernels against what ATen and cuDNN ran").
+// block input (measured: docs/results/HISTORY.md, "Our kernels against what ATen and cuDNN ran").
 // Handing the shortcut `x_again`, a second output of this op, makes autograd bring the shortcut's
 // gradient to this op's backward, which has cuDNN blend its data gradient into that tensor
 // (conv_dgrad_accumulate, beta = 1): the sum costs one extra read inside the dgrad kernel.

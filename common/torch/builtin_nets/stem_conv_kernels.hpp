@@ -3,7 +3,7 @@
 // (TANDEM_GPU_KERNELS).
 //
 // A conv3x3 (padding 1, stride 1, no bias) over 1-4 input channels is too thin for cuDNN's
-// tensor-core kernels: it runs generic ones (measured: docs/BENCHMARKS.md, "Our kernels against what
+// tensor-core kernels: it runs generic ones (measured: docs/results/HISTORY.md, "Our kernels against what
 // ATen and cuDNN ran"), for work that is a write of the output (forward) or a read of
 // the output's gradient (weight gradient). Here a block covers a run of 4 image rows for every
 // output channel, each thread 4 x 8 consecutive pixels of one channel, so each input value read from

@@ -42,7 +42,7 @@ __device__ __forceinline__ int ik_of_ki(int k, int in_channels, int kernel_area)
 // transpose. Global memory is read and written in order (coalesced) and the transposing side goes
 // through shared memory, at a stride of K between neighbouring threads (conflict-free for odd K,
 // 3x3's 9). Reading the source strided from global memory instead ran at a third of the copy
-// bandwidth (docs/BENCHMARKS.md, "Our kernels"). A slab beyond kStagedFloats goes strided
+// bandwidth (docs/results/HISTORY.md, "Our kernels"). A slab beyond kStagedFloats goes strided
 // through global memory, the way that still fits.
 template <typename Src, typename Dst, bool kToChannelsLast>
 __global__ void __launch_bounds__(kThreads) convert(Jobs jobs) {
