@@ -1,6 +1,8 @@
 """The package itself: what it exports, its type stubs, and that its waits let other threads run."""
 
 import pathlib
+import shutil
+import subprocess
 import threading
 import time
 
@@ -16,6 +18,20 @@ def test_the_package_exports_every_part_and_ships_type_stubs():
         assert hasattr(tandem, part)
     here = pathlib.Path(tandem.__file__).parent
     assert (here / "_tandem.pyi").is_file() and (here / "py.typed").is_file()
+
+
+def test_the_extension_exports_its_init_function_alone():
+    # Any other exported definition (our copies of libstdc++'s templates above all) is what libraries
+    # loaded after the extension bind to: libmujoco crashed in a copy of std::istream's (export.map).
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) is not installed")
+    from tandem import _tandem
+    out = subprocess.run(["nm", "-D", "--defined-only", _tandem.__file__], capture_output=True, text=True,
+                         check=True).stdout
+    linker_marks = {"__bss_start", "_edata", "_end"}
+    exported = [fields[-1] for fields in map(str.split, out.splitlines())
+                if fields[1] in "TDBRVWiu" and fields[-1] not in linker_marks]  # upper case: global
+    assert exported == ["PyInit__tandem"], exported[:10]
 
 
 def test_a_blocking_wait_releases_the_gil(name):
