@@ -1,6 +1,6 @@
 #include "python/bindings/tensors.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <torch/version.h>
 
 #include "python/bindings/errors.hpp"

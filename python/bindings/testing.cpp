@@ -1,7 +1,7 @@
 // _tandem._testing: what the pytest suite and `tandem bench python` need to check bytes (not API).
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
