@@ -87,7 +87,7 @@ int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
   torch::set_num_threads(settings.actor.threads);
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
-  Model model = make_rl_model(settings.model, source.spec());
+  Model model = make_rl_model(settings.model, settings.rl, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
   Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);

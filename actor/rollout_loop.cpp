@@ -159,7 +159,7 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
 
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
-  Model model = make_rl_model(settings.model, source.spec());
+  Model model = make_rl_model(settings.model, settings.rl, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);

@@ -52,7 +52,7 @@ TANDEM_CHILD("rl-evaluator") {  // args: job, config file, run dir
 TEST_CASE("RL evaluator: greedy episodes from its seeds repeat exactly, and their statistics are consistent") {
   const JobSettings config = test::rl_config(kConfig);
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   const PolicyHead head = policy_head_for(source.spec());
   const auto a = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
   const auto b = actor::play_greedy(model, head, source, 7, envs::eval_seed(3), 1);
@@ -75,7 +75,7 @@ TEST_CASE("RL evaluator: each new version and, at a stop, the final one become r
   std::ofstream(config_path) << kConfig;
   const JobSettings config = test::rl_config(kConfig);
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   learner::ModelPublisher publisher(shm::job_segment_name(job, shm::Kind::weights), flat,
                                     {.model = "actor_critic_mlp"});

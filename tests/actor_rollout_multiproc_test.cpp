@@ -47,7 +47,7 @@ int rollout_child() {
 struct Learner {
   JobSettings config;
   envs::EnvSource source{config.env};
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   learner::ModelPublisher publisher;
   std::uint64_t step = 0;

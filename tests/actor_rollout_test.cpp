@@ -20,7 +20,7 @@ namespace {
 std::uint32_t fill_and_replay(const std::string& toml, std::uint32_t steps, std::uint32_t envs, int slots) {
   const JobSettings config = test::rl_config(toml);
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   envs::VecEnv env(source.make(static_cast<int>(envs)), 7, 0);
   envs::VecEnv replay(source.make(static_cast<int>(envs)), 7, 0);
   const std::string job = test::unique_name("rollout");
@@ -59,7 +59,7 @@ TEST_CASE("rollout: CartPole slots hold the envs' steps, the acting policy's out
 TEST_CASE("rollout: CartPole rewards are 1 and a slot's episodes are its done steps") {
   const JobSettings config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n");
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   envs::VecEnv env(source.make(8), 1, 2);
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(source.spec(), 3, 1, 50, 8));
@@ -99,7 +99,7 @@ TEST_CASE("rollout: the example plugin env is acted through dlopen") {
 TEST_CASE("rollout: a stop mid-slot leaves the slot incomplete, uncommitted") {
   const JobSettings config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"actor_critic_mlp\"\n");
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   envs::VecEnv env(source.make(2), 1, 0);
   const std::string job = test::unique_name("rollout");
   shm::ExperienceRings rings = shm::ExperienceRings::create(job, test::ring_shape(source.spec(), 1, 2, 16, 2));
@@ -117,7 +117,7 @@ TEST_CASE("rollout: rings shaped for another env are a one-line error naming the
   const JobSettings config = test::rl_config(
       "[env]\nname = \"cartpole\"\nenvs = 4\n[model]\nname = \"actor_critic_mlp\"\n");
   const envs::EnvSource source(config.env);
-  Model model = make_rl_model(config.model, source.spec());
+  Model model = make_rl_model(config.model, config.rl, source.spec());
   envs::VecEnv env(source.make(4), 1, 0);
   const envs::EnvSource other(test::rl_config("[env]\nname = \"acrobot\"\n").env);
   const std::string job = test::unique_name("rollout");
@@ -133,7 +133,7 @@ TEST_CASE("rollout: rings shaped for another env are a one-line error naming the
 TEST_CASE("rollout: a model without a value head is refused, naming the model") {
   const JobSettings config = test::rl_config("[env]\nname = \"cartpole\"\n[model]\nname = \"mlp\"\n");
   const envs::EnvSource source(config.env);
-  const std::string err = test::error_of([&] { (void)make_rl_model(config.model, source.spec()); });
+  const std::string err = test::error_of([&] { (void)make_rl_model(config.model, config.rl, source.spec()); });
   CHECK(err.find("model 'mlp'") != std::string::npos);
   CHECK(err.find("no value head") != std::string::npos);
 }

@@ -180,7 +180,7 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
 double distance_from_initial(const std::string& checkpoint, const std::string& config_path) {
   const JobSettings settings = JobSettings::parse(load_program_config(config_path, {}), {});
   const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
-  Model initial = make_rl_model(settings.model, env);
+  Model initial = make_rl_model(settings.model, settings.rl, env);
   const safetensors::Contents c = safetensors::load_file(checkpoint);
   double most = 0;
   for (const auto& [name, t] : initial.named_parameters())
@@ -242,7 +242,7 @@ TEST_CASE("rl learner: deterministic mode refuses a batch that does not divide a
 TEST_CASE("rl learner: a model without a value head is refused naming the model and the env") {
   const ModelSettings mlp{.name = "mlp"};
   const envs::EnvSpec env = envs::make_env("CartPole-v1")->spec();
-  const std::string error = error_of([&] { make_rl_model(mlp, env); });
+  const std::string error = error_of([&] { make_rl_model(mlp, RlSettings{}, env); });
   CHECK(error.find("model 'mlp'") != std::string::npos);
   CHECK(error.find("CartPole-v1") != std::string::npos);
 }
@@ -257,7 +257,7 @@ TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) action
     const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
     const PolicyHead head = policy_head_for(env);
     REQUIRE(head.is_continuous());
-    Model model = make_rl_model(settings.model, env);
+    Model model = make_rl_model(settings.model, settings.rl, env);
     const torch::Tensor before = model.parameters().front().flatten().clone();
     Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
     rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, settings.rl,

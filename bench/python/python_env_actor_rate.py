@@ -25,7 +25,7 @@ T = 32
 def main():
     kind, envs, slots = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     job = "local" if kind == "c++" else f"pyrate{os.getpid()}"
-    pub = tandem.WeightPublisher(ActorCriticMlp(4, 2), job, persist=False)  # the twin: the same signature
+    pub = tandem.WeightPublisher(ActorCriticMlp(4, 2, False), job, persist=False)  # the twin: the same signature
     pub.publish(1)
     rings = tandem.ExperienceRings.create(job, actors=1, slots=4, steps=T, envs=envs, obs_dim=4, action="discrete",
                                           action_dim=1, logits_dim=2)

@@ -58,6 +58,8 @@ struct RlSettings {
   std::int64_t update_epochs = 4, minibatches = 4;
   double clip_coef = 0.2;
   bool clip_value = true, norm_adv = true;
+  bool norm_obs = false;     // running observation statistics inside the model (rl_model.hpp)
+  bool norm_reward = false;  // rewards over the running std of a discounted return (normalizers.hpp)
   double ent_coef = 0.01, vf_coef = 0.5, max_grad_norm = 0.5;
   double rho_bar = 1.0, c_bar = 1.0;
   bool anneal_lr = true;

@@ -121,6 +121,15 @@ void check_rl(JobSettings& s) {
         "config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "
         "TorchScript actor-critic returning (params, value)",
         s.model.name, algo);
+  if (s.rl.norm_obs && s.model.name != "actor_critic_mlp")
+    fail(
+        "config: rl.norm_obs = true normalises inside actor_critic_mlp, not model.name = \"{}\": set model.name = "
+        "\"actor_critic_mlp\", or rl.norm_obs = false and normalise in your model",
+        s.model.name);
+  if (s.rl.norm_obs && s.env.is_python())
+    fail(
+        "config: rl.norm_obs = true is not offered with env.name = \"python\" (the Python rollout actor's network "
+        "does not normalise): set rl.norm_obs = false");
   check_rl_batches(s);
 }
 

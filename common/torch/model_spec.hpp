@@ -15,6 +15,15 @@ struct ModelSpec {
   std::int64_t width = 28;
   std::int64_t num_classes = 10;
   std::uint64_t seed = 0;  // seeds LibTorch's default generator before initialising the weights
+  // actor_critic_mlp only (rl_model.hpp sets them; other networks ignore them):
+  std::int64_t gaussian_dims = 0;  // > 0: a Gaussian policy over this many action dimensions
+  bool norm_obs = false;           // normalise observations by running statistics held as buffers
 };
+
+// actor_critic_mlp's buffers with norm_obs: the running observation statistics (rl_model.hpp says
+// who updates them), float32 [obs_dim] x 2 and float64 [1].
+inline constexpr const char* kObsMeanBuffer = "obs_mean";
+inline constexpr const char* kObsVarBuffer = "obs_var";
+inline constexpr const char* kObsCountBuffer = "obs_count";
 
 }  // namespace tandem

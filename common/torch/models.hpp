@@ -10,8 +10,10 @@
 //                     0.91 after two epochs (docs/results/HISTORY.md, "Fashion-MNIST recipe"). On the
 //                     CPU each BatchNorm-ReLU-pool is one fused op (fused_bn_relu_pool.hpp)
 //   resnet18          ResNet-18, CIFAR variant for 32x32: 3x3 stride-1 stem, no max-pool
-//   actor_critic_mlp  flatten -> 64 -> 64 (tanh) trunk with a policy head (classes = actions) and a
-//                     value head; forward() gives the policy logits, forward_heads() {logits, value[B]}
+//   actor_critic_mlp  flatten -> 64 -> 64 (tanh) trunks for a policy head (classes = actions) and a
+//                     value head; forward() gives the policy logits, forward_heads() {logits, value[B]};
+//                     a Gaussian policy's log-std is a parameter, observations optionally normalised
+//                     by running statistics (ModelSpec::gaussian_dims, norm_obs; networks.cpp)
 // On the GPU the built-in networks run channels-last with BatchNorm, its residual add and ReLU
 // fused (networks.hpp says how). Any other name is a path to a TorchScript file (torch::jit::save / torch.jit.save) whose forward
 // takes [B, C, H, W] and returns logits (or a tuple whose first element is the logits).

@@ -15,14 +15,16 @@ PolicyHead policy_head_for(const EnvSpec& env) {
   return env.discrete() ? PolicyHead::discrete(env.num_actions) : PolicyHead::continuous(env.action_dim);
 }
 
-Model make_rl_model(const ModelSettings& settings, const EnvSpec& env) {
+Model make_rl_model(const ModelSettings& settings, const RlSettings& rl, const EnvSpec& env) {
   const PolicyHead head = policy_head_for(env);
   const ModelSpec spec{.name = settings.name,
                        .channels = 1,
                        .height = 1,
                        .width = env.obs_dim,
                        .num_classes = head.params_dim(),
-                       .seed = settings.seed};
+                       .seed = settings.seed,
+                       .gaussian_dims = head.is_continuous() ? head.action_dim() : 0,
+                       .norm_obs = rl.norm_obs};
   const std::string needs = fmt::format(
       "env '{}' needs {} policy outputs ({}) and a value head", env.name, head.params_dim(),
       env.discrete() ? fmt::format("{} action logits", env.num_actions)
@@ -45,6 +47,17 @@ Model make_rl_model(const ModelSettings& settings, const EnvSpec& env) {
     fail("model '{}' gives a value of shape [{}] for 2 observations, not one value each; {}: use actor_critic_mlp",
          spec.name, fmt::join(out[1].sizes(), ", "), needs);
   return std::move(*model);
+}
+
+std::optional<ObsStats> obs_stats_of(const Model& model) {
+  ObsStats stats;
+  for (auto& [name, t] : model.named_buffers()) {
+    if (name == kObsMeanBuffer) stats.mean = t;
+    if (name == kObsVarBuffer) stats.var = t;
+    if (name == kObsCountBuffer) stats.count = t;
+  }
+  if (!stats.mean.defined()) return std::nullopt;
+  return stats;
 }
 
 }  // namespace tandem

@@ -15,25 +15,26 @@ namespace {
 
 constexpr const char* kFormat = "tandem-checkpoint-1";  // the trainer's: one format for every learner
 
-NamedTensors everything(const Model& model, const Optimizer& optimizer) {
+NamedTensors everything(const Model& model, const Optimizer& optimizer, const NamedTensors& learner_state) {
   NamedTensors all;
   for (auto& [name, t] : model.named_parameters()) all.emplace_back("model." + name, t);
   for (auto& [name, t] : model.named_buffers()) all.emplace_back("model." + name, t);
   for (auto& [name, t] : optimizer.state_tensors()) all.emplace_back("optim." + name, t);
+  for (auto& [name, t] : learner_state) all.emplace_back("rl." + name, t);
   return all;
 }
 
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Model& model, const Optimizer& optimizer, std::int64_t step,
-                     const std::map<std::string, std::string>& extra) {
+                     const std::map<std::string, std::string>& extra, const NamedTensors& learner_state) {
   safetensors::Metadata meta(extra.begin(), extra.end());
   meta["format"] = kFormat;
   meta["step"] = std::to_string(step);
   meta["optimizer"] = optimizer.config().kind;
   meta["optimizer_steps"] = std::to_string(optimizer.steps_taken());
   meta["model"] = model.spec().name;
-  safetensors::save_file(path, everything(model, optimizer), meta);
+  safetensors::save_file(path, everything(model, optimizer, learner_state), meta);
 }
 
 std::uint64_t metadata_count(const std::string& path, const std::map<std::string, std::string>& meta,
@@ -48,7 +49,8 @@ std::uint64_t metadata_count(const std::string& path, const std::map<std::string
   return v;
 }
 
-Restored load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer) {
+Restored load_checkpoint(const std::string& path, Model& model, Optimizer& optimizer,
+                         const NamedTensors& learner_state) {
   const safetensors::Contents c = safetensors::load_file(path);
   if (c.meta("format") != kFormat)
     fail("{} is a '{}' file, not a {}: point resume at a Tandem checkpoint", path, c.meta("format"), kFormat);
@@ -56,7 +58,12 @@ Restored load_checkpoint(const std::string& path, Model& model, Optimizer& optim
     fail("{} holds {} optimizer state, this run uses {}: resume with the same optimizer or start afresh", path,
          c.meta("optimizer"), optimizer.config().kind);
   std::vector<std::pair<torch::Tensor, const torch::Tensor*>> copies;
-  for (auto& [name, into] : everything(model, optimizer)) {
+  for (auto& [name, into] : everything(model, optimizer, learner_state)) {
+    if (!c.has(name))
+      fail(
+          "{} has no tensor '{}': it was written with other rl.norm_obs / rl.norm_reward settings or another model; "
+          "resume with the settings that wrote it or start a new run dir",
+          path, name);
     const torch::Tensor& t = c.at(name);
     if (t.sizes() != into.sizes() || t.scalar_type() != into.scalar_type())
       fail("{} holds '{}' as {} [{}], this model has {} [{}]: resume with the model and env that wrote it", path, name,

@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "common/clock.hpp"
@@ -21,6 +22,7 @@
 #include "common/torch/rl_model.hpp"
 #include "envs/env_source.hpp"
 #include "learner/runtime.hpp"
+#include "learner/rl/normalizers.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
 #include "learner/rl/rl_setup.hpp"
 #include "learner/rl/slot_gather.hpp"
@@ -69,7 +71,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
 
   const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
   const PolicyHead head = policy_head_for(env);
-  Model model = make_rl_model(settings.model, env);
+  Model model = make_rl_model(settings.model, settings.rl, env);
   if (cuda) model.to(device);
   FlatParams flat = FlatParams::flatten(model);
   OptimizerConfig oc;
@@ -82,10 +84,15 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   Optimizer optimizer(model.named_parameters(), oc);
   model.train(true);
 
+  const std::optional<ObsStats> obs_stats = obs_stats_of(model);  // rl.norm_obs
+  std::optional<rl::RewardScaler> reward_scaler;
+  if (s.norm_reward) reward_scaler.emplace(rollout_actors, settings.env.envs, s.gamma);
+  const NamedTensors learner_state = reward_scaler ? reward_scaler->state() : NamedTensors{};
+
   std::int64_t step = 0;  // updates done
   std::uint64_t env_steps = 0, resumed_version = 0;
   if (auto latest = latest_checkpoint(runtime.run_dir())) {
-    const rl::Restored r = rl::load_checkpoint(*latest, model, optimizer);
+    const rl::Restored r = rl::load_checkpoint(*latest, model, optimizer, learner_state);
     step = r.step;
     resumed_version = rl::metadata_count(*latest, r.metadata, "version", 0);
     env_steps = rl::metadata_count(*latest, r.metadata, "env_steps", 0);
@@ -104,7 +111,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   runtime.checkpoint_with([&](const std::string& path, std::map<std::string, std::string> metadata) {
     metadata["env_steps"] = std::to_string(env_steps);
     metadata["algo"] = std::string(algo);
-    rl::save_checkpoint(path, model, optimizer, step, metadata);
+    rl::save_checkpoint(path, model, optimizer, step, metadata, learner_state);
   });
   auto at_update = [&] { return fmt::format("update {}, env step {}", step, env_steps); };
 
@@ -146,7 +153,13 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     }
     const double frac = 1.0 - static_cast<double>(env_steps) / static_cast<double>(s.total_env_steps);
     const double lr = s.anneal_lr ? base_lr * frac : base_lr;
-    const rl::UpdateStats st = updater.update(rl::make_batch(gatherer.slots(), rings.descriptor(), device), lr);
+    rl::Batch batch = rl::make_batch(gatherer.slots(), rings.descriptor(), device);
+    if (reward_scaler) batch.rewards.copy_(reward_scaler->scale(gatherer.slots(), batch.steps()));
+    if (obs_stats) {
+      runtime.wait_before_update();  // the statistics are in the bytes a publish may still be copying
+      rl::update_obs_stats(*obs_stats, batch.observations.narrow(0, 0, batch.steps()));
+    }
+    const rl::UpdateStats st = updater.update(batch, lr);
     const std::uint64_t consumed = slot_steps * gatherer.slots().size();
     const double lag_avg = lag_sum / static_cast<double>(gatherer.slots().size());
     gatherer.release();

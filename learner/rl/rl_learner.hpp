@@ -1,7 +1,8 @@
 // The RL learner (learner.algo = "ppo" | "vtrace"): tandem-learner runs it instead of the supervised
 // loop. It creates /tandem.<job>.exp with one ring per rollout actor (rl_setup.hpp), publishes the
-// initial weights, then repeats: gather rl.slots_per_update verified slots (slot_gather.hpp), one
-// update (update.hpp), release the slots, publish the new weights. Policy lag (the learner's version
+// initial weights, then repeats: gather rl.slots_per_update verified slots (slot_gather.hpp), scale
+// their rewards (rl.norm_reward) and fold their observations into the model's statistics (rl.norm_obs;
+// normalizers.hpp), one update (update.hpp), release the slots, publish the new weights. Policy lag (the learner's version
 // minus each slot's behaviour version), env steps, the mean return and length of the last 100
 // finished training episodes and the loss go to the control block after every update.
 //

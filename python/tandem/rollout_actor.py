@@ -42,22 +42,31 @@ _HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 class ActorCriticMlp(torch.nn.Module):
-    """common/torch/builtin_nets/networks.cpp ActorCriticMlp: the same names, shapes and registration order."""
+    """common/torch/builtin_nets/networks.cpp ActorCriticMlp: the same names, shapes and registration order.
 
-    def __init__(self, obs_dim: int, params_dim: int):
+    A continuous env's policy is Gaussian with its log-std a parameter of its own (one per action
+    dimension), appended to the head's means as the C++ network does."""
+
+    def __init__(self, obs_dim: int, policy_out: int, gaussian: bool):
         super().__init__()
+        if gaussian:
+            self.log_std = torch.nn.Parameter(torch.zeros(policy_out))
         self.fc1 = torch.nn.Linear(obs_dim, 64)
         self.fc2 = torch.nn.Linear(64, 64)
-        self.policy = torch.nn.Linear(64, params_dim)
+        self.policy = torch.nn.Linear(64, policy_out)
         self.vfc1 = torch.nn.Linear(obs_dim, 64)
         self.vfc2 = torch.nn.Linear(64, 64)
         self.value = torch.nn.Linear(64, 1)
+        self.gaussian = gaussian
 
     def heads(self, x: torch.Tensor):
         h = torch.tanh(F.linear(torch.tanh(F.linear(x, self.fc1.weight, self.fc1.bias)), self.fc2.weight, self.fc2.bias))
         v = torch.tanh(F.linear(torch.tanh(F.linear(x, self.vfc1.weight, self.vfc1.bias)), self.vfc2.weight,
                                 self.vfc2.bias))
-        return F.linear(h, self.policy.weight, self.policy.bias), F.linear(v, self.value.weight, self.value.bias)[:, 0]
+        params = F.linear(h, self.policy.weight, self.policy.bias)
+        if self.gaussian:
+            params = torch.cat([params, self.log_std.expand_as(params)], 1)
+        return params, F.linear(v, self.value.weight, self.value.bias)[:, 0]
 
 
 def sample(params: torch.Tensor, action_dim: int, continuous: bool, gen: torch.Generator):
@@ -148,7 +157,7 @@ def run(args, job) -> int:
     if follower is None or writer is None:
         return 0
     spec = vec.spec
-    model = ActorCriticMlp(spec["obs_dim"], spec["num_actions"] or 2 * spec["action_dim"])
+    model = ActorCriticMlp(spec["obs_dim"], spec["num_actions"] or spec["action_dim"], not vec.discrete)
     gen = torch.Generator().manual_seed(action_seed(args.seed, index, restarts))
     rollout = Rollout(model, vec, writer.shape, gen)
     shape = writer.shape

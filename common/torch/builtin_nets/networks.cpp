@@ -269,17 +269,38 @@ struct ResNet18 : Net {
 
 // CleanRL's PPO layout: separate 64x64 tanh trunks for the policy and the value (a shared trunk lets
 // the value loss disturb the policy's features), orthogonal weights with gain sqrt(2), and small heads:
-// policy 0.01 (a near-uniform first policy, log_std ~ 0 for a Gaussian), value 1.0. Zero biases.
+// policy 0.01 (a near-uniform first policy), value 1.0. Zero biases.
+// A Gaussian policy (gaussian_dims > 0) is CleanRL's continuous one: the head gives the means, the
+// log-std is a parameter of its own (one per dimension, starting at 0, so std 1), the same for every
+// state; heads() returns [mean, log_std] as policy.hpp reads them. A log-std that a head predicts per
+// state lets the exploration noise collapse where the value is flat, and learns slower on MuJoCo.
+// norm_obs: observations are normalised by the running statistics in the buffers obs_mean, obs_var
+// (gymnasium's NormalizeObservation: (x - mean) / sqrt(var + 1e-8), then clipped to +-10, as CleanRL
+// clips them), before both trunks. Buffers so that the weight slab publishes them with the weights and
+// checkpoints keep them; this network only reads them (rl_model.hpp says who writes them).
 struct ActorCriticMlp : Net {
   nn::Linear fc1{nullptr}, fc2{nullptr}, policy{nullptr}, vfc1{nullptr}, vfc2{nullptr}, value{nullptr};
+  Tensor log_std, obs_mean, obs_var;
   explicit ActorCriticMlp(const ModelSpec& s) {
     const std::int64_t in = s.channels * s.height * s.width;
+    const std::int64_t policy_out = s.gaussian_dims > 0 ? s.gaussian_dims : s.num_classes;
     fc1 = register_module("fc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
     fc2 = register_module("fc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
-    policy = register_module("policy", layer(nn::Linear(64, s.num_classes), 0.01));
+    policy = register_module("policy", layer(nn::Linear(64, policy_out), 0.01));
     vfc1 = register_module("vfc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
     vfc2 = register_module("vfc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
     value = register_module("value", layer(nn::Linear(64, 1), 1.0));
+    if (s.gaussian_dims > 0) {
+      if (2 * s.gaussian_dims != s.num_classes)
+        fail("actor_critic_mlp: a Gaussian policy over {} dimensions gives {} outputs, not {}", s.gaussian_dims,
+             2 * s.gaussian_dims, s.num_classes);
+      log_std = register_parameter("log_std", torch::zeros({s.gaussian_dims}));
+    }
+    if (s.norm_obs) {
+      obs_mean = register_buffer(kObsMeanBuffer, torch::zeros({in}));
+      obs_var = register_buffer(kObsVarBuffer, torch::ones({in}));
+      register_buffer(kObsCountBuffer, torch::full({1}, 1e-4, torch::kFloat64));  // gymnasium's starting count
+    }
   }
   static nn::Linear layer(nn::Linear l, double gain) {
     torch::NoGradGuard no_grad;
@@ -288,10 +309,13 @@ struct ActorCriticMlp : Net {
     return l;
   }
   std::vector<Tensor> heads(const Tensor& x) override {
-    const Tensor f = x.flatten(1);
+    Tensor f = x.flatten(1);
+    if (obs_mean.defined()) f = ((f - obs_mean) * (obs_var + 1e-8).rsqrt()).clamp(-10.0, 10.0);
     const Tensor h = torch::tanh(linear(fc2, torch::tanh(linear(fc1, f))));
     const Tensor v = torch::tanh(linear(vfc2, torch::tanh(linear(vfc1, f))));
-    return {linear(policy, h), linear(value, v).squeeze(-1)};
+    Tensor params = linear(policy, h);
+    if (log_std.defined()) params = torch::cat({params, log_std.expand_as(params)}, 1);
+    return {params, linear(value, v).squeeze(-1)};
   }
 };
 
