@@ -5,6 +5,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
 #include <vector>
 
@@ -22,6 +26,25 @@ std::string first_line(const std::exception& e) {
   return what.substr(0, what.find('\n'));
 }
 
+// Whether something accepts a TCP connection at host:port now (one attempt, a refused one returns at
+// once on a loopback or LAN address).
+bool accepts_connections(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool connected = false;
+  for (const addrinfo* a = found; a != nullptr && !connected; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return connected;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::milliseconds timeout) {
@@ -36,8 +59,13 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo& rank, std::chrono::mi
   opts.numWorkers = static_cast<std::size_t>(rank.world_size);
   opts.waitWorkers = false;  // arrival is checked below, where missing ranks can be named
   opts.timeout = timeout;
+  // A client waits for the store's port under our own deadline first: how long TCPStore's constructor
+  // retries a refused connection is LibTorch's to decide (LibTorch 2.11 was seen past timeout + 5 s).
+  while (!opts.isServer && !accepts_connections(rank.master_addr, rank.master_port) && clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   c10::intrusive_ptr<c10d::Store> store;
   try {
+    if (!opts.isServer && clock::now() >= deadline) throw std::runtime_error("nothing listens there");
     store = c10::make_intrusive<c10d::PrefixStore>(rank.store_prefix,
                                                    c10::make_intrusive<c10d::TCPStore>(rank.master_addr, opts));
   } catch (const std::exception& e) {
