@@ -37,7 +37,7 @@ TEST_CASE("an AOTInductor package of the built-in resnet18 follows three publish
   if (auto why = AotiPackage::unsupported()) FAIL("AOTInductor is unavailable although a GPU is: " << *why);
   const std::string package =
       (std::filesystem::temp_directory_path() / (test::unique_name("resnet18") + ".pt2")).string();
-  const std::string source = std::getenv("TANDEM_SOURCE_ROOT") ? std::getenv("TANDEM_SOURCE_ROOT") : ".";
+  const std::string source = test::source_root();
   const std::string python = std::getenv("TANDEM_PYTHON") ? std::getenv("TANDEM_PYTHON") : "python3";
   const std::string export_cmd = python + " " + source +
                                  "/tools/export_aoti.py --builtin resnet18 --max-batch 512 -o " + package;

@@ -137,8 +137,8 @@ cuda_graph = true
 min_interval_s = 0
 batch_size = 512
 )",
-                                       test::unique_name(tag), test::program_from_env("TANDEM_LEARNER"),
-                                       test::program_from_env("TANDEM_ACTOR"), (dir / tag).string(), data.name,
+                                       test::unique_name(tag), test::required_env("TANDEM_LEARNER"),
+                                       test::required_env("TANDEM_ACTOR"), (dir / tag).string(), data.name,
                                        learner_extra);
   const auto r = test::run_command(fmt::format("{} run '{}' 2>&1", test::tandem_binary(), config.string()));
   INFO(r.output);

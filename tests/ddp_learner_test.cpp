@@ -36,8 +36,7 @@ std::string slurp(const std::string& path) {
 
 // tandem-learner as rank `rank` of 2, run dir `dir` (its working directory), output in `log`.
 Child spawn_learner(const TempDir& dir, int rank, int port, std::int64_t steps, const std::string& log) {
-  const char* learner = std::getenv("TANDEM_LEARNER");
-  REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
+  const std::string learner = test::required_env("TANDEM_LEARNER");
   const std::string cmd = fmt::format(
       "cd {} && exec env -u TANDEM_JOB RANK={} WORLD_SIZE=2 LOCAL_RANK={} LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
       "MASTER_PORT={} {} job.toml --set supervised.steps={}",
@@ -151,8 +150,7 @@ TEST_CASE("data-parallel tandem-learner under torchrun: 2 ranks train to the end
   TinyCache cache("ddp-tiny");
   TempDir dir;
   write_job(dir, cache);
-  const char* learner = std::getenv("TANDEM_LEARNER");
-  REQUIRE_MESSAGE(learner != nullptr, "TANDEM_LEARNER is not set (meson sets it)");
+  const std::string learner = test::required_env("TANDEM_LEARNER");
   // Python 3.11's enum breaks torchrun's default redirects: --redirects 1 --tee 1 avoid that path.
   const CommandResult r = run_command(fmt::format(
       "cd {} && env -u TANDEM_JOB timeout 120 torchrun --nproc_per_node=2 --master_port={} --redirects 1 --tee 1 "

@@ -80,7 +80,7 @@ TEST_CASE(
     const std::string script = fmt::format(
         "set -e; mount -t tmpfs -o size=256m tmpfs /dev/shm; {} --tandem-child=make-cache name={}; "
         "exec {} run {} --nnodes 2 --node-rank {} --master-addr 127.0.0.1 --master-port {} --set run.run_dir={}",
-        self_exe().string(), data, test::program_from_env("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
+        self_exe().string(), data, test::required_env("TANDEM_BINARY"), (dir / "job.toml").string(), k, port,
         (dir / fmt::format("node{}", k)).string());
     const FileDescriptor out(
         ::open((dir / fmt::format("node{}.log", k)).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -144,15 +144,17 @@ std::string mapping_of(const void* address) {
   return "";
 }
 
-std::string tandem_binary() {
-  const char* p = std::getenv("TANDEM_BINARY");
-  return p ? p : "tandem";
+std::string required_env(const char* variable) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr)
+    throw std::runtime_error(std::string(variable) +
+                             " is not set: run the test through `meson test -C build` (tests/meson.build sets it), "
+                             "or set it as meson would");
+  return value;
 }
 
-std::string source_root() {
-  const char* p = std::getenv("TANDEM_SOURCE_ROOT");
-  return p ? p : ".";
-}
+std::string tandem_binary() { return required_env("TANDEM_BINARY"); }
+std::string source_root() { return required_env("TANDEM_SOURCE_ROOT"); }
 
 std::string error_of(const std::function<void()>& fn) {
   try {

@@ -57,7 +57,12 @@ void watchdog_forget_child(pid_t pid);
 // A unique name for segments made by this test process, so parallel tests never collide.
 std::string unique_name(const std::string& stem);
 
-// Path to the built `tandem` binary and the source tree (set by meson through the environment).
+// The value of an environment variable tests/meson.build gives the test (a program's path, the
+// source tree); unset, it throws naming the variable, so a test run by hand says what to set instead
+// of running whatever `tandem` is on the PATH.
+std::string required_env(const char* variable);
+// Path to the built `tandem` binary and the source tree: required_env of TANDEM_BINARY and
+// TANDEM_SOURCE_ROOT.
 std::string tandem_binary();
 std::string source_root();
 // A python3 that imports numpy (TANDEM_PYTHON, chosen by tests/meson.build), for the format readers.

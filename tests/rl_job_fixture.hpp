@@ -29,13 +29,6 @@
 
 namespace tandem::test {
 
-inline std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  INFO(name, " is not set (tests/meson.build sets it)");
-  REQUIRE(v != nullptr);
-  return v;
-}
-
 class RlJob {
  public:
   // `extra_toml`: the job's other tables ([env], [rl], ...), written after [run]; `tandem run --set`
@@ -53,8 +46,8 @@ actor_program = "{}"
 status = "plain"
 restart_backoff_s = 0.1
 {})",
-                                         id_, actors, run_dir().string(), env_or_fail("TANDEM_LEARNER"),
-                                         env_or_fail("TANDEM_ACTOR"), extra_toml);
+                                         id_, actors, run_dir().string(), required_env("TANDEM_LEARNER"),
+                                         required_env("TANDEM_ACTOR"), extra_toml);
     std::ofstream(config()) << text;
   }
   // A job still running when a check failed is stopped the way a user stops it (SIGINT), so it removes

@@ -49,7 +49,7 @@ evaluators = 0
 // of 0.9 over the last 100 episodes needs a mean length under 11, i.e. stepping right with
 // probability >= ~0.73: only a policy that learned the corridor gets there.
 TEST_CASE("the plugin example trains through dlopen" * doctest::timeout(180)) {
-  test::RlJob job("rlplugin", 2, plugin_job(test::env_or_fail("TANDEM_CORRIDOR_PLUGIN"), 400'000));
+  test::RlJob job("rlplugin", 2, plugin_job(test::required_env("TANDEM_CORRIDOR_PLUGIN"), 400'000));
   job.start();
   const int rc = job.wait(150s);
   const std::string out = job.output();
@@ -70,7 +70,7 @@ TEST_CASE(
     "a job whose env plugin crashes in step fails in one line naming the actor, the signal and the plugin, "
     "leaving nothing in /dev/shm" *
     doctest::timeout(120)) {
-  test::RlJob job("rlcrash", 2, plugin_job(test::env_or_fail("TANDEM_CRASH_PLUGIN"), 100'000));
+  test::RlJob job("rlcrash", 2, plugin_job(test::required_env("TANDEM_CRASH_PLUGIN"), 100'000));
   job.start();
   const int rc = job.wait(90s);
   const std::string out = job.output();
@@ -86,7 +86,7 @@ TEST_CASE(
   CHECK(headline.find("actor.") != std::string::npos);
   CHECK(headline.find("SIGSEGV") != std::string::npos);
   CHECK(headline.find("restarting it again would not help") != std::string::npos);  // not a restart loop
-  CHECK(headline.find("inside env plugin '" + test::env_or_fail("TANDEM_CRASH_PLUGIN") + "': fix the plugin") !=
+  CHECK(headline.find("inside env plugin '" + test::required_env("TANDEM_CRASH_PLUGIN") + "': fix the plugin") !=
         std::string::npos);
   CHECK(out.find("succeeded") == std::string::npos);
   CHECK(job.segments_left().empty());

@@ -17,12 +17,6 @@ using namespace tandem;
 
 namespace {
 
-std::string tandem_binary_path() {
-  const char* v = std::getenv("TANDEM_BINARY");
-  REQUIRE(v != nullptr);
-  return v;
-}
-
 // The last line of `output` that parses as a JSON object.
 nlohmann::json json_line(const std::string& output) {
   nlohmann::json found;
@@ -68,7 +62,7 @@ TEST_CASE(
     doctest::timeout(240)) {
   SmallCache cache;
   const auto r = test::run_command(fmt::format("{} bench ddp --dataset {} --batch 32 --steps 300 --warmup 20 --ceiling",
-                                               tandem_binary_path(), cache.name));
+                                               test::tandem_binary(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);
@@ -99,7 +93,7 @@ TEST_CASE(
   const auto r = test::run_command(
       fmt::format("{} bench ddp --dataset {} --batch 32 --steps 200 --warmup 20 --rounds 2 "
                   "--collectives gloo",
-                  tandem_binary_path(), cache.name));
+                  test::tandem_binary(), cache.name));
   CAPTURE(r.output);
   REQUIRE(r.status == 0);
   const auto line = json_line(r.output);
@@ -129,7 +123,7 @@ TEST_CASE("tandem bench ddp: a missing dataset cache or a bad count is one line 
       {"--precision bf16", "--precision bf16 needs --device cuda (CPU ranks train in float32)"},
   };
   for (const auto& c : cases) {
-    const auto r = test::run_command(fmt::format("{} bench ddp {}", tandem_binary_path(), c.args));
+    const auto r = test::run_command(fmt::format("{} bench ddp {}", test::tandem_binary(), c.args));
     CAPTURE(r.output);
     CHECK(r.status == 1);
     CHECK(r.output.find(c.says) != std::string::npos);

@@ -259,7 +259,7 @@ TEST_CASE("bad learner and actor config values give a one-line error naming the 
   }
   // The learner checks what the schema cannot: a cuda feed on the CPU, a warmup longer than the run.
   const auto r = test::run_command(fmt::format("'{}' '{}' --set schedule.warmup_steps=500 2>&1",
-                                               test::program_from_env("TANDEM_LEARNER"), job.program_config.string()));
+                                               test::required_env("TANDEM_LEARNER"), job.program_config.string()));
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("schedule.warmup_steps") != std::string::npos);
@@ -315,7 +315,7 @@ TEST_CASE("the launcher and the programs refuse a job with the same line, from t
         fmt::format("'{}' run '{}'{} 2>&1", test::tandem_binary(), job.config.string(), launcher_sets));
     const auto program = test::run_command(
         fmt::format("cd '{}' && env -u TANDEM_JOB -u TANDEM_ACTORS {} '{}' '{}'{} 2>&1", job.dir.string(), row.env,
-                    test::program_from_env(row.program.c_str()), job.program_config.string(), program_sets));
+                    test::required_env(row.program.c_str()), job.program_config.string(), program_sets));
     INFO(launcher.output);
     INFO(program.output);
     CHECK(launcher.status == 1);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shm/dataset_cache.hpp"
+#include "tests/harness.hpp"
 #include "shm/segment.hpp"
 #include "tests/harness.hpp"
 
@@ -50,13 +51,6 @@ struct TinyCache {
   ~TinyCache() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
 };
 
-// The real programs' paths, from the environment tests/meson.build gives the tests that run them.
-inline std::string program_from_env(const char* variable) {
-  const char* path = std::getenv(variable);
-  if (path == nullptr) throw std::runtime_error(std::string(variable) + " is not set (tests/meson.build sets it)");
-  return path;
-}
-
 // The settings most tiny jobs use: small batches, frequent publishes, no checkpoints on the way. A
 // job adds its own lines (supervised.steps, learner.device, ...) after them; a later line of the same
 // key wins.
@@ -65,7 +59,7 @@ inline constexpr const char* kTinyKeys =
     "checkpoint.every_steps = 0\nlearner.report_every_steps = 10\nactor.min_interval_s = 0.2\nactor.batch_size = 256\n";
 
 // A `tandem run` config over the tiny cache named `dataset`: the real tandem-learner and tandem-actor
-// (program_from_env), the 8-class mlp with the cache's normalisation, plain status. run_keys are the
+// (required_env), the 8-class mlp with the cache's normalisation, plain status. run_keys are the
 // rest of [run], one key per line (actors, run_dir, ...); keys are the programs' settings, one
 // `table.key = value` per line, written into their tables after [run] and [data].
 struct TinyJob {
@@ -100,7 +94,7 @@ actor_program = "{}"
 status = "plain"
 {}
 )",
-                                 j.job, program_from_env("TANDEM_LEARNER"), program_from_env("TANDEM_ACTOR"),
+                                 j.job, required_env("TANDEM_LEARNER"), required_env("TANDEM_ACTOR"),
                                  j.run_keys);
   for (const auto& [table, entries] : tables) {
     text += fmt::format("[{}]\n", table);
