@@ -94,8 +94,7 @@ actor_program = "{}"
 status = "plain"
 {}
 )",
-                                 j.job, required_env("TANDEM_LEARNER"), required_env("TANDEM_ACTOR"),
-                                 j.run_keys);
+                                 j.job, required_env("TANDEM_LEARNER"), required_env("TANDEM_ACTOR"), j.run_keys);
   for (const auto& [table, entries] : tables) {
     text += fmt::format("[{}]\n", table);
     for (const auto& [key, value] : entries) text += fmt::format("{} = {}\n", key, value);
