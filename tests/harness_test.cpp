@@ -1,9 +1,12 @@
 // The harness's own checks: the watchdog (tests/watchdog.cpp) and the case check (tests/case_check.cpp),
 // each through this binary run again on fixture cases that only those runs reach.
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -25,6 +28,25 @@ TEST_CASE("watchdog: a hung test case fails within its budget, names itself and 
   CHECK(r.status == 124);
   CHECK(r.output.find("watchdog: test case \"watchdog: the hung test case") != std::string::npos);
   CHECK(seconds < 10);
+}
+
+TEST_CASE("terminate: the test process that holds a segment, stopped on purpose" * doctest::skip()) {
+  std::ofstream("/dev/shm/tandem." + unique_name("harness") + ".ctl") << "held";
+  std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+TEST_CASE("terminate: a test process stopped by SIGTERM removes its segments and ends by that signal" *
+          doctest::timeout(30)) {
+  Child child = spawn_program({"/proc/" + std::to_string(::getpid()) + "/exe", "--no-skip",
+                               "--test-case=*stopped on purpose*"});
+  const std::string segment = "/dev/shm/tandem.harness-" + std::to_string(child.pid()) + "-0.ctl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(segment) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(std::filesystem::exists(segment));
+  child.kill(SIGTERM);
+  CHECK(child.wait() == 128 + SIGTERM);
+  CHECK_FALSE(std::filesystem::exists(segment));
 }
 
 // The case check's fixtures: run only by the tests below (doctest::skip() keeps them out of a plain run).
