@@ -37,8 +37,8 @@ TEST_CASE("terminate: the test process that holds a segment, stopped on purpose"
 
 TEST_CASE("terminate: a test process stopped by SIGTERM removes its segments and ends by that signal" *
           doctest::timeout(30)) {
-  Child child = spawn_program({"/proc/" + std::to_string(::getpid()) + "/exe", "--no-skip",
-                               "--test-case=*stopped on purpose*"});
+  Child child = spawn_program(
+      {"/proc/" + std::to_string(::getpid()) + "/exe", "--no-skip", "--test-case=*stopped on purpose*"});
   const std::string segment = "/dev/shm/tandem.harness-" + std::to_string(child.pid()) + "-0.ctl";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!std::filesystem::exists(segment) && std::chrono::steady_clock::now() < deadline)
