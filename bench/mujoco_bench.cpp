@@ -1,10 +1,12 @@
 // The loops `tandem-bench mujoco` times (mujoco_options.hpp says what each measures).
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <thread>
 
 #include "common/error.hpp"
 #include "envs/mujoco/locomotion_env.hpp"
@@ -165,6 +167,31 @@ LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& o) {
   VecLoop loop(task, threads, o);
   return time_loop(o.envs, o.seconds, [&] { return loop.step(); });
+}
+
+LoopRate measure_bare_ceiling(const std::string& task, int threads, const MujocoBenchOptions& o) {
+  MujocoBenchOptions part = o;
+  part.envs = std::max(1, o.envs / threads);
+  std::vector<std::unique_ptr<BareLoop>> loops;
+  for (int k = 0; k < threads; ++k) loops.push_back(std::make_unique<BareLoop>(task, part));
+  std::vector<LoopRate> rates(static_cast<std::size_t>(threads));
+  std::atomic<int> ready{0};
+  {
+    std::vector<std::jthread> workers;
+    for (int k = 0; k < threads; ++k)
+      workers.emplace_back([&, k] {
+        ready.fetch_add(1);
+        while (ready.load() < threads) std::this_thread::yield();  // all start together
+        rates[static_cast<std::size_t>(k)] = time_loop(part.envs, o.seconds, [&] { return loops[k]->step(); });
+      });
+  }
+  LoopRate total;
+  for (const LoopRate& r : rates) {
+    total.steps_per_s += r.steps_per_s;
+    total.steps += r.steps;
+    total.episodes += r.episodes;
+  }
+  return total;  // steps_per_cpu_s stays 0: each loop's reading of the process's CPU clock counts the others'
 }
 
 double measure_paired_overhead(const std::string& task, const MujocoBenchOptions& o) {

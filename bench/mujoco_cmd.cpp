@@ -57,10 +57,13 @@ int bench_mujoco(const MujocoBenchOptions& o) {
     std::sort(threads.begin(), threads.end());
     threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
     LoopRate bare;
-    std::vector<LoopRate> vecs(threads.size());
+    std::vector<LoopRate> vecs(threads.size()), ceilings(threads.size());
     for (int round = 0; round < o.rounds; ++round) {
       keep_best(bare, measure_bare(task, o));
-      for (std::size_t i = 0; i < threads.size(); ++i) keep_best(vecs[i], measure_vec_env(task, threads[i], o));
+      for (std::size_t i = 0; i < threads.size(); ++i) {
+        keep_best(vecs[i], measure_vec_env(task, threads[i], o));
+        if (threads[i] > 1) keep_best(ceilings[i], measure_bare_ceiling(task, threads[i], o));
+      }
     }
     fmt::print("{:<12} {:>3} {:<22} {:>14} {:>16} {:>13} {:>9}\n", task, frame_skip, "bare mj_step, 1 core",
                kilo(bare.steps_per_s), kilo(bare.steps_per_cpu_s), fmt::format("{:.2f}", bare.episodes_per_1k_steps()),
@@ -80,6 +83,16 @@ int bench_mujoco(const MujocoBenchOptions& o) {
                                            {"steps_per_cpu_s", rounded(vec.steps_per_cpu_s, 0)},
                                            {"episodes_per_1k_steps", rounded(vec.episodes_per_1k_steps(), 3)},
                                            {"scaling_vs_1_thread", rounded(scaling, 3)}};
+      if (k == 1) continue;
+      const LoopRate& ceiling = ceilings[i];
+      const double host_scaling = ceiling.steps_per_s / bare.steps_per_s;
+      fmt::print("{:<12} {:>3} {:<22} {:>14} {:>16} {:>13} {:>8.2f}x  (VecEnv at {:.0f}% of it)\n", "", "",
+                 fmt::format("ceiling, {} bare loops", k), kilo(ceiling.steps_per_s), "-",
+                 fmt::format("{:.2f}", ceiling.episodes_per_1k_steps()), host_scaling,
+                 100 * vec.steps_per_s / ceiling.steps_per_s);
+      row["ceiling"][std::to_string(k)] = {{"steps_per_s", rounded(ceiling.steps_per_s, 0)},
+                                           {"scaling_vs_bare", rounded(host_scaling, 3)},
+                                           {"vec_env_share", rounded(vec.steps_per_s / ceiling.steps_per_s, 3)}};
     }
     const double overhead = bare.steps_per_cpu_s / one.steps_per_cpu_s - 1.0;
     const double paired = measure_paired_overhead(task, o);

@@ -9,7 +9,10 @@
 // The rows of a task are measured in turn, `rounds` times, and each figure is the best of its rounds:
 // another process on the machine (or on a hyperthread's sibling) only ever slows a round down. The
 // overhead the goal is judged on is measured apart, paired: both loops in alternating turns of a
-// few steps (measure_paired_overhead), which a busy machine slows alike.
+// few steps (measure_paired_overhead), which a busy machine slows alike. The ceiling of K threads is
+// K bare loops over E/K envs each, one per thread, run at once and never waiting on each other: what
+// the host itself gives K threads (cores that share caches, memory bandwidth or a clock give less
+// than K times one), against which VecEnv's K-thread rate shows what its own synchronisation costs.
 #pragma once
 
 #include <string>
@@ -39,6 +42,7 @@ struct LoopRate {
 // The bare loop, and VecEnv on `threads` threads, over `envs` envs of `task` (mujoco_bench.cpp).
 LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& options);
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& options);
+LoopRate measure_bare_ceiling(const std::string& task, int threads, const MujocoBenchOptions& options);
 // The bare loop and VecEnv on one thread in alternating turns of a few steps each, on one thread's
 // CPU clock for seconds x rounds in all: VecEnv's CPU time per step over the bare loop's, less 1.
 // Both sides see the same interference, so this holds on a busy machine where the best-of-rounds

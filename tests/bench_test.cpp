@@ -95,8 +95,10 @@ TEST_CASE("bench block: the fused BatchNorm-ReLU-pool and the ATen ops, timed fo
   CHECK(aten == 4);   // channels-last and NCHW, for each block
 }
 
-TEST_CASE("bench mujoco: VecEnv on 1 and 2 threads and the bare loop each report a rate, and --threads needs 1" *
-          doctest::timeout(120)) {
+TEST_CASE(
+    "bench mujoco: VecEnv on 1 and 2 threads, the bare loop and 2 bare loops at once each report a rate, and "
+    "--threads needs 1" *
+    doctest::timeout(120)) {
   test::TempDir dir;
   const std::string json = dir.file("mujoco.json");
   auto r = test::run_command(
@@ -114,6 +116,8 @@ TEST_CASE("bench mujoco: VecEnv on 1 and 2 threads and the bare loop each report
     CHECK(row.at("bare").at("steps_per_s").get<double>() > 0);
     CHECK(row.at("vec_env").at("1").at("steps_per_cpu_s").get<double>() > 0);
     CHECK(row.at("vec_env").at("2").at("scaling_vs_1_thread").get<double>() > 0);
+    CHECK(row.at("ceiling").at("2").at("steps_per_s").get<double>() > 0);  // the host's own 2 threads
+    CHECK_FALSE(row.at("ceiling").contains("1"));
     CHECK(row.contains("overhead_1_thread_per_cpu_s"));
     CHECK(row.at("overhead_1_thread_paired").get<double>() > -0.5);  // a ratio of two CPU times, less 1
   }
