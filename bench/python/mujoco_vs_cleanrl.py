@@ -15,7 +15,8 @@ the peer's return). Wall time: the peer's from its main() (after `import torch`)
 learner row's time_s, from the launcher's start (process start-up included).
 
 Prints a Markdown table and one JSON line (also to --json); --svg draws return against env steps and
-against wall seconds for both, one row of charts per task, with plain Python.
+against wall seconds for both, one row of charts per task, with plain Python (`--draw A.json B.json
+--svg F.svg` draws the rows of earlier runs together, running nothing).
 """
 import argparse
 import glob
@@ -77,8 +78,9 @@ def polyline(points, sx, sy, color):
             + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points) + '"/>')
 
 
-def chart(x0, y0, w, h, title, xlabel, series):
-    """series: [(color, [(x, y)])] -> SVG of one chart with axes from 0 to the data's maxima."""
+def chart(x0, y0, w, h, title, xlabel, series, targets):
+    """series: [(color, [(x, y)])], targets: returns drawn dashed -> SVG of one chart with axes from 0 to
+    the data's maxima."""
     xmax = max((x for _, pts in series for x, _ in pts), default=1) or 1
     ymin = min(0.0, min((y for _, pts in series for _, y in pts), default=0))
     ymax = max((y for _, pts in series for _, y in pts), default=1) or 1
@@ -93,6 +95,8 @@ def chart(x0, y0, w, h, title, xlabel, series):
         parts.append(f'<text x="{sx(xv)}" y="{sy(ymin) + 13}" text-anchor="middle" font-size="10">{xv:,.0f}</text>')
         parts.append(f'<text x="{sx(0) - 4}" y="{sy(yv) + 3}" text-anchor="end" font-size="10">{yv:,.0f}</text>')
     parts += [polyline(pts, sx, sy, color) for color, pts in series]
+    parts += [f'<line x1="{sx(0)}" y1="{sy(t):.1f}" x2="{sx(xmax)}" y2="{sy(t):.1f}" stroke="gray" '
+              'stroke-dasharray="4,3"/>' for t in targets]
     return "\n".join(parts)
 
 
@@ -105,9 +109,10 @@ def svg(results, path):
         for col, (index, xlabel) in enumerate(((0, "env steps"), (1, "wall seconds"))):
             series = [(colors[who], [(p[index], p[2]) for p in r[who]["curve"]]) for r in runs for who in colors]
             body.append(chart(col * w, 30 + row * h, w, h, f"{task}: training return (last {WINDOW} episodes)",
-                              xlabel, series))
+                              xlabel, series, [r["cleanrl"]["return"] for r in runs]))
     legend = (f'<text x="10" y="18" font-size="12" fill="{colors["cleanrl"]}">CleanRL recipe (peer)</text>'
-              f'<text x="190" y="18" font-size="12" fill="{colors["tandem"]}">Tandem (tandem run)</text>')
+              f'<text x="190" y="18" font-size="12" fill="{colors["tandem"]}">Tandem (tandem run)</text>'
+              '<text x="350" y="18" font-size="12" fill="gray">dashed: the peer\'s return at its budget</text>')
     rows = len({r["task"] for r in results})
     with open(path, "w") as f:
         f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w}" height="{30 + rows * h}" '
@@ -126,7 +131,11 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="extra key=value for Tandem's job")
     ap.add_argument("--json", help="also write the JSON line here")
     ap.add_argument("--svg", help="draw the curves here")
+    ap.add_argument("--draw", nargs="+", metavar="JSON", help="run nothing: draw --svg from these files' rows")
     args = ap.parse_args()
+    if args.draw:
+        svg([row for f in args.draw for row in json.loads(open(f).read())["rows"]], args.svg)
+        return
     extra = [a for kv in args.set for a in ("--set", kv)]
     results = []
     print("| task | seed | CleanRL recipe: return at budget / wall s / env steps/s | Tandem: reached at env steps / "
