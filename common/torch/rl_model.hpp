@@ -14,7 +14,7 @@
 //
 // Observation statistics (rl.norm_obs, actor_critic_mlp only): the model normalises what it is given
 // by the running mean and variance in its buffers (obs_stats_of()). Only the RL learner writes them: it
-// folds in each update's raw observations before that update (learner/rl/normalizers.hpp) and holds
+// folds in each update's raw observations after that update (learner/rl/normalizers.hpp) and holds
 // them fixed through the update's epochs. They travel as the weights do: the weight slab publishes
 // them with every version (rollout actors and evaluators normalise with the version they act with) and
 // checkpoints save and restore them. The rings carry raw observations.

@@ -4,8 +4,9 @@
 //
 //  * rl.norm_obs: the observation mean and variance are buffers of the model (rl_model.hpp,
 //    obs_stats_of()). update_obs_stats() folds in one update's raw observations; the learner calls it
-//    before that update (so GAE's values and every epoch see the same statistics) and after the
-//    publisher's copy of the previous version is done, since the buffers live in the published bytes.
+//    after that update (so GAE's values and every epoch see the statistics the actors acted with, and
+//    an on-policy batch starts at ratio 1) and after the publisher's copy of the previous version is
+//    done, since the buffers live in the published bytes.
 //  * rl.norm_reward: a RewardScaler divides each reward by the running std of its env's discounted
 //    return. It needs each env's steps in time order: an actor's slots reach the learner oldest first
 //    (slot_gather.hpp), so scaling the gathered slots in their order keeps each (actor, env)

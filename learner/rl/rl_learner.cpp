@@ -155,18 +155,26 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     const double lr = s.anneal_lr ? base_lr * frac : base_lr;
     rl::Batch batch = rl::make_batch(gatherer.slots(), rings.descriptor(), device);
     if (reward_scaler) batch.rewards.copy_(reward_scaler->scale(gatherer.slots(), batch.steps()));
+    const rl::UpdateStats st = updater.update(batch, lr);
+    // The batch's observations join the statistics after the update, not before: the actors acted
+    // with the statistics the update trained under, so an on-policy batch starts at ratio 1. Folded
+    // in before, every update would first chase the shift of its own normalisation.
     if (obs_stats) {
       runtime.wait_before_update();  // the statistics are in the bytes a publish may still be copying
       rl::update_obs_stats(*obs_stats, batch.observations.narrow(0, 0, batch.steps()));
     }
-    const rl::UpdateStats st = updater.update(batch, lr);
     const std::uint64_t consumed = slot_steps * gatherer.slots().size();
     const double lag_avg = lag_sum / static_cast<double>(gatherer.slots().size());
-    gatherer.release();
     env_steps += consumed;
     window_steps += consumed;
     ++step;
     runtime.step_taken(static_cast<std::uint64_t>(step));
+    // Publish, wait for the copy to commit (wait_before_update returns after it), then free the slots:
+    // an actor waiting on a full ring starts its next slot with the weights this update made. Freed
+    // any sooner, it would start with the old ones, and a ring of one update's slots would still run
+    // every batch one version behind.
+    runtime.wait_before_update();
+    gatherer.release();
 
     const double window_s = seconds_since(window_start);
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;

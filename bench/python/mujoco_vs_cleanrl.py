@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""MuJoCo PPO against the CleanRL recipe: for each task and seed, the peer to its step budget, then
+`tandem run` until it reaches the peer's return (or a cap), on the same machine, one after the other.
+Run from the repository root after building tools/tandem, tandem-learner, tandem-actor and the Python
+package:
+
+    /usr/bin/python3 bench/python/mujoco_vs_cleanrl.py --tasks hopper halfcheetah --seeds 0 1 2 \\
+        --budget 300000 --json docs/results/F.json --svg docs/results/F.svg
+
+The measure, the same for both: the mean return of the last 100 finished training episodes (raw
+rewards, the policy sampling its actions). The peer's is taken from its episodes (bench/peers/
+cleanrl_ppo_continuous_peer.py prints every one); Tandem's is the learner's own (its `episode_return`
+in the run's metrics.jsonl), and the learner stops itself there (rl.stop_on_return, rl.stop_return =
+the peer's return). Wall time: the peer's from its main() (after `import torch`); Tandem's the
+learner row's time_s, from the launcher's start (process start-up included).
+
+Prints a Markdown table and one JSON line (also to --json); --svg draws return against env steps and
+against wall seconds for both, one row of charts per task, with plain Python (`--draw A.json B.json
+--svg F.svg` draws the rows of earlier runs together, running nothing).
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+WINDOW = 100  # episodes in the trailing mean, as the learner's EpisodeWindow
+
+
+def trailing_means(episodes):
+    """[(env steps, wall s, return)] per episode -> the same points with the trailing mean of the returns."""
+    out, recent = [], []
+    for steps, wall, ret in episodes:
+        recent.append(ret)
+        if len(recent) > WINDOW:
+            recent.pop(0)
+        out.append((steps, wall, sum(recent) / len(recent)))
+    return out
+
+
+def peer(task, seed, budget, threads):
+    env = dict(os.environ, PYTHONPATH="build/python" + (":" + os.environ["PYTHONPATH"] if "PYTHONPATH" in os.environ else ""))
+    cmd = [sys.executable, "bench/peers/cleanrl_ppo_continuous_peer.py", "--env", task, "--seed", str(seed),
+           "--total-steps", str(budget), "--threads", str(threads), "--quiet"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    j = json.loads([line for line in out.stdout.splitlines() if line.startswith('{"bench"')][-1])
+    curve = trailing_means(j["curve"])
+    return {"env_steps": j["env_steps"], "wall_s": j["wall_s"], "env_steps_per_s": j["env_steps_per_s"],
+            "return": curve[-1][2], "curve": [[s, w, round(r, 1)] for s, w, r in curve]}
+
+
+def ours(config, task, seed, target, cap_steps, extra):
+    runs = tempfile.mkdtemp(prefix=f"tandem-{task}-{seed}-")
+    cmd = ["build/tools/tandem", "run", config, "--set", 'run.status="plain"', "--set", "run.dashboard=false",
+           "--set", f'run.runs_dir="{runs}"', "--set", f"env.seed={seed}", "--set", f"model.seed={seed}",
+           "--set", f"rl.total_env_steps={cap_steps}", "--set", "rl.stop_on_return=true",
+           "--set", f"rl.stop_return={target}", *extra]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-800:]}{out.stderr[-800:]}")
+    rows = [json.loads(line) for line in open(glob.glob(os.path.join(runs, "*", "metrics.jsonl"))[0])]
+    curve = [[r["env_steps"], round(r["time_s"], 2), round(r["episode_return"], 1)] for r in rows
+             if r.get("role") == "learner" and r.get("episode_return") is not None
+             and r["episode_return"] == r["episode_return"]]  # NaN before the first episode
+    hit = next((c for c in curve if c[2] >= target), None)
+    return {"reached": hit is not None, "env_steps": hit[0] if hit else curve[-1][0],
+            "wall_s": hit[1] if hit else curve[-1][1], "return": hit[2] if hit else curve[-1][2],
+            "run_wall_s": round(wall, 2), "run_dir": runs, "curve": curve}
+
+
+def polyline(points, sx, sy, color):
+    return (f'<polyline fill="none" stroke="{color}" stroke-width="1.5" stroke-opacity="0.8" points="'
+            + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points) + '"/>')
+
+
+def chart(x0, y0, w, h, title, xlabel, series, targets):
+    """series: [(color, [(x, y)])], targets: returns drawn dashed -> SVG of one chart with axes from 0 to
+    the data's maxima."""
+    xmax = max((x for _, pts in series for x, _ in pts), default=1) or 1
+    ymin = min(0.0, min((y for _, pts in series for _, y in pts), default=0))
+    ymax = max((y for _, pts in series for _, y in pts), default=1) or 1
+    sx = lambda x: x0 + 50 + (w - 60) * x / xmax
+    sy = lambda y: y0 + h - 30 - (h - 50) * (y - ymin) / (ymax - ymin)
+    parts = [f'<text x="{x0 + w / 2}" y="{y0 + 14}" text-anchor="middle" font-size="13">{title}</text>',
+             f'<line x1="{sx(0)}" y1="{sy(ymin)}" x2="{sx(xmax)}" y2="{sy(ymin)}" stroke="black"/>',
+             f'<line x1="{sx(0)}" y1="{sy(ymin)}" x2="{sx(0)}" y2="{sy(ymax)}" stroke="black"/>',
+             f'<text x="{x0 + w / 2}" y="{y0 + h - 4}" text-anchor="middle" font-size="11">{xlabel}</text>']
+    for i in range(5):
+        xv, yv = xmax * i / 4, ymin + (ymax - ymin) * i / 4
+        parts.append(f'<text x="{sx(xv)}" y="{sy(ymin) + 13}" text-anchor="middle" font-size="10">{xv:,.0f}</text>')
+        parts.append(f'<text x="{sx(0) - 4}" y="{sy(yv) + 3}" text-anchor="end" font-size="10">{yv:,.0f}</text>')
+    parts += [polyline(pts, sx, sy, color) for color, pts in series]
+    parts += [f'<line x1="{sx(0)}" y1="{sy(t):.1f}" x2="{sx(xmax)}" y2="{sy(t):.1f}" stroke="gray" '
+              'stroke-dasharray="4,3"/>' for t in targets]
+    return "\n".join(parts)
+
+
+def svg(results, path):
+    w, h = 520, 300
+    colors = {"cleanrl": "#1f77b4", "tandem": "#ff7f0e"}
+    body = []
+    for row, task in enumerate(sorted({r["task"] for r in results})):
+        runs = [r for r in results if r["task"] == task]
+        for col, (index, xlabel) in enumerate(((0, "env steps"), (1, "wall seconds"))):
+            series = [(colors[who], [(p[index], p[2]) for p in r[who]["curve"]]) for r in runs for who in colors]
+            body.append(chart(col * w, 30 + row * h, w, h, f"{task}: training return (last {WINDOW} episodes)",
+                              xlabel, series, [r["cleanrl"]["return"] for r in runs]))
+    legend = (f'<text x="10" y="18" font-size="12" fill="{colors["cleanrl"]}">CleanRL recipe (peer)</text>'
+              f'<text x="190" y="18" font-size="12" fill="{colors["tandem"]}">Tandem (tandem run)</text>'
+              '<text x="350" y="18" font-size="12" fill="gray">dashed: the peer\'s return at its budget</text>')
+    rows = len({r["task"] for r in results})
+    with open(path, "w") as f:
+        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w}" height="{30 + rows * h}" '
+                f'font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>{legend}\n'
+                + "\n".join(body) + "\n</svg>\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", nargs="+", default=["hopper", "halfcheetah"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--budget", type=int, default=300000, help="the peer's env steps")
+    ap.add_argument("--cap", type=int, default=3000000, help="Tandem's env steps at most")
+    ap.add_argument("--config", default="examples/mujoco-{task}-fast.toml", help="Tandem's config; {task} is replaced")
+    ap.add_argument("--peer-threads", type=int, default=0, help="the peer's torch threads; 0 keeps torch's default")
+    ap.add_argument("--set", action="append", default=[], help="extra key=value for Tandem's job")
+    ap.add_argument("--json", help="also write the JSON line here")
+    ap.add_argument("--svg", help="draw the curves here")
+    ap.add_argument("--draw", nargs="+", metavar="JSON", help="run nothing: draw --svg from these files' rows")
+    args = ap.parse_args()
+    if args.draw:
+        svg([row for f in args.draw for row in json.loads(open(f).read())["rows"]], args.svg)
+        return
+    extra = [a for kv in args.set for a in ("--set", kv)]
+    results = []
+    print("| task | seed | CleanRL recipe: return at budget / wall s / env steps/s | Tandem: reached at env steps / "
+          "wall s | wall ratio | load |\n| --- | --- | --- | --- | --- | --- |", flush=True)
+    for task in args.tasks:
+        for seed in args.seeds:
+            p = peer(task, seed, args.budget, args.peer_threads)
+            t = ours(args.config.format(task=task), task, seed, round(p["return"], 1), args.cap, extra)
+            load = float(open("/proc/loadavg").read().split()[0])
+            ratio = p["wall_s"] / t["wall_s"] if t["reached"] else 0.0
+            reached = (f"{t['env_steps']:,} / {t['wall_s']:.1f} s" if t["reached"]
+                       else f"not reached: {t['return']:.1f} at {t['env_steps']:,} / {t['wall_s']:.1f} s")
+            print(f"| {task} | {seed} | {p['return']:.1f} / {p['wall_s']:.1f} s / {p['env_steps_per_s']:,} | "
+                  f"{reached} | {ratio:.1f}x | {load} |", flush=True)
+            results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": t, "wall_ratio": round(ratio, 2),
+                            "load": load})
+    line = json.dumps({"bench": "mujoco_vs_cleanrl", "budget": args.budget, "window": WINDOW, "rows": results})
+    print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(line + "\n")
+    if args.svg:
+        svg(results, args.svg)
+
+
+if __name__ == "__main__":
+    main()
