@@ -173,11 +173,13 @@ LoopRate measure_bare_ceiling(const std::string& task, int threads, const Mujoco
   MujocoBenchOptions part = o;
   part.envs = std::max(1, o.envs / threads);
   std::vector<std::unique_ptr<BareLoop>> loops;
+  loops.reserve(static_cast<std::size_t>(threads));
   for (int k = 0; k < threads; ++k) loops.push_back(std::make_unique<BareLoop>(task, part));
   std::vector<LoopRate> rates(static_cast<std::size_t>(threads));
   std::atomic<int> ready{0};
   {
     std::vector<std::jthread> workers;
+    workers.reserve(static_cast<std::size_t>(threads));
     for (int k = 0; k < threads; ++k)
       workers.emplace_back([&, k] {
         ready.fetch_add(1);
