@@ -17,6 +17,11 @@ learner row's time_s, from the launcher's start (process start-up included).
 Prints a Markdown table and one JSON line (also to --json); --svg draws return against env steps and
 against wall seconds for both, one row of charts per task, with plain Python (`--draw A.json B.json
 --svg F.svg` draws the rows of earlier runs together, running nothing).
+
+On a many-core host the peer may run its seeds side by side (--peers-at-once, one or two torch threads
+each), and Tandem's runs follow one at a time, alone on the host. Where one sitting is too long (a
+device call lasts 10 minutes at most), --peers-only --json P runs the peers, and --peers-from P runs
+Tandem's side against them later on the same host.
 """
 import argparse
 import glob
@@ -41,15 +46,33 @@ def trailing_means(episodes):
     return out
 
 
-def peer(task, seed, budget, threads):
+def start_peer(task, seed, budget, threads):
     env = dict(os.environ, PYTHONPATH="build/python" + (":" + os.environ["PYTHONPATH"] if "PYTHONPATH" in os.environ else ""))
     cmd = [sys.executable, "bench/peers/cleanrl_ppo_continuous_peer.py", "--env", task, "--seed", str(seed),
            "--total-steps", str(budget), "--threads", str(threads), "--quiet"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-    j = json.loads([line for line in out.stdout.splitlines() if line.startswith('{"bench"')][-1])
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish_peer(proc):
+    stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(proc.args)} failed ({proc.returncode}):\n{stderr[-800:]}")
+    j = json.loads([line for line in stdout.splitlines() if line.startswith('{"bench"')][-1])
     curve = trailing_means(j["curve"])
     return {"env_steps": j["env_steps"], "wall_s": j["wall_s"], "env_steps_per_s": j["env_steps_per_s"],
             "return": curve[-1][2], "curve": [[s, w, round(r, 1)] for s, w, r in curve]}
+
+
+def peers(pairs, args):
+    """The peer of each (task, seed): one after another, or all at once (--peers-at-once), or read back
+    from an earlier run's JSON (--peers-from), keyed by (task, seed)."""
+    if args.peers_from:
+        rows = json.loads(open(args.peers_from).read())["rows"]
+        return {(r["task"], r["seed"]): r["cleanrl"] for r in rows}
+    if args.peers_at_once:
+        procs = {pair: start_peer(*pair, args.budget, args.peer_threads) for pair in pairs}
+        return {pair: finish_peer(proc) for pair, proc in procs.items()}
+    return {pair: finish_peer(start_peer(*pair, args.budget, args.peer_threads)) for pair in pairs}
 
 
 def ours(config, task, seed, target, cap_steps, extra):
@@ -107,7 +130,7 @@ def svg(results, path):
     for row, task in enumerate(sorted({r["task"] for r in results})):
         runs = [r for r in results if r["task"] == task]
         for col, (index, xlabel) in enumerate(((0, "env steps"), (1, "wall seconds"))):
-            series = [(colors[who], [(p[index], p[2]) for p in r[who]["curve"]]) for r in runs for who in colors]
+            series = [(colors[who], [(p[index], p[2]) for p in r[who]["curve"]]) for r in runs for who in colors if r[who]]
             body.append(chart(col * w, 30 + row * h, w, h, f"{task}: training return (last {WINDOW} episodes)",
                               xlabel, series, [r["cleanrl"]["return"] for r in runs]))
     legend = (f'<text x="10" y="18" font-size="12" fill="{colors["cleanrl"]}">CleanRL recipe (peer)</text>'
@@ -128,6 +151,10 @@ def main():
     ap.add_argument("--cap", type=int, default=3000000, help="Tandem's env steps at most")
     ap.add_argument("--config", default="examples/mujoco-{task}-fast.toml", help="Tandem's config; {task} is replaced")
     ap.add_argument("--peer-threads", type=int, default=0, help="the peer's torch threads; 0 keeps torch's default")
+    ap.add_argument("--peers-at-once", action="store_true",
+                    help="run every task's and seed's peer side by side first (a many-core host), then Tandem's runs one at a time")
+    ap.add_argument("--peers-only", action="store_true", help="run the peers alone (--json keeps them for --peers-from)")
+    ap.add_argument("--peers-from", metavar="JSON", help="take the peers' results from this earlier run instead of running them")
     ap.add_argument("--set", action="append", default=[], help="extra key=value for Tandem's job")
     ap.add_argument("--json", help="also write the JSON line here")
     ap.add_argument("--svg", help="draw the curves here")
@@ -140,19 +167,26 @@ def main():
     results = []
     print("| task | seed | CleanRL recipe: return at budget / wall s / env steps/s | Tandem: reached at env steps / "
           "wall s | wall ratio | load |\n| --- | --- | --- | --- | --- | --- |", flush=True)
-    for task in args.tasks:
-        for seed in args.seeds:
-            p = peer(task, seed, args.budget, args.peer_threads)
-            t = ours(args.config.format(task=task), task, seed, round(p["return"], 1), args.cap, extra)
-            load = float(open("/proc/loadavg").read().split()[0])
-            ratio = p["wall_s"] / t["wall_s"] if t["reached"] else 0.0
-            reached = (f"{t['env_steps']:,} / {t['wall_s']:.1f} s" if t["reached"]
-                       else f"not reached: {t['return']:.1f} at {t['env_steps']:,} / {t['wall_s']:.1f} s")
+    pairs = [(task, seed) for task in args.tasks for seed in args.seeds]
+    peer_results = peers(pairs, args)
+    for task, seed in pairs:
+        p = peer_results[(task, seed)]
+        load = float(open("/proc/loadavg").read().split()[0])
+        if args.peers_only:
             print(f"| {task} | {seed} | {p['return']:.1f} / {p['wall_s']:.1f} s / {p['env_steps_per_s']:,} | "
-                  f"{reached} | {ratio:.1f}x | {load} |", flush=True)
-            results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": t, "wall_ratio": round(ratio, 2),
-                            "load": load})
-    line = json.dumps({"bench": "mujoco_vs_cleanrl", "budget": args.budget, "window": WINDOW, "rows": results})
+                  f"not run | - | {load} |", flush=True)
+            results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": None, "wall_ratio": None, "load": load})
+            continue
+        t = ours(args.config.format(task=task), task, seed, round(p["return"], 1), args.cap, extra)
+        ratio = p["wall_s"] / t["wall_s"] if t["reached"] else 0.0
+        reached = (f"{t['env_steps']:,} / {t['wall_s']:.1f} s" if t["reached"]
+                   else f"not reached: {t['return']:.1f} at {t['env_steps']:,} / {t['wall_s']:.1f} s")
+        print(f"| {task} | {seed} | {p['return']:.1f} / {p['wall_s']:.1f} s / {p['env_steps_per_s']:,} | "
+              f"{reached} | {ratio:.1f}x | {load} |", flush=True)
+        results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": t, "wall_ratio": round(ratio, 2),
+                        "load": load})
+    line = json.dumps({"bench": "mujoco_vs_cleanrl", "budget": args.budget, "window": WINDOW,
+                       "peers_at_once": args.peers_at_once, "cores": os.cpu_count(), "rows": results})
     print(line)
     if args.json:
         with open(args.json, "w") as f:
