@@ -122,9 +122,7 @@ GraphEval* Evaluator::graph_for(Model& model) const {
   try {
     graph_ = std::make_shared<GraphEval>(model, graph_x_, graph_y_, normalise);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    log::warn("actor.cuda_graph: capturing the evaluation failed ({}); evaluating eagerly",
-              what.substr(0, what.find('\n')));
+    log::warn("actor.cuda_graph: capturing the evaluation failed ({}); evaluating eagerly", first_line(e));
     graph_refused_ = true;
   }
   return graph_.get();

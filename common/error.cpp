@@ -18,6 +18,11 @@ void throw_errno_error(int err, std::string_view call, CallSite site) {
   throw CallError("system", err, std::strerror(err), call, site);
 }
 
+std::string first_line(const std::exception& e) {
+  const std::string_view what = e.what();
+  return std::string(what.substr(0, what.find('\n')));
+}
+
 int run_main(std::string_view program, const std::function<int()>& body) {
   try {
     return body();

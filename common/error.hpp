@@ -59,6 +59,10 @@ class CallError : public std::runtime_error {
 
 [[noreturn]] void throw_errno_error(int err, std::string_view call, CallSite site);
 
+// The first line of an exception's message: LibTorch's and c10d's errors carry a backtrace after it,
+// noise inside a one-line message of ours.
+std::string first_line(const std::exception& e);
+
 // Runs a program's body and turns every exception into one line on stderr and an exit code:
 // the body's own code on success, 1 for a UserError, 70 (EX_SOFTWARE) for anything else.
 // Command lines are parsed (CLI11_PARSE) before the body runs.

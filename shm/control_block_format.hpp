@@ -66,6 +66,10 @@ enum class ProcessState : std::uint32_t {
   waiting = 6,   // crashed; a restart is scheduled after a backoff (launcher)
 };
 std::string_view state_name(ProcessState state);
+// Starting, running or stopping: a process that is (or is about to be) there.
+constexpr bool is_alive(ProcessState s) {
+  return s == ProcessState::starting || s == ProcessState::running || s == ProcessState::stopping;
+}
 
 enum class StopReason : std::uint32_t { none = 0, finished = 1, interrupted = 2, failure = 3 };
 std::string_view stop_reason_name(StopReason reason);

@@ -10,21 +10,11 @@
 
 #include "common/torch/flat_params.hpp"
 #include "tests/harness.hpp"
+#include "tests/small_net.hpp"
 
 using namespace tandem;
 
 namespace {
-
-struct Net : torch::nn::Module {
-  explicit Net(int hidden = 16, int in = 8) {
-    fc1 = register_module("fc1", torch::nn::Linear(in, hidden));
-    bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(bn(fc1(x)))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::BatchNorm1d bn{nullptr};
-};
 
 bool inside(const at::Tensor& t, const at::Tensor& flat) {
   auto* p = static_cast<const std::byte*>(t.data_ptr());
@@ -36,7 +26,7 @@ bool inside(const at::Tensor& t, const at::Tensor& flat) {
 
 TEST_CASE("flat params: every parameter and buffer is a view of one buffer and keeps its values") {
   torch::manual_seed(0);
-  Net net;
+  test::SmallNet net;
   auto before = net.fc1->weight.clone();
   auto mean_before = net.bn->running_var.clone();
   FlatParams flat = FlatParams::flatten(net);
@@ -50,7 +40,7 @@ TEST_CASE("flat params: every parameter and buffer is a view of one buffer and k
 }
 
 TEST_CASE("flat params: float32 tensors come first, each aligned, then the int64 counter") {
-  Net net;
+  test::SmallNet net;
   FlatParams flat = FlatParams::flatten(net);
   const auto& table = flat.table();
   REQUIRE(table.back().name == "bn.num_batches_tracked");
@@ -62,7 +52,7 @@ TEST_CASE("flat params: float32 tensors come first, each aligned, then the int64
 
 TEST_CASE("flat params: an optimizer step updates the flat buffer in place") {
   torch::manual_seed(1);
-  Net net;
+  test::SmallNet net;
   FlatParams flat = FlatParams::flatten(net);
   torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1));
   auto snapshot = flat.buffer().clone();
@@ -79,12 +69,12 @@ TEST_CASE("flat params: an optimizer step updates the flat buffer in place") {
 }
 
 TEST_CASE("flat params: the signature changes with a shape, a dtype or a name, and only then") {
-  Net a, b;
+  test::SmallNet a, b;
   auto sa = FlatParams::flatten(a).signature();
   CHECK(FlatParams::flatten(b).signature() == sa);  // different values, same layout
-  Net wider(32);
+  test::SmallNet wider(32);
   CHECK(FlatParams::flatten(wider).signature() != sa);
-  Net c;
+  test::SmallNet c;
   c.to(torch::kFloat64);
   CHECK(FlatParams::flatten(c).signature() != sa);
   struct Renamed : torch::nn::Module {
@@ -100,7 +90,7 @@ TEST_CASE("flat params: the signature changes with a shape, a dtype or a name, a
 
 TEST_CASE("flat params: rebind points the model at other bytes without copying") {
   torch::manual_seed(2);
-  Net src, dst;
+  test::SmallNet src, dst;
   FlatParams fs = FlatParams::flatten(src), fd = FlatParams::flatten(dst);
   fd.rebind(fs.buffer());
   auto x = torch::randn({4, 8});
@@ -122,7 +112,7 @@ TEST_CASE("flat params: tied weights are placed once") {
 }
 
 TEST_CASE("flat params: a tensor rebound after flattening is seen and adopted back with its values") {
-  Net net;
+  test::SmallNet net;
   FlatParams flat = FlatParams::flatten(net);
   const std::size_t i = 0;  // fc1.weight: float32 first, in module order
   REQUIRE(flat.table()[i].name == "fc1.weight");
@@ -140,7 +130,7 @@ TEST_CASE("flat params: a tensor rebound after flattening is seen and adopted ba
 }
 
 TEST_CASE("flat params: a tensor converted to another dtype after flattening is refused by name") {
-  Net net;
+  test::SmallNet net;
   FlatParams flat = FlatParams::flatten(net);
   net.fc1->weight.set_data(net.fc1->weight.to(torch::kDouble));
   const std::string message = test::error_of([&] { (void)flat.adopt_rebound(FlatParams::Values::copy); });

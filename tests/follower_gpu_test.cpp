@@ -12,6 +12,7 @@
 #include "actor/follower.hpp"
 #include "learner/model_publisher.hpp"
 #include "tests/harness.hpp"
+#include "tests/small_net.hpp"
 
 TANDEM_GPU_TEST_BINARY();
 
@@ -19,18 +20,12 @@ TANDEM_GPU_TEST_BINARY();
 using namespace tandem;
 
 namespace {
-struct Net : torch::nn::Module {
-  Net() {
-    fc1 = register_module("fc1", torch::nn::Linear(64, 256));
-    bn = register_module("bn", torch::nn::BatchNorm1d(256));
-    fc2 = register_module("fc2", torch::nn::Linear(256, 8));
-  }
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(bn(fc1(x)))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::BatchNorm1d bn{nullptr};
+// 64 -> 256 -> 8: large enough that a copy is not all launch overhead.
+struct WideNet : test::SmallNet {
+  WideNet() : SmallNet(256, 64, 8) {}
 };
 
-void train_step(Net& net) {
+void train_step(WideNet& net) {
   torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1));
   net.train();
   net.forward(torch::randn({32, 64}, torch::kCUDA)).pow(2).sum().backward();
@@ -42,7 +37,7 @@ TEST_CASE("follower (CUDA): CUDA and CPU actors load what a CUDA learner publish
   for (bool bf16 : {false, true}) {
     torch::manual_seed(0);
     const std::string name = test::unique_name("tandem.test-gpu-follow");
-    Net learner_net, gpu_actor, cpu_actor;
+    WideNet learner_net, gpu_actor, cpu_actor;
     learner_net.to(torch::kCUDA);
     gpu_actor.to(torch::kCUDA);
     train_step(learner_net);

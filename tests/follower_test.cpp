@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "learner/model_publisher.hpp"
 #include "tests/harness.hpp"
+#include "tests/small_net.hpp"
 
 using namespace tandem;
 using actor::Follower;
@@ -20,18 +21,7 @@ using learner::ModelPublisher;
 
 namespace {
 
-struct Net : torch::nn::Module {
-  explicit Net(int hidden = 16) {
-    fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
-    bn = register_module("bn", torch::nn::BatchNorm1d(hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, 2));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(bn(fc1(x)))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::BatchNorm1d bn{nullptr};
-};
-
-void train_step(Net& net) {
+void train_step(test::SmallNet& net) {
   torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1));
   net.train();
   net.forward(torch::randn({8, 8})).pow(2).sum().backward();
@@ -45,7 +35,7 @@ learner::ModelPublisherOptions options(std::string model, bool bf16 = false) {
   return o;
 }
 
-bool same_outputs(Net& a, Net& b) {
+bool same_outputs(test::SmallNet& a, test::SmallNet& b) {
   a.eval();
   b.eval();
   auto x = torch::randn({4, 8});
@@ -57,7 +47,7 @@ bool same_outputs(Net& a, Net& b) {
 TEST_CASE("follower: a CPU actor copies each new version and reports the version it runs") {
   torch::manual_seed(0);
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net, actor_net;
+  test::SmallNet learner_net, actor_net;
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp, options("net"));
   Follower follower(name, ap, {.mode = LoadMode::copy, .model = "net"});
@@ -83,7 +73,7 @@ TEST_CASE("follower: a CPU actor copies each new version and reports the version
 TEST_CASE("follower: zero-copy runs the model straight from the leased slot and moves its lease along") {
   torch::manual_seed(1);
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net, actor_net;
+  test::SmallNet learner_net, actor_net;
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp);
   Follower follower(name, ap, {.mode = LoadMode::zero_copy});
@@ -106,7 +96,7 @@ TEST_CASE("follower: zero-copy runs the model straight from the leased slot and 
 TEST_CASE("follower: a bf16 slab is widened back to float32 on load") {
   torch::manual_seed(2);
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net, actor_net;
+  test::SmallNet learner_net, actor_net;
   train_step(learner_net);  // non-trivial BatchNorm statistics and counter
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp, options("net", true));
@@ -122,7 +112,7 @@ TEST_CASE("follower: a bf16 slab is widened back to float32 on load") {
 
 TEST_CASE("follower: an actor built with another architecture gets one line naming both signatures") {
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net(16), actor_net(32);
+  test::SmallNet learner_net(16), actor_net(32);
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp, options("mlp16"));
   std::string message;
@@ -141,7 +131,7 @@ TEST_CASE("follower: an actor built with another architecture gets one line nami
 TEST_CASE("follower: an in-place write into a zero-copy model stays in this process and never faults") {
   torch::manual_seed(3);
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net, actor_net;
+  test::SmallNet learner_net, actor_net;
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp);
   Follower follower(name, ap, {.mode = LoadMode::zero_copy});
@@ -153,7 +143,7 @@ TEST_CASE("follower: an in-place write into a zero-copy model stays in this proc
     torch::NoGradGuard no_grad;
     actor_net.fc1->weight.mul_(0);
   }
-  Net fresh;
+  test::SmallNet fresh;
   FlatParams fp = FlatParams::flatten(fresh);
   Follower reader(name, fp);
   REQUIRE(reader.update());
@@ -163,7 +153,7 @@ TEST_CASE("follower: an in-place write into a zero-copy model stays in this proc
 
 TEST_CASE("follower: a model rebound after binding is loaded into, a converted one refused by name") {
   const std::string name = test::unique_name("tandem.test-follow");
-  Net learner_net, actor_net;
+  test::SmallNet learner_net, actor_net;
   FlatParams lp = FlatParams::flatten(learner_net), ap = FlatParams::flatten(actor_net);
   ModelPublisher pub(name, lp);
   Follower follower(name, ap);

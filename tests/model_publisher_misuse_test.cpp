@@ -26,8 +26,8 @@ using learner::Publisher;
 
 namespace {
 
-struct Net : torch::nn::Module {
-  Net() { fc = register_module("fc", torch::nn::Linear(8, 4)); }
+struct OneLinear : torch::nn::Module {
+  OneLinear() { fc = register_module("fc", torch::nn::Linear(8, 4)); }
   torch::nn::Linear fc{nullptr};
 };
 
@@ -39,7 +39,7 @@ learner::ModelPublisherOptions replacing() {
 
 // What a fresh follower loads from `slab`.
 at::Tensor published_weight(const std::string& slab) {
-  Net net;
+  OneLinear net;
   FlatParams flat = FlatParams::flatten(net);
   actor::Follower follower(slab, flat);
   REQUIRE(follower.update());
@@ -50,7 +50,7 @@ at::Tensor published_weight(const std::string& slab) {
 
 TEST_CASE("model publisher: a parameter rebound after construction is published as the module holds it now") {
   const std::string slab = test::unique_name("tandem.test-misuse");
-  Net net;
+  OneLinear net;
   FlatParams flat = FlatParams::flatten(net);
   ModelPublisher pub(slab, flat, replacing());
   net.fc->weight.set_data(torch::full_like(net.fc->weight, 4.0));
@@ -61,7 +61,7 @@ TEST_CASE("model publisher: a parameter rebound after construction is published 
 
 TEST_CASE("model publisher: a module converted to another dtype is refused by name and publishes nothing") {
   const std::string slab = test::unique_name("tandem.test-misuse");
-  Net net;
+  OneLinear net;
   FlatParams flat = FlatParams::flatten(net);
   ModelPublisher pub(slab, flat, replacing());
   REQUIRE(pub.publish(1).outcome == Publisher::Outcome::committed);
@@ -73,7 +73,7 @@ TEST_CASE("model publisher: a module converted to another dtype is refused by na
 
 TEST_CASE("model publisher: a second publisher of one slab in one process is refused; the first keeps publishing") {
   const std::string slab = test::unique_name("tandem.test-misuse");
-  Net a, b;
+  OneLinear a, b;
   FlatParams fa = FlatParams::flatten(a), fb = FlatParams::flatten(b);
   {
     ModelPublisher first(slab, fa, replacing());
@@ -90,7 +90,7 @@ TEST_CASE("model publisher: a second publisher of one slab in one process is ref
 
 TEST_CASE("model publisher: a removed slab is refused at the next publish, and its replacement outlives the old one") {
   const std::string slab = test::unique_name("tandem.test-misuse");
-  Net a, b;
+  OneLinear a, b;
   FlatParams fa = FlatParams::flatten(a), fb = FlatParams::flatten(b);
   auto old = std::make_unique<ModelPublisher>(slab, fa, replacing());
   REQUIRE(shm::Segment::unlink(slab));  // `tandem shm rm`
@@ -106,7 +106,7 @@ TEST_CASE("model publisher: an object Tandem did not make at the slab's name is 
   const std::string slab = test::unique_name("tandem.test-misuse");
   const std::string path = "/dev/shm/" + slab;
   std::ofstream(path) << std::string(8192, 'x');
-  Net net;
+  OneLinear net;
   FlatParams flat = FlatParams::flatten(net);
   const std::string refused = test::error_of([&] { ModelPublisher pub(slab, flat, replacing()); });
   CHECK(refused.find("'" + path + "' is not a Tandem segment (no Tandem header)") != std::string::npos);
@@ -117,7 +117,7 @@ TEST_CASE("model publisher: an object Tandem did not make at the slab's name is 
 
 TEST_CASE("model publisher: versions past what the slab's `latest` word packs are refused by name") {
   const std::string slab = test::unique_name("tandem.test-misuse");
-  Net net;
+  OneLinear net;
   FlatParams flat = FlatParams::flatten(net);
   auto o = replacing();
   o.when.after_version = shm::kMaxVersion;

@@ -109,7 +109,7 @@ int info(const std::string& name) {
   return 0;
 }
 
-int list() {
+int print_datasets() {
   int shown = 0;
   for (const auto& s : shm::list_segments()) {
     if (!s.name.starts_with("tandem.data.")) continue;
@@ -151,7 +151,7 @@ int verify(const std::string& name, unsigned threads) {
   return 0;
 }
 
-int remove(const std::string& name) {
+int remove_dataset(const std::string& name) {
   const auto r = shm::Segment::remove(shm::dataset_segment_name(name));
   if (r.result == shm::Segment::Removal::absent)
     fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
@@ -185,7 +185,7 @@ void add_data_commands(CLI::App& app) {
   p->add_option("--threads", pre.threads, "loader threads (default: all cores)");
   cli::on_run(p, [] { return run_preload(pre); });
 
-  cli::on_run(data->add_subcommand("ls", "list the dataset caches"), [] { return list(); });
+  cli::on_run(data->add_subcommand("ls", "list the dataset caches"), [] { return print_datasets(); });
 
   static std::string name;
   static unsigned threads = 0;
@@ -200,7 +200,7 @@ void add_data_commands(CLI::App& app) {
 
   auto* r = data->add_subcommand("rm", "remove a dataset cache");
   r->add_option("name", name, "cache name")->required();
-  cli::on_run(r, [] { return remove(name); });
+  cli::on_run(r, [] { return remove_dataset(name); });
 }
 
 }  // namespace tandem::tools

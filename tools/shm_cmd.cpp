@@ -23,7 +23,7 @@ std::string human(std::uint64_t bytes) {
 
 bool is_dataset(const shm::SegmentInfo& s) { return s.name.starts_with("tandem.data."); }
 
-int list() {
+int print_segments() {
   auto segments = shm::list_segments();
   if (segments.empty()) {
     fmt::print("no Tandem segments in /dev/shm\n");
@@ -91,7 +91,7 @@ int gc(bool dry_run, bool all_invalid) {
 
 // Root may remove another user's segment by name (it is the administrator's explicit request); the
 // message then says whose it was.
-int remove(const std::string& name) {
+int remove_segment(const std::string& name) {
   std::string bare = name.starts_with("/") ? name.substr(1) : name;
   if (!bare.starts_with("tandem.")) fail("'{}' is not a Tandem segment name (they start with tandem.)", name);
   if (bare.find('/') != std::string::npos) fail("'{}' is not a segment name: it contains '/'", name);
@@ -112,7 +112,7 @@ void add_shm_commands(CLI::App& app) {
       "Segments live in /dev/shm. TANDEM_SHM_LIMIT=SIZE (bytes, or K/M/G, powers of 1024) caps the space "
       "Tandem believes /dev/shm has free, e.g. to test a small /dev/shm (docs/FORMAT.md).");
   shm->require_subcommand(1);
-  cli::on_run(shm->add_subcommand("ls", "list Tandem segments in /dev/shm"), [] { return list(); });
+  cli::on_run(shm->add_subcommand("ls", "list Tandem segments in /dev/shm"), [] { return print_segments(); });
 
   auto* gc_cmd = shm->add_subcommand("gc",
                                      "remove this user's job segments whose creator is gone and abandoned preloads");
@@ -125,7 +125,7 @@ void add_shm_commands(CLI::App& app) {
   auto* rm = shm->add_subcommand("rm", "remove one segment by name");
   static std::string name;
   rm->add_option("name", name, "segment name, e.g. tandem.myjob.weights")->required();
-  cli::on_run(rm, [] { return remove(name); });
+  cli::on_run(rm, [] { return remove_segment(name); });
 }
 
 }  // namespace tandem::tools

@@ -30,15 +30,6 @@ struct AotiPackage::Impl {
   c10::DeviceIndex device;
 };
 
-namespace {
-
-std::string first_line(const std::exception& e) {
-  const std::string s = e.what();
-  return s.substr(0, s.find('\n'));
-}
-
-}  // namespace
-
 AotiPackage::AotiPackage(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                          const torch::Device& device)
     : path_(path), impl_(std::make_unique<Impl>()) {

@@ -43,13 +43,13 @@ NamedTensors to_named_jit(const SlotList& list) {
 
 // One line of a LibTorch error: the first (the rest is a C++ backtrace no user needs), or for the
 // TorchScript interpreter, whose first line only says that something failed, the last.
-std::string first_line(const std::exception& e) {
+std::string torchscript_error_line(const std::exception& e) {
   std::string s = e.what();
   if (s.rfind("The following operation failed in the TorchScript interpreter", 0) == 0) {
     while (!s.empty() && s.back() == '\n') s.pop_back();
     return s.substr(s.rfind('\n') + 1);
   }
-  return s.substr(0, s.find('\n'));
+  return first_line(e);
 }
 
 #ifdef TANDEM_TORCH_CUDA
@@ -134,7 +134,8 @@ Model Model::create(const ModelSpec& spec) {
     try {
       impl->jit = std::make_unique<torch::jit::Module>(torch::jit::load(spec.name, torch::kCPU));
     } catch (const c10::Error& e) {
-      fail("model file '{}' is not a TorchScript module ({}): save it with torch.jit.save", spec.name, first_line(e));
+      fail("model file '{}' is not a TorchScript module ({}): save it with torch.jit.save", spec.name,
+           torchscript_error_line(e));
     }
     if (!impl->jit->find_method("forward"))
       fail("TorchScript model '{}' has no forward method: script the module, not a function", spec.name);
@@ -152,7 +153,7 @@ Model Model::create(const ModelSpec& spec) {
     throw;
   } catch (const std::exception& e) {  // c10::Error, or the TorchScript interpreter's errors
     fail("model '{}' cannot take input [B, {}, {}, {}]: {}", spec.name, spec.channels, spec.height, spec.width,
-         first_line(e));
+         torchscript_error_line(e));
   }
   model.train(true);
   if (out.empty() || out[0].dim() != 2 || out[0].size(0) != 2 || out[0].size(1) != spec.num_classes)

@@ -14,11 +14,6 @@
 namespace tandem::ddp {
 namespace {
 
-std::string first_line(const std::exception& e) {
-  const std::string what = e.what();
-  return what.substr(0, what.find('\n'));
-}
-
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, std::chrono::milliseconds timeout)

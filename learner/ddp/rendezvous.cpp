@@ -20,12 +20,6 @@ namespace {
 
 std::string arrived_key(int rank) { return fmt::format("arrived/{}", rank); }
 
-// The first line of a c10 error: its backtrace is noise in a one-line message.
-std::string first_line(const std::exception& e) {
-  const std::string what = e.what();
-  return what.substr(0, what.find('\n'));
-}
-
 // Whether something accepts a TCP connection at host:port now (one attempt, a refused one returns at
 // once on a loopback or LAN address).
 bool accepts_connections(const std::string& host, int port) {

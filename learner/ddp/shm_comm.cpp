@@ -241,9 +241,8 @@ std::unique_ptr<Communicator> make_node_shm(const c10::intrusive_ptr<c10d::Store
     try {
       name = store->get(kGroupKey);  // waits up to the store's timeout (the rendezvous timeout)
     } catch (const std::exception& e) {
-      const std::string what = e.what();
       fail("rank {}: rank 0 never handed out the node's shared-memory reduce group ({}): read rank 0's log", rank.rank,
-           what.substr(0, what.find('\n')));
+           first_line(e));
     }
     group = shm::NodeGroup::attach(std::string(name.begin(), name.end()), rank.rank, rank.world_size);
   }

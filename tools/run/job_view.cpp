@@ -14,10 +14,6 @@ using shm::Role;
 
 namespace {
 
-bool alive(ProcessState s) {
-  return s == ProcessState::starting || s == ProcessState::running || s == ProcessState::stopping;
-}
-
 std::string number(double v, const char* format = "{:.4f}") {
   return std::isnan(v) ? std::string("-") : fmt::format(fmt::runtime(format), v);
 }
@@ -70,7 +66,7 @@ JobSummary summarize(const shm::ControlBlock& block) {
     j.restarts += p.restarts;
     if (p.role == Role::learner) {
       ++j.learners;
-      if (alive(p.state)) ++j.learners_alive;
+      if (shm::is_alive(p.state)) ++j.learners_alive;
       if (!p.metrics) continue;
       const auto& m = *p.metrics;
       add_to(j.samples_per_s, m.samples_per_s);
@@ -91,10 +87,10 @@ JobSummary summarize(const shm::ControlBlock& block) {
       if (user_group) {
         if (j.groups.empty() || j.groups.back().name != p.group) j.groups.push_back({.name = p.group});
         ++j.groups.back().count;
-        if (alive(p.state)) ++j.groups.back().alive;
+        if (shm::is_alive(p.state)) ++j.groups.back().alive;
       } else {
         ++j.actors;
-        if (alive(p.state)) ++j.actors_alive;
+        if (shm::is_alive(p.state)) ++j.actors_alive;
       }
       if (p.metrics) add_to(actors_env_steps_per_s, p.metrics->env_steps_per_s);
       if (!p.metrics || std::isnan(p.metrics->accuracy)) continue;
@@ -153,7 +149,7 @@ std::string status_table(const shm::ControlBlock& block) {
                      "RL / RANK");
   for (std::uint32_t i = 0; i < block.row_count(); ++i) {
     const auto p = block.snapshot(i);
-    const bool live = alive(p.state);
+    const bool live = shm::is_alive(p.state);
     const std::string beat = !live          ? "-"
                              : !p.heartbeat ? "none"  // heartbeat = false: supervised by exit status only
                                             : fmt::format("{:.1f}s ago", (now - std::min(now, p.heartbeat_ns)) / 1e9);
@@ -210,10 +206,10 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       const std::string name(f.name);
       double v = shm::kNaN;
       const auto& m = p.metrics;
-      if (name == "tandem_process_up") v = alive(p.state) ? 1 : 0;
+      if (name == "tandem_process_up") v = shm::is_alive(p.state) ? 1 : 0;
       else if (name == "tandem_process_restarts_total") v = p.restarts;
       else if (name == "tandem_heartbeat_age_seconds")
-        v = alive(p.state) && p.heartbeat ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
+        v = shm::is_alive(p.state) && p.heartbeat ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
       else if (!m) continue;
       else if (name == "tandem_step") v = static_cast<double>(m->step);
       else if (name == "tandem_weight_version") v = static_cast<double>(m->version);

@@ -10,10 +10,6 @@
 namespace tandem::run {
 namespace {
 
-bool alive(shm::ProcessState s) {
-  return s == shm::ProcessState::starting || s == shm::ProcessState::running || s == shm::ProcessState::stopping;
-}
-
 // JSON has no NaN: an unmeasured figure is null.
 nlohmann::ordered_json finite(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nullptr; }
 
@@ -66,7 +62,7 @@ nlohmann::ordered_json status_json(const shm::ControlBlock& block) {
     row["state"] = std::string(shm::state_name(p.state));
     row["exit_status"] = p.exit_status >= 0 ? nlohmann::ordered_json(p.exit_status) : nullptr;
     row["heartbeat"] = p.heartbeat;
-    row["heartbeat_age_s"] = alive(p.state) && p.heartbeat
+    row["heartbeat_age_s"] = shm::is_alive(p.state) && p.heartbeat
                                  ? nlohmann::ordered_json(std::round((now - std::min(now, p.heartbeat_ns)) / 1e6) / 1e3)
                                  : nullptr;
     if (!p.metrics) row["version"] = p.version_seen;

@@ -16,7 +16,7 @@
 namespace tandem::peer {
 namespace {
 
-struct Args {
+struct RingArgs {
   std::string job, dump, action = "discrete";
   shm::ExperienceShape shape;
   std::uint32_t actor = 0, count = 1;
@@ -29,7 +29,7 @@ void write_slot(std::ofstream& out, const shm::SlotView& slot, const shm::Experi
 }
 
 // Consumes `count` verified slots of actor `actor` from rings this process creates.
-int run_consume(Args a) {
+int run_consume(RingArgs a) {
   a.shape.action_kind = a.action == "continuous" ? shm::ActionKind::continuous : shm::ActionKind::discrete;
   shm::ExperienceRings rings = shm::ExperienceRings::create(a.job, a.shape);
   std::cout << nlohmann::json{{"ready", rings.segment_name()}}.dump() << std::endl;
@@ -87,7 +87,7 @@ void fill(const shm::SlotView& s, const shm::ExperienceDescriptor& d, std::uint6
   s.header().episodes = static_cast<std::uint32_t>(std::min<std::uint64_t>(k, d.max_episodes));
 }
 
-int run_write(const Args& a) {
+int run_write(const RingArgs& a) {
   shm::ExperienceWriter writer = shm::ExperienceWriter::attach(a.job, a.actor);
   std::ofstream out(a.dump, std::ios::binary);
   for (std::uint64_t k = 0; k < a.count;) {
@@ -107,7 +107,7 @@ int run_write(const Args& a) {
 }  // namespace
 
 void add_rings_commands(CLI::App& app) {
-  static Args c, w;
+  static RingArgs c, w;
   auto* consume = app.add_subcommand("rings-consume", "create experience rings and consume verified slots");
   consume->add_option("--job", c.job)->required();
   consume->add_option("--actors", c.shape.num_actors);

@@ -26,7 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Args {
+struct WeightArgs {
   std::string slab, dump;
   std::int64_t in = 64, out = 32;
   std::uint64_t seed = 0, min_version = 1;
@@ -42,7 +42,7 @@ void dump(const FlatParams& flat, const std::string& path) {
 
 std::byte* bytes(const FlatParams& flat) { return static_cast<std::byte*>(flat.buffer().data_ptr()); }
 
-int run_publish(const Args& a) {
+int run_publish(const WeightArgs& a) {
   torch::manual_seed(static_cast<std::uint64_t>(a.seed));
   PeerModel model(a.in, a.out);
   FlatParams flat = FlatParams::flatten(*model);
@@ -82,7 +82,7 @@ int run_publish(const Args& a) {
   return 0;
 }
 
-int run_follow(const Args& a) {
+int run_follow(const WeightArgs& a) {
   PeerModel model(a.in, a.out);
   FlatParams flat = FlatParams::flatten(*model);
   actor::Follower follower(a.slab, flat, {.mode = actor::LoadMode::copy, .model = "peer"});
@@ -122,7 +122,7 @@ int run_follow(const Args& a) {
   return 0;
 }
 
-void common_options(CLI::App* c, Args& a) {
+void common_options(CLI::App* c, WeightArgs& a) {
   c->add_option("--slab", a.slab)->required();
   c->add_option("--in", a.in);
   c->add_option("--out", a.out);
@@ -133,7 +133,7 @@ void common_options(CLI::App* c, Args& a) {
 }  // namespace
 
 void add_weights_commands(CLI::App& app) {
-  static Args p, f;
+  static WeightArgs p, f;
   auto* pub = app.add_subcommand("publish", "publish PeerModel's weights (C++ ModelPublisher)");
   common_options(pub, p);
   pub->add_option("--seed", p.seed);
