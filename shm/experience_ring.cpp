@@ -253,6 +253,8 @@ void ExperienceWriter::commit(const SlotView& slot) {
     throw std::logic_error(
         fmt::format("experience ring {}: {} episodes in a slot of {}", actor_, h.episodes, descriptor().max_episodes));
   h.seq = head;
+  h.writer_start = committed_since_attach_ ? 0 : 1;
+  committed_since_attach_ = true;
   h.checksum = slot_checksum(slot.bytes(), descriptor());
   r.head.store(head + 1, std::memory_order_release);
 }

@@ -106,13 +106,15 @@ class ExperienceWriter {
 
   // The slot at head to fill in place, or nothing when the ring is full (counted in full_waits).
   [[nodiscard]] std::optional<SlotView> begin_write();
-  // Checksums the slot begun last and publishes it: head += 1 (release).
+  // Marks the first slot since attach (writer_start), checksums the slot begun last and publishes it:
+  // head += 1 (release).
   void commit(const SlotView& slot);
 
  private:
   ExperienceWriter(Segment segment, std::uint32_t actor) : segment_(std::move(segment)), actor_(actor) {}
   Segment segment_;
   std::uint32_t actor_;
+  bool committed_since_attach_ = false;
 };
 
 }  // namespace tandem::shm

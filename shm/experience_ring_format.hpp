@@ -85,7 +85,8 @@ struct TrajectoryHeader {        // slot byte 0, 64 bytes
   std::uint64_t seq;             // the ring index this slot was committed as (head before commit)
   std::uint64_t policy_version;  // weight version that acted
   std::uint32_t episodes;        // finished episodes recorded in this slot, <= max_episodes
-  std::uint32_t reserved0;
+  std::uint32_t writer_start;    // 1: the first slot its writer committed since attaching (a new actor
+                                 // process, whose envs began new episodes), else 0; written at commit
   std::uint64_t reserved[4];
 };
 static_assert(std::is_standard_layout_v<TrajectoryHeader> && sizeof(TrajectoryHeader) == 64);

@@ -131,7 +131,7 @@ TEST_CASE("experience rings: a slot changed after commit fails verify and is cou
   CHECK(rings.ring(0).refused.load() == 2);
 }
 
-TEST_CASE("experience rings: a restarted writer reattaches at head and a second attach is counted") {
+TEST_CASE("experience rings: a restarted writer reattaches at head, is counted, and marks its first slot") {
   const std::string job = test::unique_name("exp");
   ExperienceRings rings = ExperienceRings::create(job, small_shape());
   {
@@ -145,11 +145,14 @@ TEST_CASE("experience rings: a restarted writer reattaches at head and a second 
   ExperienceWriter again = ExperienceWriter::attach(job, 0);
   CHECK(rings.ring(0).writer_attaches.load() == 2);
   CHECK(write_one(again) == 1);
-  for (std::uint64_t i = 0; i < 2; ++i) {
+  CHECK(write_one(again) == 2);
+  for (std::uint64_t i = 0; i < 3; ++i) {
     auto slot = rings.peek(0);
     REQUIRE(slot);
     CHECK(rings.verify(0, *slot));
     CHECK(test::slot_holds(*slot, rings.descriptor(), i));
+    // The first slot of each writer: a learner restarts that actor's per-env running sums there.
+    CHECK(slot->header().writer_start == (i == 2 ? 0u : 1u));
     rings.release(0);
   }
 }

@@ -365,7 +365,7 @@ TEST_CASE("FORMAT.md: the experience ring tables match the structs, and the slot
   check_struct(tables, "TrajectoryHeader", sizeof(TrajectoryHeader),
                {MEMBER(TrajectoryHeader, checksum), MEMBER(TrajectoryHeader, seq),
                 MEMBER(TrajectoryHeader, policy_version), MEMBER(TrajectoryHeader, episodes),
-                MEMBER(TrajectoryHeader, reserved0), MEMBER(TrajectoryHeader, reserved)});
+                MEMBER(TrajectoryHeader, writer_start), MEMBER(TrajectoryHeader, reserved)});
 
   // The documented example, laid out by the code: every field in the documented order and place.
   ExperienceDescriptor d{};

@@ -16,6 +16,7 @@
 #include "learner/model_publisher.hpp"
 #include "learner/rl/normalizers.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
+#include "shm/experience_ring.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -146,6 +147,52 @@ TEST_CASE("rl normalizers: reward scaling matches a direct computation over a tr
     CHECK(returns[1][0].item<double>() == doctest::Approx(g[0]));
     CHECK(returns[1][1].item<double>() == doctest::Approx(g[1]));
   }
+}
+
+TEST_CASE("rl normalizers: the first slot of a restarted actor restarts that actor's returns, and only them") {
+  const std::string job = test::unique_name("rscale");
+  shm::ExperienceShape shape;
+  shape.num_actors = 2;
+  shape.slots_per_ring = 2;
+  shape.steps = 3;
+  shape.envs = 2;
+  shape.obs_dim = 1;
+  shape.action_dim = 1;
+  shm::ExperienceRings rings = shm::ExperienceRings::create(job, shape);
+  rl::RewardScaler scaler(2, shape.envs, 0.9);
+  // One slot of rewards 1 from each actor's first writer, then a second slot from actor 1's same
+  // writer (its returns carry on), and one from a restarted actor 0 (its returns restart).
+  const auto commit = [&](shm::ExperienceWriter& w) {
+    auto slot = w.begin_write();
+    REQUIRE(slot);
+    std::fill_n(slot->rewards(), shape.steps * shape.envs, 1.0f);
+    std::fill_n(slot->terminated(), shape.steps * shape.envs, std::uint8_t{0});
+    std::fill_n(slot->truncated(), shape.steps * shape.envs, std::uint8_t{0});
+    w.commit(*slot);
+  };
+  const auto consume = [&](std::uint32_t actor) {
+    auto view = rings.peek(actor);
+    REQUIRE(view);
+    scaler.scale({rl::HeldSlot{actor, *view}}, shape.steps);
+    rings.release(actor);
+  };
+  auto actor0 = shm::ExperienceWriter::attach(job, 0);
+  auto actor1 = shm::ExperienceWriter::attach(job, 1);
+  commit(actor0);
+  commit(actor1);
+  commit(actor1);
+  consume(0);
+  consume(1);
+  consume(1);
+  const double three_steps = 1 + 0.9 + 0.81, six_steps = three_steps * (1 + 0.729);
+  const torch::Tensor returns = scaler.state()[0].second;
+  CHECK(returns[0][0].item<double>() == doctest::Approx(three_steps));
+  CHECK(returns[1][1].item<double>() == doctest::Approx(six_steps));
+  auto restarted0 = shm::ExperienceWriter::attach(job, 0);
+  commit(restarted0);
+  consume(0);
+  CHECK(returns[0][0].item<double>() == doctest::Approx(three_steps));  // restarted, not 0.729 * 2.71 + 2.71
+  CHECK(returns[1][1].item<double>() == doctest::Approx(six_steps));
 }
 
 TEST_CASE("rl normalizers: a scaled reward far outside the returns seen so far is clipped to 10") {

@@ -50,12 +50,15 @@ void RewardScaler::scale(std::uint32_t actor, std::int64_t steps, const float* r
   }
 }
 
+void RewardScaler::restart(std::uint32_t actor) { returns_[static_cast<std::int64_t>(actor)].zero_(); }
+
 torch::Tensor RewardScaler::scale(const std::vector<HeldSlot>& slots, std::int64_t steps) {
   const std::int64_t n = static_cast<std::int64_t>(slots.size());
   // Slot-major while scaling (each slot's block contiguous), then laid out as make_batch's columns.
   torch::Tensor blocks = torch::empty({n, steps, envs_}, torch::kFloat32);
   for (std::int64_t i = 0; i < n; ++i) {
     const HeldSlot& h = slots[static_cast<std::size_t>(i)];
+    if (h.view.header().writer_start) restart(h.actor);
     scale(h.actor, steps, h.view.rewards(), h.view.terminated(), h.view.truncated(), blocks[i].data_ptr<float>());
   }
   return blocks.permute({1, 0, 2}).reshape({steps, n * envs_});

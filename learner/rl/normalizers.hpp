@@ -57,7 +57,10 @@ class RewardScaler {
   // together), r is divided by sqrt(var + 1e-8) and clipped, and G restarts after an episode's end.
   void scale(std::uint32_t actor, std::int64_t steps, const float* rewards, const std::uint8_t* terminated,
              const std::uint8_t* truncated, float* out);
-  // The rewards of an update's slots as make_batch lays them out: [T, slots x envs], float32, CPU.
+  // `actor`'s envs began new episodes (the actor process restarted): their returns restart at 0.
+  void restart(std::uint32_t actor);
+  // The rewards of an update's slots as make_batch lays them out: [T, slots x envs], float32, CPU. A
+  // slot marked writer_start (the first of a restarted actor) restarts that actor's returns first.
   torch::Tensor scale(const std::vector<HeldSlot>& slots, std::int64_t steps);
 
   // The state a resume needs (the tensors themselves: a checkpoint load copies into them).
