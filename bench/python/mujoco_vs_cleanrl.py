@@ -64,15 +64,15 @@ def finish_peer(proc):
 
 
 def peers(pairs, args):
-    """The peer of each (task, seed): one after another, or all at once (--peers-at-once), or read back
-    from an earlier run's JSON (--peers-from), keyed by (task, seed)."""
+    """The peer of each (task, seed), keyed by (task, seed): one after another, or all at once
+    (--peers-at-once), or read back from an earlier run's JSON (--peers-from); and whether they ran at once."""
     if args.peers_from:
-        rows = json.loads(open(args.peers_from).read())["rows"]
-        return {(r["task"], r["seed"]): r["cleanrl"] for r in rows}
+        earlier = json.loads(open(args.peers_from).read())
+        return {(r["task"], r["seed"]): r["cleanrl"] for r in earlier["rows"]}, earlier.get("peers_at_once", False)
     if args.peers_at_once:
         procs = {pair: start_peer(*pair, args.budget, args.peer_threads) for pair in pairs}
-        return {pair: finish_peer(proc) for pair, proc in procs.items()}
-    return {pair: finish_peer(start_peer(*pair, args.budget, args.peer_threads)) for pair in pairs}
+        return {pair: finish_peer(proc) for pair, proc in procs.items()}, True
+    return {pair: finish_peer(start_peer(*pair, args.budget, args.peer_threads)) for pair in pairs}, False
 
 
 def ours(config, task, seed, target, cap_steps, extra):
@@ -168,7 +168,7 @@ def main():
     print("| task | seed | CleanRL recipe: return at budget / wall s / env steps/s | Tandem: reached at env steps / "
           "wall s | wall ratio | load |\n| --- | --- | --- | --- | --- | --- |", flush=True)
     pairs = [(task, seed) for task in args.tasks for seed in args.seeds]
-    peer_results = peers(pairs, args)
+    peer_results, peers_at_once = peers(pairs, args)
     for task, seed in pairs:
         p = peer_results[(task, seed)]
         load = float(open("/proc/loadavg").read().split()[0])
@@ -186,7 +186,7 @@ def main():
         results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": t, "wall_ratio": round(ratio, 2),
                         "load": load})
     line = json.dumps({"bench": "mujoco_vs_cleanrl", "budget": args.budget, "window": WINDOW,
-                       "peers_at_once": args.peers_at_once, "cores": os.cpu_count(), "rows": results})
+                       "peers_at_once": peers_at_once, "cores": os.cpu_count(), "rows": results})
     print(line)
     if args.json:
         with open(args.json, "w") as f:
