@@ -27,7 +27,7 @@ int run(const ProgramArgs& args) {
   if (settings.learner.rl()) {
     if (settings.learner.cuda_graph)
       log::info("learner.cuda_graph = true, training eagerly: the RL learner's updates are not captured");
-    return run_rl_learner(settings, process);
+    return run_rl_learner(settings, process, rank);
   }
   return run_supervised_learner(settings, process, rank);
 }

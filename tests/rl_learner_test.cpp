@@ -29,25 +29,31 @@ using namespace tandem::test;
 
 namespace {
 
-// Runs the learner on child_args()[0] (a job config) in the job of TANDEM_JOB.
+// Runs the learner on child_args()[0] (a job config) in the job of TANDEM_JOB, as the rank RANK &c.
+// name (one rank where they are unset), as tandem-learner does.
 TANDEM_CHILD("rl-learner") {
   try {
-    const JobSettings settings = JobSettings::parse(load_program_config(child_args()[0], {}), program_shape(1, 1));
+    const ddp::RankInfo rank = ddp::rank_from_env();
+    const JobSettings settings = JobSettings::parse(
+        load_program_config(child_args()[0], {}),
+        program_shape(static_cast<std::uint32_t>(rank.world_size), static_cast<std::uint32_t>(rank.local_world_size)));
     catch_stop_signals();
     shm::JobProcess process("learner");
-    return run_rl_learner(settings, process);
+    return run_rl_learner(settings, process, rank);
   } catch (const UserError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
 }
 
-std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra = "") {
+// `update`: how an update learns from its batch ([rl] keys).
+std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra = "",
+                         const std::string& update = "update_epochs = 2\nminibatches = 2\n") {
   std::string path = dir.file("job.toml");
   std::ofstream out(path);
   out << "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 0\n"
       << "[rl]\nrollout_steps = 16\nslots_per_ring = 2\nslots_per_update = 2\ntotal_env_steps = 1024\n"
-      << "update_epochs = 2\nminibatches = 2\n"
+      << update
       << "[learner]\nalgo = \"" << algo << "\"\nreport_every_steps = 1\n"
       << "[optimizer]\nname = \"adam\"\nlr = 0.001\nweight_decay = 0.0\n"
       << "[checkpoint]\nevery_steps = 0\n"
@@ -130,23 +136,42 @@ struct LearnerRun {
   std::string checkpoint;
 };
 
-// Runs the learner child in a fresh job with `actors` rollout rings, feeding every ring until the
-// learner exits; the first slot of ring 0 is corrupt when `corrupt_first`.
+// Runs `ranks` learner children in a fresh job with `actors` rollout rings, feeding every ring until
+// every learner has exited (the status: the first non-zero one); the first slot of ring 0 is corrupt
+// when `corrupt_first`.
 LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint32_t actors, bool corrupt_first,
-                       bool deterministic = false) {
+                       bool deterministic = false, int ranks = 1) {
   const std::string job = unique_name("rl");
-  shm::ControlBlock block = shm::ControlBlock::create(
-      {.job = job, .learners = 1, .actors = actors, .run_dir = dir.path().string()});
-  ::setenv("TANDEM_JOB", job.c_str(), 1);
-  ::setenv("TANDEM_ROLE", "learner", 1);
-  ::setenv("TANDEM_INDEX", "0", 1);
-  ::setenv("TANDEM_ACTORS", std::to_string(actors).c_str(), 1);
-  if (deterministic) ::setenv("TANDEM_DETERMINISTIC", "1", 1);
-  Child learner = spawn_child("rl-learner", {config});
-  for (const char* v : {"TANDEM_JOB", "TANDEM_ROLE", "TANDEM_INDEX", "TANDEM_ACTORS", "TANDEM_DETERMINISTIC"})
-    ::unsetenv(v);
+  shm::ControlBlock block = shm::ControlBlock::create({.job = job,
+                                                       .learners = static_cast<std::uint32_t>(ranks),
+                                                       .actors = actors,
+                                                       .run_dir = dir.path().string()});
+  const std::string port = std::to_string(free_loopback_port()), world = std::to_string(ranks);
+  std::vector<std::pair<const char*, std::string>> env = {
+      {"TANDEM_JOB", job}, {"TANDEM_ROLE", "learner"}, {"TANDEM_ACTORS", std::to_string(actors)}};
+  if (deterministic) env.emplace_back("TANDEM_DETERMINISTIC", "1");
+  if (ranks > 1)
+    env.insert(env.end(), {{"WORLD_SIZE", world}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", port}});
+  for (const auto& [name, value] : env) ::setenv(name, value.c_str(), 1);
+  std::vector<Child> learners;
+  for (int r = 0; r < ranks; ++r) {
+    for (const char* v : {"TANDEM_INDEX", "RANK", "LOCAL_RANK"})
+      if (ranks > 1 || std::string(v) == "TANDEM_INDEX") ::setenv(v, std::to_string(r).c_str(), 1);
+    learners.push_back(spawn_child("rl-learner", {config}));
+  }
+  for (const auto& [name, value] : env) ::unsetenv(name);
+  for (const char* v : {"TANDEM_INDEX", "RANK", "LOCAL_RANK"}) ::unsetenv(v);
 
   LearnerRun run;
+  std::vector<int> statuses(learners.size(), -1);
+  auto all_exited = [&] {
+    bool all = true;
+    for (std::size_t r = 0; r < learners.size(); ++r)
+      if (statuses[r] < 0 && !learners[r].wait_for(std::chrono::milliseconds(1), statuses[r])) all = false;
+    return all;
+  };
+  Child& learner = learners[0];
   const std::string exp = shm::job_segment_name(job, shm::Kind::experience);
   // The rings are ready once the learner has built its model (attach refuses them until then).
   std::vector<std::unique_ptr<RandomProducer>> producers;
@@ -156,9 +181,10 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
     } catch (const UserError&) {
     }
   }
+  if (run.status >= 0) statuses[0] = run.status;
   if (run.status < 0) {
     bool corrupt = corrupt_first;
-    while (!learner.wait_for(std::chrono::milliseconds(1), run.status)) {
+    while (!all_exited()) {
       bool wrote = false;
       for (auto& p : producers) {
         wrote = p->write(corrupt) || wrote;
@@ -168,6 +194,13 @@ LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint3
     }
     for (const auto& p : producers) run.refused += p->ring().refused.load();
   }
+  while (!all_exited()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  run.status = 0;
+  for (int status : statuses)
+    if (status != 0) {
+      run.status = status;
+      break;
+    }
   run.metrics = block.read_metrics(block.row_of(shm::Role::learner, 0));
   if (auto latest = latest_checkpoint(dir.path().string())) run.checkpoint = *latest;
   // What the launcher does when a job ends: the learner keeps them for the job's actors.
@@ -229,6 +262,44 @@ TEST_CASE("rl learner: deterministic mode gives byte-identical final checkpoints
     const std::string bytes = file_bytes(run.checkpoint);
     if (round == 0) first = bytes;
     else CHECK(bytes == first);
+  }
+}
+
+// The largest difference between two checkpoints' models, relative to the largest weight.
+double model_difference(const std::string& a, const std::string& b) {
+  const safetensors::Contents ca = safetensors::load_file(a), cb = safetensors::load_file(b);
+  double most = 0, scale = 0;
+  for (const auto& [name, t] : ca.tensors) {
+    if (name.rfind("model.", 0) != 0) continue;
+    most = std::max(most, (t - cb.at(name)).abs().max().item<double>());
+    scale = std::max(scale, t.abs().max().item<double>());
+  }
+  return most / scale;
+}
+
+TEST_CASE("rl learner: 2 CPU ranks, each on its own actor's ring, end with one rank's weights over both rings" *
+          doctest::timeout(120)) {
+  // One minibatch of whole columns: the loss over the union is the mean of the ranks' losses, so the
+  // averaged gradients are the union's. The single rank takes a slot of each ring per update in a
+  // fixed order (deterministic mode), each rank the next slot of its own ring: the same samples.
+  for (const std::string algo : {"vtrace", "ppo"}) {
+    CAPTURE(algo);
+    TempDir one, two;
+    auto config = [&](const TempDir& dir) {
+      return write_config(dir, algo, "[ddp]\ncollective_timeout_s = 20\n",
+                          "update_epochs = 1\nminibatches = 1\nnorm_adv = false\n");
+    };
+    const LearnerRun single = run_learner(one, config(one), 2, false, /*deterministic=*/true);
+    const LearnerRun ranks = run_learner(two, config(two), 2, false, false, /*ranks=*/2);
+    REQUIRE(single.status == 0);
+    REQUIRE(ranks.status == 0);
+    REQUIRE(ranks.metrics);
+    CHECK(ranks.metrics->env_steps == 1024);  // both ranks' slots count
+    CHECK(ranks.metrics->step == 8);
+    REQUIRE_FALSE(single.checkpoint.empty());
+    REQUIRE_FALSE(ranks.checkpoint.empty());
+    CHECK(distance_from_initial(ranks.checkpoint, config(two)) > 1e-4);
+    CHECK(model_difference(ranks.checkpoint, single.checkpoint) < 1e-5);  // 1e-7 when written
   }
 }
 

@@ -290,7 +290,7 @@ TEST_CASE("the launcher and the programs refuse a job with the same line, from t
       {"supervised.feed=device", "TANDEM_LEARNER", "", "supervised.feed = \"device\" needs learner.device"},
       {"actor.role=rollout", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "actor.role = \"rollout\" needs a learner"},
       {"learner.device=gpu", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "learner.device = \"gpu\" is not a device"},
-      {rl + " run.learners=2", "TANDEM_LEARNER", two_ranks + " TANDEM_ACTORS=2", "trains on one learner rank, not 2"},
+      {rl + " run.learners=2", "TANDEM_LEARNER", two_ranks + " TANDEM_ACTORS=2", "rollout actors do not divide among run.learners = 2"},
       {rl + " run.actors=1", "TANDEM_LEARNER", "TANDEM_ACTORS=1", "actor.evaluators = 1 leaves no rollout actor"},
       {rl + " run.actors=1", "TANDEM_ACTOR", "TANDEM_ACTORS=1", "actor.evaluators = 1 leaves no rollout actor"},
       {rl + " env.name=plugin", "TANDEM_ACTOR", "TANDEM_ACTORS=2", "env.name = \"plugin\" but env.plugin is empty"},

@@ -280,7 +280,7 @@ TEST_CASE(
     std::string expect;
   };
   const std::vector<Row> rows = {
-      {{"run.learners=2"}, "learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1"},
+      {{"run.learners=2"}, "the 1 rollout actors do not divide among run.learners = 2 ranks"},
       {{"actor.role=evaluator"}, "learner.algo = \"ppo\" learns from rollout actors: set actor.role = \"rollout\""},
       {{"actor.evaluators=2"}, "actor.evaluators = 2 leaves no rollout actor among run.actors = 2"},
       {{"model.name=cnn"}, "model.name = \"cnn\" has no value head: learner.algo = \"ppo\" needs"},
@@ -312,5 +312,7 @@ TEST_CASE("tandem run: examples/cartpole-ppo.toml with run.learners = 2 is refus
   check_refused(
       run_tandem(example, {"run.learners=2", "run.job=" + job.job, "run.runs_dir=" + (job.dir / "runs").string(),
                            "run.learner_program=/bin/true", "run.actor_program=/bin/true"}),
-      "config: learner.algo = \"ppo\" trains on one learner rank, not 2: set run.learners = 1", job);
+      "config: the 1 rollout actors do not divide among run.learners = 2 ranks (each consumes its own actors' rings): "
+      "make run.actors - actor.evaluators a multiple of 2",
+      job);
 }

@@ -79,19 +79,42 @@ void check_rl_batches(const JobSettings& s) {
         rl.slots_per_update, R, rl.slots_per_ring);
   }
   const bool ppo = s.learner.algo == Algo::ppo;
-  const std::uint64_t columns = std::uint64_t{rl.slots_per_update} * static_cast<std::uint64_t>(s.env.envs);
+  // Each learner rank splits its own share of the update (check_rl_ranks makes it whole).
+  const std::uint64_t columns =
+      std::uint64_t{rl.slots_per_update} / s.shape.learners * static_cast<std::uint64_t>(s.env.envs);
   const std::uint64_t split = ppo ? columns * rl.rollout_steps : columns;  // V-trace keeps whole trajectories
   if (static_cast<std::uint64_t>(rl.minibatches) > split)
     fail("config: rl.minibatches = {} is more than the {} {} of one update: lower rl.minibatches", rl.minibatches,
          split, ppo ? "samples" : "trajectories (V-trace splits by trajectory)");
 }
 
-// An RL job: one learner rank, rollout actors, an actor-critic; no dataset cache.
+// RL learner ranks: each consumes the rings of its own rollout actors, so the actors and the slots of
+// an update divide among them, and the rings are one node's shared memory.
+void check_rl_ranks(const JobSettings& s, std::string_view algo) {
+  const std::uint32_t N = s.shape.learners;
+  if (N == 1) return;
+  if (s.shape.local_learners != N)
+    fail(
+        "config: learner.algo = \"{}\" runs its {} learner ranks on one node (the rollout actors' rings are its "
+        "shared memory), not {} of them here: start every rank on one node",
+        algo, N, s.shape.local_learners);
+  if (s.shape.deterministic)
+    fail("config: run.deterministic runs one RL learner rank, not {}: set run.learners = 1", N);
+  if (s.rollout_actors % N != 0)
+    fail(
+        "config: the {} rollout actors do not divide among run.learners = {} ranks (each consumes its own actors' "
+        "rings): make run.actors - actor.evaluators a multiple of {}",
+        s.rollout_actors, N, N);
+  if (s.rl.slots_per_update % N != 0)
+    fail(
+        "config: rl.slots_per_update = {} does not divide among run.learners = {} ranks (each gathers its share of "
+        "an update): set it to a multiple of {}",
+        s.rl.slots_per_update, N, N);
+}
+
+// An RL job: learner ranks, rollout actors, an actor-critic; no dataset cache.
 void check_rl(JobSettings& s) {
   const std::string_view algo = algo_name(s.learner.algo);
-  if (s.shape.learners > 1)  // its updates are not synchronised: N ranks would train N policies
-    fail("config: learner.algo = \"{}\" trains on one learner rank, not {}: set run.learners = 1", algo,
-         s.shape.learners);
   if (s.shape.actors) {
     const std::uint32_t actors = *s.shape.actors;
     if (s.actor.role != ActorSettings::Role::rollout)
@@ -130,6 +153,7 @@ void check_rl(JobSettings& s) {
     fail(
         "config: rl.norm_obs = true is not offered with env.name = \"python\" (the Python rollout actor's network "
         "does not normalise): set rl.norm_obs = false");
+  check_rl_ranks(s, algo);
   check_rl_batches(s);
 }
 

@@ -329,6 +329,16 @@ std::int64_t GradSync::agree(std::int64_t value) {
   return t.cpu().item<std::int64_t>();
 }
 
+bool GradSync::any(bool flag) {
+  at::Tensor t = torch::full({1}, flag ? 1.0f : 0.0f, state_->grads.options());
+  try {
+    state_->comm->all_reduce_sum(t, 1.0, {})->wait();
+  } catch (const UserError& e) {
+    fail("rank {}: agreeing with the other ranks whether to stop failed: {}", local_->rank, e.what());
+  }
+  return t.cpu().item<float>() > 0.0f;
+}
+
 void GradSync::finish(std::int64_t step) {
   finish_on_device(step);
   stop_agreed_ = local_->vote.read(state_->agreed);

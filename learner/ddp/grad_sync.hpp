@@ -81,6 +81,10 @@ class GradSync {
   void broadcast_from_rank0(const std::vector<at::Tensor>& extra = {});
   // Rank 0's value of `value` (a resume step, a version) on every rank.
   std::int64_t agree(std::int64_t value);
+  // Whether `flag` holds on any rank: one small all-reduce that waits for every rank, between steps
+  // (the RL learner's ranks agree on a stop after each gather with it, since the vote above only
+  // rides a step). UserError naming this rank on a failed collective.
+  bool any(bool flag);
 
   void vote_stop(bool stop);       // before backward: this rank wants to stop after this step
   void finish(std::int64_t step);  // after backward, before the optimizer step; UserError on failure

@@ -21,6 +21,7 @@
 #include "common/torch/model_config.hpp"
 #include "common/torch/rl_model.hpp"
 #include "envs/env_source.hpp"
+#include "learner/ddp/session.hpp"
 #include "learner/runtime.hpp"
 #include "learner/rl/normalizers.hpp"
 #include "learner/rl/rl_checkpoint.hpp"
@@ -59,15 +60,23 @@ class EpisodeWindow {
 
 }  // namespace
 
-int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
+int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const ddp::RankInfo& rank) {
   const Clock::time_point started = Clock::now();
-  learner::LearnerRuntime runtime(settings, process);
+  learner::LearnerRuntime runtime(settings, process, rank);
   const RlSettings& s = settings.rl;
   const std::string_view algo = algo_name(settings.learner.algo);
   const std::uint32_t rollout_actors = settings.rollout_actors;
+  const auto ranks = static_cast<std::uint32_t>(rank.world_size);
+  // This rank's rollout actors and its share of an update (check_rl_ranks makes both whole).
+  const rl::RingRange own{.first = static_cast<std::uint32_t>(rank.rank) * (rollout_actors / ranks),
+                          .count = rollout_actors / ranks};
+  const std::uint32_t slots_per_update = s.slots_per_update / ranks;
   const double base_lr = settings.optimizer.lr;
   const torch::Device& device = runtime.device();
   const bool cuda = device.is_cuda();
+  // Rendezvous first: a rank that fails later then fails every rank through its peers.
+  std::unique_ptr<ddp::Session> session;
+  if (rank.distributed()) session = ddp::Session::start(rank, settings, process.job(), cuda ? device.index() : -1);
 
   const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
   const PolicyHead head = policy_head_for(env);
@@ -83,6 +92,13 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   oc.eps = 1e-5;  // the PPO implementations' Adam epsilon (CleanRL, OpenAI baselines)
   Optimizer optimizer(model.named_parameters(), oc);
   model.train(true);
+  std::optional<ddp::GradSync> sync;
+  if (session) {
+    std::vector<at::Tensor> params;
+    for (auto& [name, p] : model.named_parameters())
+      if (p.requires_grad()) params.push_back(p);
+    sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
+  }
 
   const std::optional<ObsStats> obs_stats = obs_stats_of(model);  // rl.norm_obs
   std::optional<rl::RewardScaler> reward_scaler;
@@ -99,10 +115,25 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     log::info("resumed from {} at update {}, env step {} (weights version {})", *latest, step, env_steps,
               resumed_version);
   }
+  if (sync) {  // rank 0's weights, Adam's state and counters: the replicas start bitwise equal
+    std::vector<at::Tensor> state;
+    for (auto& [name, t] : optimizer.state_tensors()) state.push_back(t);
+    sync->broadcast_from_rank0(state);
+    step = sync->agree(step);
+    env_steps = static_cast<std::uint64_t>(sync->agree(static_cast<std::int64_t>(env_steps)));
+    resumed_version = static_cast<std::uint64_t>(sync->agree(static_cast<std::int64_t>(resumed_version)));
+  }
 
-  // The rings before the slab: an actor that finds the weights finds its ring too.
-  shm::ExperienceRings rings = shm::ExperienceRings::create(process.job(), rl::experience_shape(settings, env, head));
-  if (process.client()) rings.segment().persist();  // the launcher removes the job's segments when the job ends
+  // The rings before the slab: an actor that finds the weights finds its ring too. Rank 0 makes every
+  // rank's; the others attach once it has (the broadcast returns on them after rank 0 entered it).
+  std::optional<shm::ExperienceRings> made;
+  if (rank.rank == 0) {
+    made.emplace(shm::ExperienceRings::create(process.job(), rl::experience_shape(settings, env, head)));
+    if (process.client()) made->segment().persist();  // the launcher removes the job's segments when the job ends
+  }
+  if (sync) sync->agree(0);
+  if (rank.rank != 0) made.emplace(shm::ExperienceRings::attach(process.job()));
+  shm::ExperienceRings& rings = *made;
   cuda::HostRegistration registered;                // async H2D straight out of the slots
   if (cuda)
     registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
@@ -118,13 +149,18 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   const bool deterministic = settings.shape.deterministic;
   at::Generator order = at::detail::createCPUGenerator(settings.learner.seed);
   rl::RlUpdater updater(model, head, optimizer, settings.learner.algo, s, order);
+  std::int64_t synced_steps = 0;  // optimizer steps of every rank, for GradSync's messages
+  if (sync) updater.set_after_backward([&] { sync->finish(synced_steps++); });
   updater.set_before_step([&] { runtime.wait_before_update(); });
-  rl::SlotGatherer gatherer(rings, rollout_actors, s.slots_per_update, deterministic ? settings.slots_per_actor() : 0);
+  rl::SlotGatherer gatherer(rings, own, slots_per_update, deterministic ? settings.slots_per_actor() : 0);
   const std::uint64_t slot_steps = std::uint64_t{s.rollout_steps} * static_cast<std::uint64_t>(settings.env.envs);
-  log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}",
+  log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}{}",
             algo, model.describe(), env.name, rollout_actors, rollout_actors == 1 ? "" : "s", s.slots_per_ring,
             s.rollout_steps, settings.env.envs, s.slots_per_update, s.slots_per_update == 1 ? "" : "s",
-            s.total_env_steps, deterministic ? ", deterministic" : "");
+            s.total_env_steps, deterministic ? ", deterministic" : "",
+            sync ? fmt::format("; {}: rings {}..{}, {} slots of each update, gradients over {}", rank.name(), own.first,
+                               own.first + own.count - 1, slots_per_update, session->comm().backend())
+                 : "");
   runtime.start(static_cast<std::uint64_t>(step));  // the actors start from these weights
 
   EpisodeWindow episodes;
@@ -138,8 +174,11 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
   };
   Clock::time_point window_start = Clock::now();
   std::uint64_t window_steps = 0;
-  while (env_steps < s.total_env_steps && !solved && !runtime.stop_before_step()) {
-    if (!gatherer.gather(keep_waiting)) break;
+  for (;;) {
+    const bool stop = env_steps >= s.total_env_steps || solved || runtime.stop_before_step();
+    const bool gathered = !stop && gatherer.gather(keep_waiting);
+    // Ranks stop together: each update is a collective, so one that stops alone strands the rest.
+    if (sync ? sync->any(!gathered) : !gathered) break;
     const Clock::time_point update_start = Clock::now();
     const std::uint64_t v = runtime.published_version();
     double lag_min = 1e300, lag_max = 0, lag_sum = 0;
@@ -162,8 +201,11 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
     if (obs_stats) {
       runtime.wait_before_update();  // the statistics are in the bytes a publish may still be copying
       rl::update_obs_stats(*obs_stats, batch.observations.narrow(0, 0, batch.steps()));
+      // Rank 0's statistics (from its own actors' observations) are every rank's: they are model
+      // buffers, which the replicas keep bitwise equal.
+      if (sync) sync->broadcast_from_rank0();
     }
-    const std::uint64_t consumed = slot_steps * gatherer.slots().size();
+    const std::uint64_t consumed = slot_steps * gatherer.slots().size() * ranks;
     const double lag_avg = lag_sum / static_cast<double>(gatherer.slots().size());
     env_steps += consumed;
     window_steps += consumed;
@@ -207,11 +249,13 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process) {
       window_steps = 0;
     }
     runtime.checkpoint_if_due(step, at_update());
-    if (s.stop_on_return && episodes.full() && episodes.mean_return() >= s.stop_return) {
+    // Rank 0 judges by its own actors' episodes, a sample of every rank's, and tells the others.
+    if (rank.rank == 0 && s.stop_on_return && episodes.full() && episodes.mean_return() >= s.stop_return) {
       solved = true;
       log::info("solved: mean return {:.1f} over the last 100 episodes at env step {}, {:.2f} s",
                 episodes.mean_return(), env_steps, seconds_since(started));
     }
+    if (sync && s.stop_on_return) solved = sync->agree(solved ? 1 : 0) != 0;
   }
   gatherer.release();  // a stop mid-gather leaves slots held
   runtime.finish(

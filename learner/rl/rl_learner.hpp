@@ -13,16 +13,27 @@
 // SIGTERM) checkpoints and exits 0 too. A start resumes from the run dir's newest checkpoint: the
 // model, Adam's state, the update count, the env steps and the weight versions continue.
 //
+// Learner ranks (run.learners = N, one node): rank r consumes the rings of rollout actors
+// [r R/N, (r+1) R/N) and gathers rl.slots_per_update / N slots an update; the gradients of every
+// minibatch are averaged across the ranks (ddp/grad_sync.hpp, NCCL on GPUs, the node group on CPUs)
+// before they are clipped, so the replicas stay equal and N ranks learn as one rank would from the
+// union of their batches (exactly, where the loss is a mean over independent columns: V-trace, and PPO
+// without advantage normalisation). Rank 0 makes the rings, publishes, checkpoints, judges "solved"
+// on its own actors' episodes and, with rl.norm_obs, keeps the observation statistics from its own
+// batches; the ranks agree after every gather whether to stop (a stop request, the budget, solved), so
+// they stop after the same update. Env steps count every rank's; episodes and lag are each rank's own.
+//
 // Deterministic mode (TANDEM_DETERMINISTIC=1): one LibTorch thread, seeded minibatch order, slots in a
 // fixed order (k = slots_per_update / R per actor per update), every publish committed. Actor a acts
 // its n-th slot with version first_version + floor(n / k), first_version being the first published.
 #pragma once
 
 #include "common/settings/job.hpp"
+#include "learner/ddp/rank_env.hpp"
 #include "shm/job_process.hpp"
 
 namespace tandem {
 
-int run_rl_learner(const JobSettings& settings, shm::JobProcess& process);
+int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const ddp::RankInfo& rank = {});
 
 }  // namespace tandem

@@ -10,7 +10,8 @@
 //    oldest first) and is released with them.
 //  * Views from slots() are valid until release(); release() frees every held slot of every ring.
 //
-// Threads: the learner's main thread only (the one consumer of every ring).
+// Threads: the learner's main thread only (the one consumer of every ring in its range; with learner
+// ranks each rank's gatherer has its own range).
 #pragma once
 
 #include <cstdint>
@@ -22,14 +23,20 @@
 namespace tandem::rl {
 
 struct HeldSlot {
-  std::uint32_t actor;
+  std::uint32_t actor;  // the ring's (the rollout actor's) index in the job
   shm::SlotView view;
+};
+
+// The rings one learner rank consumes: those of rollout actors [first, first + count).
+struct RingRange {
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
 };
 
 class SlotGatherer {
  public:
   // deterministic_per_actor = k > 0: the fixed order; 0: any order.
-  SlotGatherer(shm::ExperienceRings& rings, std::uint32_t rollout_actors, std::uint32_t slots_per_update,
+  SlotGatherer(shm::ExperienceRings& rings, RingRange range, std::uint32_t slots_per_update,
                std::uint32_t deterministic_per_actor);
   SlotGatherer(const SlotGatherer&) = delete;
   SlotGatherer& operator=(const SlotGatherer&) = delete;
@@ -43,12 +50,12 @@ class SlotGatherer {
   std::uint64_t refused() const { return refused_; }  // by this gatherer, since construction
 
  private:
-  // Takes actor a's next slot if committed: true when it was good (and is now held).
-  bool take(std::uint32_t a);
+  // Takes the range's i-th ring's next slot if committed: true when it was good (and is now held).
+  bool take(std::uint32_t i);
 
   shm::ExperienceRings& rings_;
-  std::uint32_t actors_, per_update_, per_actor_;
-  std::vector<std::uint64_t> held_;  // per ring: slots peeked and not released, good or refused
+  std::uint32_t first_, actors_, per_update_, per_actor_;
+  std::vector<std::uint64_t> held_;  // per ring of the range: slots peeked and not released, good or refused
   std::vector<HeldSlot> good_;
   std::uint32_t cursor_ = 0;
   std::uint64_t refused_ = 0;

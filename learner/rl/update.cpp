@@ -88,6 +88,7 @@ std::pair<torch::Tensor, torch::Tensor> RlUpdater::values_of(const Batch& b) {
 
 void RlUpdater::step(const torch::Tensor& loss, double lr) {
   loss.backward();
+  if (after_backward_) after_backward_();
   if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
   if (before_step_) before_step_();
   optimizer_.step(lr);

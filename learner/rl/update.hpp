@@ -64,6 +64,9 @@ class RlUpdater {
             at::Generator generator);
 
   UpdateStats update(const Batch& batch, double lr);
+  // Runs after every backward, before the gradients are clipped (learner ranks: GradSync::finish, so
+  // the norm is the averaged gradients', the same on every rank).
+  void set_after_backward(std::function<void()> fn) { after_backward_ = std::move(fn); }
   // Runs before every optimizer step (the publisher's fence: LearnerRuntime::wait_before_update).
   void set_before_step(std::function<void()> fn) { before_step_ = std::move(fn); }
 
@@ -84,7 +87,7 @@ class RlUpdater {
   Algo algo_;
   RlSettings s_;
   at::Generator generator_;
-  std::function<void()> before_step_;
+  std::function<void()> after_backward_, before_step_;
 };
 
 }  // namespace tandem::rl
