@@ -116,6 +116,13 @@ void add_rollout_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--job-steps", o.job_steps, "(b) rl.total_env_steps of the throughput job")->capture_default_str();
   cmd->add_option("--job-actors", o.job_actors, "(b) rollout actors of the throughput job")->capture_default_str();
+  cmd->add_option("--job-learners", o.job_learners, "(b) learner ranks of the throughput job, each on its own actors")
+      ->capture_default_str();
+  cmd->add_option("--job-device", o.job_device, "(b) learner.device of the throughput job")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--job-slots", o.job_slots, "(b) rl.slots_per_update of the throughput job (0: one per rank)")
+      ->capture_default_str();
   cmd->add_option("--job-envs", o.job_envs, "(b) env.envs of the throughput job")->capture_default_str();
   cmd->add_option("--job-rollout-steps", o.job_rollout_steps, "(b) rl.rollout_steps of the throughput job")
       ->capture_default_str();

@@ -128,18 +128,23 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
   const bool ppo = algo == "ppo";
   const std::uint32_t epochs = o.job_epochs > 0 ? o.job_epochs : (ppo ? 4 : 1);
   const std::uint32_t minibatches = o.job_minibatches > 0 ? o.job_minibatches : (ppo ? 4 : 1);
+  const std::uint32_t slots = o.job_slots > 0 ? o.job_slots : o.job_learners;
   const fs::path config = dir / fmt::format("throughput-{}.toml", algo);
   std::ofstream(config) << fmt::format(
-      "[run]\njob = \"rollout-bench\"\nlearners = 1\nactors = {}\n"
+      "[run]\njob = \"rollout-bench\"\nlearners = {}\nactors = {}\n"
       "[model]\nname = \"actor_critic_mlp\"\n"
-      "[learner]\nalgo = \"{}\"\n[optimizer]\nname = \"adam\"\nlr = 2.5e-4\n"
+      "[learner]\nalgo = \"{}\"\ndevice = \"{}\"\n[optimizer]\nname = \"adam\"\nlr = 2.5e-4\n"
       "[actor]\nrole = \"rollout\"\n"
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
-      "[rl]\nrollout_steps = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\nstop_on_return = false\n",
-      o.job_actors, algo, o.job_envs, o.job_rollout_steps, epochs, minibatches, o.job_steps);
+      "[rl]\nrollout_steps = {}\nslots_per_update = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\n"
+      "stop_on_return = false\n",
+      o.job_learners, o.job_actors, algo, o.job_device, o.job_envs, o.job_rollout_steps, slots, epochs, minibatches,
+      o.job_steps);
   fmt::print(
-      "\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), through `tandem run`\n",
-      ppo ? "PPO" : "V-trace", epochs, minibatches);
+      "\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), {} actors, {} learner "
+      "rank{} on {}, {} slots an update, through `tandem run`\n",
+      ppo ? "PPO" : "V-trace", epochs, minibatches, o.job_actors, o.job_learners, o.job_learners == 1 ? "" : "s",
+      o.job_device, slots);
   const JobRun run = run_job(tandem, config.string(), {}, dir / fmt::format("throughput-{}", algo));
   require_success(run, fmt::format("CartPole {} throughput", algo));
   std::vector<double> rates;
@@ -158,6 +163,9 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps / wall s of the whole `tandem run`", end_to_end / 1e3);
   return {{"algo", algo},
           {"actors", o.job_actors},
+          {"learners", o.job_learners},
+          {"device", o.job_device},
+          {"slots_per_update", slots},
           {"envs", o.job_envs},
           {"rollout_steps", o.job_rollout_steps},
           {"update_epochs", epochs},
@@ -199,6 +207,9 @@ Json time_to_solve(const RolloutBenchOptions& o, const std::string& tandem, cons
 Json measure_job(const RolloutBenchOptions& o) {
   if (o.seeds < 1 || o.seeds > 100) fail("--seeds {} is out of range: use 1..100", o.seeds);
   if (o.job_actors < 1 || o.job_actors > 64) fail("--job-actors {} is out of range: use 1..64", o.job_actors);
+  if (o.job_learners < 1 || o.job_actors % o.job_learners != 0)
+    fail("--job-learners {} does not divide --job-actors {}: each rank consumes its own actors' rings", o.job_learners,
+         o.job_actors);
   const std::string tandem = find_tandem_launcher(o.tandem);
   ScratchDir dir;
   Json out = {{"throughput", Json::object()}};
