@@ -20,7 +20,7 @@ void copy_floats(float* to, const torch::Tensor& t, std::int64_t n) {
 
 Rollout::Rollout(Model& model, PolicyHead head, envs::VecEnv& env, const shm::ExperienceDescriptor& ring,
                  const std::string& segment, std::optional<at::Generator> generator)
-    : model_(model), head_(head), env_(env), d_(ring), generator_(std::move(generator)) {
+    : model_(model), head_(head), env_(env), d_(ring), generator_(std::move(generator)), device_(model.device()) {
   const envs::EnvSpec& s = env.spec();
   const auto kind = static_cast<std::uint32_t>(s.discrete() ? shm::ActionKind::discrete : shm::ActionKind::continuous);
   const std::uint32_t action_dim = s.discrete() ? 1 : static_cast<std::uint32_t>(s.action_dim);
@@ -77,9 +77,17 @@ SlotStats Rollout::fill(const shm::SlotView& slot, std::uint64_t version, const 
 void Rollout::act(const float* obs, std::int64_t t, const shm::SlotView& slot) {
   const std::int64_t e = d_.envs, p = d_.logits_dim;
   // from_blob over the slot's own row: the model only reads it.
-  const torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(e, d_.obs_dim),
-                                           torch::TensorOptions().dtype(torch::kFloat32));
-  const std::vector<torch::Tensor> heads = model_.forward_heads(x);
+  torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(e, d_.obs_dim),
+                                     torch::TensorOptions().dtype(torch::kFloat32));
+  if (device_.is_cuda()) x = x.to(device_);
+  std::vector<torch::Tensor> heads = model_.forward_heads(x);
+  if (device_.is_cuda()) {
+    // One copy back of both heads; the actions are drawn on the CPU from the same generator, so a GPU
+    // policy samples as the CPU one does from the same params.
+    const torch::Tensor both =
+        torch::cat({heads.at(1).reshape({e, 1}), heads.at(0).reshape({e, p})}, 1).to(torch::kFloat32).cpu();
+    heads = {both.narrow(1, 1, p), both.select(1, 0)};
+  }
   copy_floats(slot.values() + t * e, heads.at(1).reshape({e}), e);
   if (t == static_cast<std::int64_t>(d_.steps)) return;  // the bootstrap row has a value, no action
   const torch::Tensor params = heads[0].reshape({e, p}).to(torch::kFloat32);

@@ -8,7 +8,8 @@
 //   episode_returns/lengths  the episodes that ended in the slot, in (step, env) order; the unused
 //                          entries are zero, so equal runs give byte-identical slots
 //   header.policy_version  the version the caller says the model runs
-// The policy runs batched over the E envs, one forward per step, under InferenceMode.
+// The policy runs batched over the E envs, one forward per step, under InferenceMode, on the model's
+// device (CPU or a GPU); actions are always sampled on the CPU.
 //
 // Threads: one (the actor's); the Rollout borrows the model and the VecEnv, which must outlive it.
 #pragma once
@@ -54,6 +55,7 @@ class Rollout {
   envs::VecEnv& env_;
   const shm::ExperienceDescriptor& d_;
   std::optional<at::Generator> generator_;
+  torch::Device device_;  // the model's: a GPU forward copies its observations in and its heads out
   std::vector<std::int32_t> discrete_;  // the actions as VecEnv takes them
   std::vector<float> continuous_;
 };

@@ -14,6 +14,7 @@
 #include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/torch/model_config.hpp"
 #include "common/torch/rl_model.hpp"
 #include "envs/env_source.hpp"
 #include "envs/seeds.hpp"
@@ -155,11 +156,16 @@ class Reporter {
 int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   const bool deterministic = settings.shape.deterministic;
   torch::set_num_threads(deterministic ? 1 : settings.actor.threads);
-  if (settings.actor.device.cuda) log::info("note: rollout actors run their policy on the CPU");
+  // actor.device = "cuda": the GPU of the learner rank that consumes this actor's ring (rank r trains
+  // on GPU r), whose device slab the follower then copies from where that is rank 0's.
+  const std::uint32_t ranks = settings.shape.learners, per_rank = std::max(1u, settings.rollout_actors / ranks);
+  const torch::Device device =
+      device_for(settings.actor.device, "actor.device", static_cast<int>(std::min(ctx.index / per_rank, ranks - 1)));
 
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());
   Model model = make_rl_model(settings.model, settings.rl, source.spec());
+  model.to(device);
   FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
@@ -180,9 +186,9 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   if (deterministic) lockstep.emplace(settings.rl.slots_per_update / d.num_actors, wait_s);
 
   if (ctx.client) ctx.client->set_state(shm::ProcessState::running);
-  log::info("rollout: {} x {} steps of '{}'{} per slot into ring {} at slot {}, {}{}", d.envs, d.steps,
+  log::info("rollout: {} x {} steps of '{}'{} per slot into ring {} at slot {}, {} on {}{}", d.envs, d.steps,
             source.spec().name, env.threads() > 1 ? fmt::format(" on {} threads", env.threads()) : "", ctx.index,
-            writer.ring().head.load(), model.describe(), deterministic ? ", deterministic" : "");
+            writer.ring().head.load(), model.describe(), device.str(), deterministic ? ", deterministic" : "");
 
   Reporter reporter(ctx, writer);
   const std::function<bool()> stop = [&] { return ctx.stopping(); };
