@@ -1,8 +1,10 @@
 /* Tandem's C ABI for users' own environments, loaded with dlopen from `env.plugin = "libmyenv.so"`.
  *
- * A plugin is a shared library exporting every function below with C linkage. Tandem calls them from
- * one actor thread per env handle (never two threads on one handle at once; different handles may be
- * used from different threads, so keep no unsynchronised global state). A plugin must not print to
+ * A plugin is a shared library exporting every function below with C linkage. Tandem calls them for
+ * an env handle from one thread at a time, but not always the same thread: with env.threads > 1 the
+ * actor's threads hand envs to each other between steps (each call ordered after the last). Different
+ * handles may be used from different threads at once, so keep no unsynchronised global state, and no
+ * per-thread state (thread_local) that changes what a handle computes. A plugin must not print to
  * stdout, throw C++ exceptions across these functions, or call exit(); a crash inside the plugin
  * kills the actor process, whose supervisor reports it.
  *

@@ -31,20 +31,18 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
     rngs_.emplace_back(env_seed(job_seed, actor_index, e, restarts));
     envs_[e]->reset(rngs_[e], &obs_[e * dim]);
   }
-  const int per_slice = size() / threads, longer = size() % threads;  // the first `longer` slices get one more
-  for (int k = 0; k <= threads; ++k) slice_begin_.push_back(k * per_slice + std::min(k, longer));
-  if (threads > 1) workers_ = std::make_unique<SliceWorkers>(threads);
+  if (threads > 1) workers_ = std::make_unique<StepWorkers>(size(), threads);
 }
 
 VecEnv::~VecEnv() = default;
 
 template <class PerEnv>
 void VecEnv::for_each_env(const PerEnv& per_env) {
-  auto slice = [&](int k) {
-    for (int e = slice_begin_[k]; e < slice_begin_[k + 1]; ++e) per_env(e);
-  };
-  if (workers_) workers_->run(slice);
-  else slice(0);
+  if (workers_) {
+    workers_->run(per_env);
+    return;
+  }
+  for (int e = 0; e < size(); ++e) per_env(e);
 }
 
 void VecEnv::reset(std::optional<std::uint64_t> job_seed) {

@@ -3,12 +3,15 @@
 //
 // Threads: one actor thread owns a VecEnv and makes every call on it; nothing it returns is
 // synchronised. The spans it returns point into its own arrays and stay valid, with new contents,
-// across step() calls. With threads = K > 1, step() splits the envs into K contiguous slices of
-// E / K (the first E % K one more), steps slice 0 itself and each other slice on a worker thread of
-// its own (envs/slice_workers.hpp), and returns once all are done: every env writes its own rows of
-// the arrays, no two threads touch one env, and the workers' writes are published to the owner
-// before step() returns. Env e is always stepped by the same thread (made and first reset on the
-// owner's). Every env draws from its own Rng, so the results are bit-identical for every K.
+// across step() calls. With threads = K > 1, step() steps the envs on the owner's thread and K - 1
+// workers (envs/step_workers.hpp): each thread owns a contiguous slice of E / K envs (the first E % K
+// one more) and steps it first, then takes the last unstepped envs of the slices still going, so a
+// slow env or a late thread holds up one env, not a slice. It returns once all are done: every env
+// writes its own rows of the arrays, no two threads touch one env in a step, and the workers' writes
+// are published to the owner before step() returns. An env is stepped by its slice's thread unless
+// another took it that step (made and first reset on the owner's). Every env draws from its own Rng
+// and keeps all its state in itself and its rows (nothing per thread), so the results are
+// bit-identical for every K and whichever thread steps an env.
 //
 // After each step(), for every env e:
 //   observations()[e]       the observation to act on next: the first observation of a new episode
@@ -30,8 +33,8 @@
 // Env e draws every reset from its own Rng, seeded env_seed(job_seed, actor_index, e, restarts)
 // (seeds.hpp), so a run is reproducible, no two envs share a stream and a restarted actor draws new
 // episodes. step() allocates nothing (unless an env throws: then step() rethrows the exception of
-// the lowest slice that threw, after every slice has finished, and the VecEnv must not be stepped
-// again).
+// the lowest env index that threw, after every other env has been stepped, and the VecEnv must not be
+// stepped again).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +44,7 @@
 #include <vector>
 
 #include "envs/env.hpp"
-#include "envs/slice_workers.hpp"
+#include "envs/step_workers.hpp"
 
 namespace tandem::envs {
 
@@ -58,7 +61,7 @@ class VecEnv {
 
   const EnvSpec& spec() const { return spec_; }
   int size() const { return static_cast<int>(envs_.size()); }
-  int threads() const { return workers_ ? workers_->slices() : 1; }
+  int threads() const { return workers_ ? workers_->threads() : 1; }
 
   // Discrete spaces: one index per env. Continuous: size() x action_dim floats, row-major. False
   // (and nothing stepped) when the span's size or the space's kind does not fit, or a discrete
@@ -68,7 +71,7 @@ class VecEnv {
 
   // Resets every env and forgets the episodes in progress. With `job_seed`, env e's stream restarts
   // from env_seed(job_seed, actor_index, e) (the constructor's rule, restart 0), so a reset with one
-  // seed replays the same episodes; without it the streams go on. Runs on the slices' threads.
+  // seed replays the same episodes; without it the streams go on. Runs on the stepping threads.
   void reset(std::optional<std::uint64_t> job_seed = std::nullopt);
   // Observations go into `rows` (size() x obs_dim floats, owned by the caller, alive until the next
   // observe_into) from the next reset() or step() on, and observations() views them; an empty span
@@ -88,7 +91,7 @@ class VecEnv {
 
  private:
   void step_one(int e, ActionRef action);
-  // Calls per_env(e) for every env, slice by slice on the workers when there are some.
+  // Calls per_env(e) once for every env, on the workers' threads too when there are some.
   template <class PerEnv>
   void for_each_env(const PerEnv& per_env);
 
@@ -101,8 +104,7 @@ class VecEnv {
   std::vector<std::uint8_t> terminated_, truncated_;
   std::vector<double> running_returns_, episode_returns_;
   std::vector<std::int32_t> running_lengths_, episode_lengths_;
-  std::vector<int> slice_begin_;           // slice k steps envs [slice_begin_[k], slice_begin_[k + 1])
-  std::unique_ptr<SliceWorkers> workers_;  // null when threads = 1
+  std::unique_ptr<StepWorkers> workers_;  // null when threads = 1
 };
 
 }  // namespace tandem::envs

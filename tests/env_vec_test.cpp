@@ -3,12 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
@@ -225,6 +227,60 @@ TEST_CASE("envs: a VecEnv on 1, 2, 3 or 7 threads steps every env as on one, aut
   }
 }
 
+namespace {
+
+// CartPole that records the thread stepping it and, on one step in seven (a different env each step),
+// sleeps first: the other threads take the envs queued behind it, so envs change threads.
+class Sluggish final : public Env {
+ public:
+  Sluggish(int index, std::thread::id& ran_on) : index_(index), ran_on_(ran_on), inner_(make_env("CartPole-v1")) {}
+  const EnvSpec& spec() const override { return inner_->spec(); }
+  void reset(Rng& rng, float* obs) override { inner_->reset(rng, obs); }
+  StepOut step(ActionRef action, float* obs) override {
+    ran_on_ = std::this_thread::get_id();
+    if ((++steps_ + index_) % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    return inner_->step(action, obs);
+  }
+
+ private:
+  int index_, steps_ = 0;
+  std::thread::id& ran_on_;
+  std::unique_ptr<Env> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("envs: a VecEnv whose envs change threads from step to step steps every env as on one thread" *
+          doctest::timeout(60)) {
+  constexpr int kEnvs = 7, kSteps = 200;
+  int moves = 0;
+  auto run = [&moves](int threads) {
+    std::vector<std::thread::id> ran_on(kEnvs), before(kEnvs);
+    std::vector<std::unique_ptr<Env>> envs;
+    envs.reserve(kEnvs);
+    for (int e = 0; e < kEnvs; ++e) envs.push_back(std::make_unique<Sluggish>(e, ran_on[e]));
+    VecEnv vec(std::move(envs), 4, 1, 0, threads);
+    std::vector<float> trace;
+    std::vector<std::int32_t> actions(kEnvs);
+    for (int t = 0; t < kSteps; ++t) {
+      for (int e = 0; e < kEnvs; ++e) actions[e] = (t + e * 5) % 3 == 0;
+      REQUIRE(vec.step(std::span<const std::int32_t>(actions)));
+      trace.insert(trace.end(), vec.observations().begin(), vec.observations().end());
+      for (int e = 0; e < kEnvs; ++e) trace.push_back(vec.done(e) ? vec.final_observations()[e * 4] : -9.0f);
+      for (int e = 0; e < kEnvs; ++e) moves += t > 0 && ran_on[e] != before[e];
+      before = ran_on;
+    }
+    return trace;
+  };
+  const std::vector<float> one = run(1);
+  for (int threads : {2, 3}) {
+    CAPTURE(threads);
+    moves = 0;
+    CHECK(run(threads) == one);
+    CHECK(moves > 0);
+  }
+}
+
 TEST_CASE("envs: stepping a VecEnv allocates nothing, auto-resets included") {
   for (const std::string name : {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "null"}) {
     const std::string& env = name;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
@@ -267,11 +323,11 @@ class Failing final : public Env {
 
 }  // namespace
 
-TEST_CASE("envs: an env that throws on a worker thread fails step() on the owner's, lowest slice first") {
+TEST_CASE("envs: an env that throws on a worker thread fails step() on the owner's, lowest env index first") {
   std::vector<std::unique_ptr<Env>> envs;
   envs.reserve(6);
   for (int e = 0; e < 6; ++e) envs.push_back(std::make_unique<Failing>(e, e == 1 || e == 4 ? 3 : 0));
-  VecEnv vec(std::move(envs), 1, 0, 0, 3);  // slices {0, 1}, {2, 3}, {4, 5}
+  VecEnv vec(std::move(envs), 1, 0, 0, 3);  // slices {0, 1}, {2, 3}, {4, 5}; envs 1 and 4 throw at step 3
   REQUIRE(step_all(vec, 0));
   REQUIRE(step_all(vec, 0));
   CHECK(vec.observations()[5] == 2.0f);

@@ -1,10 +1,10 @@
 // _tandem.VecEnv: Tandem's C++ vector env (envs/vec_env.hpp) driven from a Python loop, the way EnvPool
 // is used; python/tandem/envs.py wraps it in Gymnasium's vector API.
 //
-// Stepping happens on a thread of the env's own (the stepper), which owns the VecEnv and runs its
-// first slice; the VecEnv's other slices run on its workers. send() hands the stepper the actions and
-// returns at once; recv() waits for the step without the GIL (Ctrl-C still ends the wait) and returns
-// it. step() is send() then recv().
+// Stepping happens on a thread of the env's own (the stepper), which owns the VecEnv and steps envs
+// beside the VecEnv's workers. send() hands the stepper the actions and returns at once; recv()
+// waits for the step without the GIL (Ctrl-C still ends the wait) and returns it. step() is send()
+// then recv().
 //
 // Outputs: every reset and step writes into tensors made for it, the envs writing their observations
 // straight into the returned one (no copy of them), so what an earlier step returned is never
@@ -60,7 +60,7 @@ class PyVecEnv {
     if (settings.is_python())
       fail("env.name = \"python\" names a Python env: step it from Python directly, not through tandem.envs");
     vec_ = std::make_unique<envs::VecEnv>(source.make(num_envs), seed, 0, 0, threads);
-    stepper_ = std::jthread([this](std::stop_token stop) { run(stop); });
+    stepper_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   }
   ~PyVecEnv() {
     stepper_.request_stop();
