@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "common/torch/rl_model.hpp"
 
@@ -54,8 +55,12 @@ SlotStats Rollout::fill(const shm::SlotView& slot, std::uint64_t version, const 
       stats.complete = false;
       return stats;
     }
+    const std::uint64_t start = monotonic_ns();
     act(slot.observations() + t * e * o, static_cast<std::int64_t>(t), slot);
+    const std::uint64_t acted = monotonic_ns();
     step_env(static_cast<std::int64_t>(t), slot);
+    stats.policy_s += static_cast<double>(acted - start) * 1e-9;
+    stats.env_s += static_cast<double>(monotonic_ns() - acted) * 1e-9;
     const auto& done_returns = env_.episode_returns();
     const auto& done_lengths = env_.episode_lengths();
     for (std::size_t i = 0; i < e; ++i) {
@@ -69,7 +74,9 @@ SlotStats Rollout::fill(const shm::SlotView& slot, std::uint64_t version, const 
       stats.length_sum += done_lengths[i];
     }
   }
+  const std::uint64_t start = monotonic_ns();
   act(slot.observations() + steps * e * o, static_cast<std::int64_t>(steps), slot);  // V(bootstrap)
+  stats.policy_s += static_cast<double>(monotonic_ns() - start) * 1e-9;
   slot.header().episodes = stats.episodes;
   return stats;
 }

@@ -33,6 +33,8 @@ struct SlotStats {
   std::uint32_t episodes = 0;  // finished in this slot
   double return_sum = 0.0;
   double length_sum = 0.0;
+  double policy_s = 0.0;  // in the policy (forward, sampling, writing its outputs)
+  double env_s = 0.0;     // stepping the envs and copying their answers in
 };
 
 class Rollout {

@@ -116,7 +116,10 @@ class Reporter {
     lag_sum_ += static_cast<double>(lag);
     ++lag_slots_;
     ++slots_;
+    policy_s_ += s.policy_s;
+    env_s_ += s.env_s;
   }
+  void waited(double seconds) { wait_s_ += seconds; }  // on a full ring
 
   void maybe_report(std::uint64_t version, bool force = false) {
     if (!ctx_.client || (!force && seconds_since(last_) < 0.2)) return;
@@ -135,9 +138,12 @@ class Reporter {
     }
     if (lag_slots_ > 0) m.policy_lag_avg = lag_sum_ / static_cast<double>(lag_slots_);
     m.ring_full_waits = writer_.ring().full_waits.load(std::memory_order_relaxed);
+    m.env_share = env_s_ / std::max(dt, 1e-9);
+    m.compute_share = policy_s_ / std::max(dt, 1e-9);
+    m.wait_share = wait_s_ / std::max(dt, 1e-9);
     ctx_.client->report(m);
     slots_ = lag_slots_ = 0;
-    lag_sum_ = 0;
+    lag_sum_ = policy_s_ = env_s_ = wait_s_ = 0;
     last_ = Clock::now();
   }
 
@@ -147,6 +153,7 @@ class Reporter {
   std::uint64_t steps_per_slot_;
   std::deque<std::pair<float, std::uint32_t>> recent_;
   double lag_sum_ = 0;
+  double policy_s_ = 0, env_s_ = 0, wait_s_ = 0;  // since the last report
   std::uint64_t lag_slots_ = 0, slots_ = 0;
   Clock::time_point last_ = Clock::now();
 };
@@ -198,7 +205,9 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
     const std::optional<shm::SlotView> slot = writer.begin_write();
     if (!slot) {  // full: the learner has not caught up
       reporter.maybe_report(follower.version());
+      const std::uint64_t start = monotonic_ns();
       backoff.wait();
+      reporter.waited(static_cast<double>(monotonic_ns() - start) * 1e-9);
       continue;
     }
     backoff.reset();

@@ -19,7 +19,9 @@
 //  * Reports (every 0.2 s and at exit): step = slots committed by this ring, version = the acting
 //    version, env_steps = slots x T x E, env_steps_per_s, episode_return / length = mean of its last
 //    100 finished episodes, policy_lag_avg = slab's newest minus acting version over the slots since
-//    the last report, ring_full_waits.
+//    the last report, ring_full_waits, and the shares of the time since the last report spent
+//    stepping the envs (env_share), in the policy (compute_share) and waiting on a full ring
+//    (wait_share).
 // Returns 0 after a stop.
 #pragma once
 

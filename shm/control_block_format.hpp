@@ -91,6 +91,10 @@ std::string_view stop_reason_name(StopReason reason);
 //   Data-parallel fields (learner ranks): allreduce_s = mean time from a step's first bucket all-reduce
 //             start to the last one's end, exposed_comm_s = mean time the step waited for communication
 //             after backward ended (not overlapped).
+//   Where the time went, shares of the wall time since the last report (RL): rollout actor:
+//             env_share stepping its envs, compute_share running its policy, wait_share waiting on a
+//             full ring; RL learner: compute_share in its updates (batch, update, publish), wait_share
+//             waiting for slots. The rest (reports, weight loads, gathering) is in none of them.
 // A double that was not measured is NaN; `updated_ns` is set by report() (0 = no record yet).
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct ProcessMetrics {
@@ -114,14 +118,16 @@ struct ProcessMetrics {
   std::uint64_t ring_full_waits = 0;
   double allreduce_s = kNaN;  // byte 144
   double exposed_comm_s = kNaN;
-  std::uint64_t reserved[3] = {};
+  double env_share = kNaN;  // byte 160
+  double compute_share = kNaN;
+  double wait_share = kNaN;
 };
 inline constexpr std::size_t kMetricWords = 23;
 static_assert(std::is_trivially_copyable_v<ProcessMetrics> && std::is_standard_layout_v<ProcessMetrics>);
 static_assert(sizeof(ProcessMetrics) == kMetricWords * 8);
 static_assert(offsetof(ProcessMetrics, samples_per_s) == 40 && offsetof(ProcessMetrics, lr) == 72);
 static_assert(offsetof(ProcessMetrics, env_steps) == 80 && offsetof(ProcessMetrics, policy_lag_min) == 112);
-static_assert(offsetof(ProcessMetrics, allreduce_s) == 144 && offsetof(ProcessMetrics, reserved) == 160);
+static_assert(offsetof(ProcessMetrics, allreduce_s) == 144 && offsetof(ProcessMetrics, env_share) == 160);
 
 struct ControlDescriptor {      // at segment byte 64; immutable once ready
   std::uint32_t row_count;      // learner_count + actor_count

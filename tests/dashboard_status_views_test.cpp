@@ -19,7 +19,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 }  // namespace
 
-TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, policy lag and the slowest rank's times") {
+TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, policy lag, the slowest rank's times and where each process's time went") {
   const std::string job = test::unique_name("views");
   ControlBlock block = ControlBlock::create({.job = job, .learners = 2, .actors = 1, .run_dir = "/nonexistent"});
   for (std::uint32_t row = 0; row < 3; ++row) block.begin_spawn(row, 0);
@@ -38,9 +38,17 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
                 .policy_lag_avg = 1.5,
                 .policy_lag_max = 3,
                 .allreduce_s = 0.02,
-                .exposed_comm_s = 0.004});
+                .exposed_comm_s = 0.004,
+                .compute_share = 0.7,
+                .wait_share = 0.25});
   rank1.report({.step = 40, .seconds = 0.12, .allreduce_s = 0.03, .exposed_comm_s = 0.005});
-  actor.report({.env_steps = 9000, .env_steps_per_s = 20500, .episode_return = 150, .ring_full_waits = 3});
+  actor.report({.env_steps = 9000,
+                .env_steps_per_s = 20500,
+                .episode_return = 150,
+                .ring_full_waits = 3,
+                .env_share = 0.45,
+                .compute_share = 0.3,
+                .wait_share = 0.2});
 
   const std::string line = run::status_text(run::summarize(block), 5);
   CAPTURE(line);
@@ -51,9 +59,11 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
 
   const std::string table = run::status_table(block);
   CAPTURE(table);
-  CHECK(has(table, "env/s 41.0k return 187.5 len 187 lag 1.50 allreduce 0.020s exposed 0.004s"));
+  // Where each process's time went: the learner's updates and waits for slots, an actor's envs,
+  // policy and waits on its full ring.
+  CHECK(has(table, "env/s 41.0k return 187.5 len 187 lag 1.50 allreduce 0.020s exposed 0.004s | update 70% slot wait 25%"));
   CHECK(has(table, "allreduce 0.030s exposed 0.005s"));
-  CHECK(has(table, "env/s 20.5k return 150.0 ring waits 3"));
+  CHECK(has(table, "env/s 20.5k return 150.0 ring waits 3 | env 45% policy 30% ring wait 20%"));
   CHECK(!has(table, "dashboard "));  // no dashboard.url in the run dir: no line
 
   const std::string prom = run::prometheus_text(block);
@@ -63,6 +73,8 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
   CHECK(has(prom, "tandem_allreduce_seconds" + labels + "learner.1\",role=\"learner\"} 0.03\n"));
   CHECK(has(prom, "tandem_ring_full_waits_total" + labels + "actor.0\",role=\"actor\"} 3\n"));
   CHECK(has(prom, "tandem_env_steps_total" + labels + "learner.0\",role=\"learner\"} 81920\n"));
+  CHECK(has(prom, "tandem_wait_share" + labels + "learner.0\",role=\"learner\"} 0.25\n"));
+  CHECK(has(prom, "tandem_env_share" + labels + "actor.0\",role=\"actor\"} 0.45\n"));
 
   const auto json = run::status_json(block);
   CHECK(json["job"] == job);
@@ -75,6 +87,7 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
   CHECK(json["processes"][1]["allreduce_s"] == 0.03);
   CHECK(json["processes"][2]["state"] == "starting");
   CHECK(json["processes"][2]["ring_full_waits"] == 3);
+  CHECK(json["processes"][2]["compute_share"] == 0.3);
 }
 
 TEST_CASE("status views: a supervised job on one rank keeps samples/s and shows no RL or rank figures") {

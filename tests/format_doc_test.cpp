@@ -269,7 +269,8 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                 MEMBER(ProcessMetrics, policy_lag_min), MEMBER(ProcessMetrics, policy_lag_avg),
                 MEMBER(ProcessMetrics, policy_lag_max), MEMBER(ProcessMetrics, ring_full_waits),
                 MEMBER(ProcessMetrics, allreduce_s), MEMBER(ProcessMetrics, exposed_comm_s),
-                MEMBER(ProcessMetrics, reserved)});
+                MEMBER(ProcessMetrics, env_share), MEMBER(ProcessMetrics, compute_share),
+                MEMBER(ProcessMetrics, wait_share)});
   // clang-format on
 
   const Table& states = table_under(tables, "### `ProcessRow`", "code");

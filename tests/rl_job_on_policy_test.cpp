@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -14,7 +15,8 @@
 using namespace tandem;
 using namespace std::chrono_literals;
 
-TEST_CASE("a PPO job with rings of one update's slots trains every batch with no policy lag" * doctest::timeout(180)) {
+TEST_CASE("a PPO job with rings of one update's slots trains every batch with no policy lag, its processes saying where their time went" *
+          doctest::timeout(180)) {
   test::RlJob job("rlonpolicy", 2, R"([env]
 name = "hopper"
 envs = 4
@@ -57,4 +59,26 @@ evaluators = 0
   }
   CHECK(sampled >= 2);
   CHECK(last_step == 50);
+
+  // Shares of each report window: parts of one wall clock, so each in [0, 1] and an actor's three
+  // together at most 1 (timer granularity aside). On policy, the actors wait on their full rings
+  // while the learner updates, and the learner waits for slots while they act.
+  auto share = [](const nlohmann::json& r, const char* key) {
+    const double v = r.value(key, -1.0);
+    CHECK(v >= 0.0);
+    CHECK(v <= 1.0);
+    return v;
+  };
+  double learner_wait = 0, actor_wait = 0;
+  for (const auto& r : rows)
+    if (r.contains("wait_share")) share(r, "compute_share"), learner_wait = std::max(learner_wait, share(r, "wait_share"));
+  for (const auto& r : job.metrics_of("actor.0")) {
+    if (!r.contains("env_share")) continue;
+    CAPTURE(r.dump());
+    const double wait = share(r, "wait_share");
+    CHECK(share(r, "env_share") + share(r, "compute_share") + wait <= 1.05);
+    actor_wait = std::max(actor_wait, wait);
+  }
+  CHECK(learner_wait > 0.0);
+  CHECK(actor_wait > 0.0);
 }

@@ -172,11 +172,13 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     return true;
   };
-  Clock::time_point window_start = Clock::now();
+  Clock::time_point window_start = Clock::now(), last_report = window_start;
   std::uint64_t window_steps = 0;
   for (;;) {
     const bool stop = env_steps >= s.total_env_steps || solved || runtime.stop_before_step();
+    const Clock::time_point gather_start = Clock::now();
     const bool gathered = !stop && gatherer.gather(keep_waiting);
+    const double gather_s = seconds_since(gather_start);
     // Ranks stop together: each update is a collective, so one that stops alone strands the rest.
     if (sync ? sync->any(!gathered) : !gathered) break;
     const Clock::time_point update_start = Clock::now();
@@ -218,7 +220,8 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
     runtime.wait_before_update();
     gatherer.release();
 
-    const double window_s = seconds_since(window_start);
+    const double window_s = seconds_since(window_start), since_report = std::max(seconds_since(last_report), 1e-9);
+    last_report = Clock::now();
     const double steps_per_s = window_s > 0 ? static_cast<double>(window_steps) / window_s : 0.0;
     std::uint64_t full_waits = 0;
     for (std::uint32_t a = 0; a < rollout_actors; ++a)
@@ -237,7 +240,9 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
             .policy_lag_min = lag_min,
             .policy_lag_avg = lag_avg,
             .policy_lag_max = lag_max,
-            .ring_full_waits = full_waits};
+            .ring_full_waits = full_waits,
+            .compute_share = seconds_since(update_start) / since_report,
+            .wait_share = gather_s / since_report};
     runtime.report(last, true);
     if (step % settings.learner.report_every_steps == 0) {
       log::info(

@@ -4,7 +4,8 @@
 // their rewards (rl.norm_reward) and fold their observations into the model's statistics (rl.norm_obs;
 // normalizers.hpp), one update (update.hpp), release the slots, publish the new weights. Policy lag (the learner's version
 // minus each slot's behaviour version), env steps, the mean return and length of the last 100
-// finished training episodes and the loss go to the control block after every update.
+// finished training episodes, the loss and the shares of the time in updates and waiting for slots go
+// to the control block after every update.
 //
 // It finishes (exit 0, final publish, final checkpoint) when it has consumed rl.total_env_steps, or
 // with rl.stop_on_return once the 100-episode mean reaches rl.stop_return, logging

@@ -46,11 +46,15 @@ void set_metric(shm::ProcessMetrics& m, const std::string& key, const py::handle
   else if (key == "policy_lag_max") m.policy_lag_max = f();
   else if (key == "allreduce_s") m.allreduce_s = f();
   else if (key == "exposed_comm_s") m.exposed_comm_s = f();
+  else if (key == "env_share") m.env_share = f();
+  else if (key == "compute_share") m.compute_share = f();
+  else if (key == "wait_share") m.wait_share = f();
   else
     fail(
         "report() has no metric '{}': use step, version, samples, epoch, samples_per_s, loss, accuracy, seconds, lr, "
         "env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min, policy_lag_avg, policy_lag_max, "
-        "ring_full_waits, allreduce_s, exposed_comm_s (docs/FORMAT.md, ProcessMetrics)",
+        "ring_full_waits, allreduce_s, exposed_comm_s, env_share, compute_share, wait_share (docs/FORMAT.md, "
+        "ProcessMetrics)",
         key);
 }
 

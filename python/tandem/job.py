@@ -40,7 +40,8 @@ class Job:
     def report(self, **metrics: float) -> None:
         """Writes this process's metrics record: step, version, samples, epoch, samples_per_s, loss, accuracy,
         seconds, lr, env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min/avg/max,
-        ring_full_waits, allreduce_s, exposed_comm_s (docs/FORMAT.md, ProcessMetrics); unset ones are blank."""
+        ring_full_waits, allreduce_s, exposed_comm_s, env_share, compute_share, wait_share (docs/FORMAT.md,
+        ProcessMetrics); unset ones are blank."""
         self._c.report(**metrics)
 
     def saw_version(self, version: int) -> None:

@@ -7,8 +7,9 @@
 
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"];
 
-// What each chart draws: series of [source, field]. "learner.0" is rank 0's metrics rows, "learners"
-// one series per rank, "eval" the rows of eval.jsonl; a chart without points stays hidden.
+// What each chart draws: series of [source, field]. A process name ("learner.0", "actor.0") is that
+// process's metrics rows, "learners" one series per rank, "eval" the rows of eval.jsonl; a chart
+// without points stays hidden.
 const CHARTS = [
   { id: "loss", title: "Loss", series: [["learner.0", "loss", "train loss"], ["eval", "loss", "eval loss"]] },
   { id: "accuracy", title: "Accuracy", series: [["learner.0", "accuracy", "train accuracy"], ["eval", "accuracy", "eval accuracy"]] },
@@ -17,6 +18,7 @@ const CHARTS = [
   { id: "throughput", title: "Throughput (per second)", series: [["learners", "samples_per_s", "samples/s"], ["learner.0", "env_steps_per_s", "env steps/s"]] },
   { id: "lag", title: "Policy lag (versions)", series: [["learner.0", "policy_lag_min", "min"], ["learner.0", "policy_lag_avg", "avg"], ["learner.0", "policy_lag_max", "max"]] },
   { id: "ranks", title: "Per rank: step / all-reduce / exposed comm (s)", series: [["ranks", "seconds", "step"], ["ranks", "allreduce_s", "all-reduce"], ["ranks", "exposed_comm_s", "exposed"]] },
+  { id: "time", title: "Where the time goes (share of wall time)", series: [["learner.0", "compute_share", "learner: updates"], ["learner.0", "wait_share", "learner: waiting for slots"], ["actor.0", "env_share", "actor 0: envs"], ["actor.0", "compute_share", "actor 0: policy"], ["actor.0", "wait_share", "actor 0: full ring"]] },
 ];
 
 const run = {
@@ -110,7 +112,7 @@ function seriesPoints(source, field, xAxis) {
     return [["", collect(run.evals, clock ? (r) => clock(r.version) : (r) => r.step)]];
   }
   const learners = [...run.processes.keys()].filter((n) => n.startsWith("learner.")).sort();
-  if (source === "learner.0") return [["", collect(run.rows.filter((r) => r.process === "learner.0"), x)]];
+  if (/^[a-z]+\.\d+$/.test(source)) return [["", collect(run.rows.filter((r) => r.process === source), x)]];
   const ranks = learners.map((n) => [n.replace("learner.", "rank "), collect(run.rows.filter((r) => r.process === n), x)]);
   if (source === "ranks") return learners.length > 1 ? ranks : [];
   return ranks.length === 1 ? [["", ranks[0][1]]] : ranks;  // "learners": one series per rank

@@ -39,6 +39,11 @@ std::string extra_text(const shm::ProcessMetrics& m) {
   if (m.ring_full_waits > 0) out += fmt::format("{}ring waits {}", out.empty() ? "" : " ", m.ring_full_waits);
   put("allreduce", m.allreduce_s, "{:.3f}s");
   put("exposed", m.exposed_comm_s, "{:.3f}s");
+  // Where the time went: an actor's env, policy and ring wait; the learner's update and wait for slots.
+  const bool actor = !std::isnan(m.env_share);
+  put("| env", m.env_share * 100, "{:.0f}%");
+  put(actor ? "policy" : "| update", m.compute_share * 100, "{:.0f}%");
+  put(actor ? "ring wait" : "slot wait", m.wait_share * 100, "{:.0f}%");
   return out;
 }
 
@@ -194,6 +199,9 @@ std::string prometheus_text(const shm::ControlBlock& block) {
       {"tandem_ring_full_waits_total", "counter", "RL actor: times its experience ring was full"},
       {"tandem_allreduce_seconds", "gauge", "data-parallel rank: all-reduce time of the last step"},
       {"tandem_exposed_comm_seconds", "gauge", "data-parallel rank: communication not hidden behind backward"},
+      {"tandem_env_share", "gauge", "RL actor: share of its time stepping its envs"},
+      {"tandem_compute_share", "gauge", "RL actor: share of its time in its policy; RL learner: in its updates"},
+      {"tandem_wait_share", "gauge", "RL actor: share of its time waiting on a full ring; RL learner: for slots"},
   };
   const std::uint64_t now = monotonic_ns();
   std::vector<shm::ProcessSnapshot> rows;
@@ -229,6 +237,9 @@ std::string prometheus_text(const shm::ControlBlock& block) {
         v = m->ring_full_waits > 0 ? static_cast<double>(m->ring_full_waits) : shm::kNaN;
       else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
       else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
+      else if (name == "tandem_env_share") v = m->env_share;
+      else if (name == "tandem_compute_share") v = m->compute_share;
+      else if (name == "tandem_wait_share") v = m->wait_share;
       if (std::isnan(v)) continue;
       // A user's program group is one more label; the built-in groups' are their role's.
       const bool user_group = !p.group.empty() && p.group != shm::role_name(p.role);

@@ -43,6 +43,9 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
     if (m.ring_full_waits > 0) record["ring_full_waits"] = m.ring_full_waits;
     put_finite(record, "allreduce_s", m.allreduce_s);
     put_finite(record, "exposed_comm_s", m.exposed_comm_s);
+    put_finite(record, "env_share", m.env_share);
+    put_finite(record, "compute_share", m.compute_share);
+    put_finite(record, "wait_share", m.wait_share);
   }
   record["restarts"] = p.restarts;
   record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
