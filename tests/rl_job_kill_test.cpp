@@ -101,3 +101,28 @@ TEST_CASE("a rollout actor killed in a real job is restarted, learning continues
   CHECK(out.find("finished at update") != std::string::npos);
   CHECK(job.segments_left().empty());
 }
+
+TEST_CASE("a learner rank killed in a two-rank RL job fails the job within seconds, naming it" *
+          doctest::timeout(120)) {
+  test::RlJob job("rlrankkill", 2, ppo_job(10'000'000));
+  job.start({"run.learners=2"});
+  // Rows: 0 learner.0, 1 learner.1, 2 actor.0, 3 actor.1. Kill rank 1 once both ranks are learning.
+  std::int32_t victim = 0;
+  REQUIRE(job.wait_until(
+      [&](const shm::ControlBlock& b) {
+    victim = b.snapshot(1).pid;
+    return env_steps_of(b.snapshot(0)) > 0 && env_steps_of(b.snapshot(1)) > 0;
+      },
+      60s));
+  REQUIRE(victim > 0);
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  const int rc = job.wait(60s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  const std::string out = job.output();
+  INFO(out);
+  CHECK(rc != 0);
+  CHECK(seconds < 10.0);
+  CHECK(out.find("learner.1") != std::string::npos);
+  CHECK(job.segments_left().empty());
+}
