@@ -3,7 +3,9 @@
 // Throughput: a bench config (actor_critic_mlp 64x64, learner.algo = ppo, actor.role = rollout,
 // --job-actors actors x --job-envs envs, a fixed rl.total_env_steps, no early stop); the figure is the
 // learner's env_steps_per_s in metrics.jsonl (the steps it consumed), median over its reports after
-// the first, next to env steps / wall seconds of the whole `tandem run`.
+// the first, next to env steps / wall seconds of the whole `tandem run`, and the limiting stage: from
+// the shares of their time the processes report (docs/FORMAT.md, ProcessMetrics), the learner when it
+// seldom waits for slots, the actors when they seldom wait on full rings.
 // Time-to-solve: examples/cartpole-ppo.toml (or --config) with rl.stop_on_return = true, seeds
 // 0..--seeds-1; the figure is the wall time of `tandem run` from spawn to exit, startup and teardown
 // included. A run counts as solved when it exits 0 and the learner said "solved" or reported an
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -71,7 +74,8 @@ struct JobRun {
   int status = -1;
   double wall_s = 0;
   std::string log;            // stdout + stderr of `tandem run`
-  std::vector<Json> learner;  // the learner's metrics.jsonl records, in order
+  std::vector<Json> learner;  // the learners' metrics.jsonl records, in order
+  std::vector<Json> actors;   // the rollout actors' records that say where their time went
 };
 
 JobRun run_job(const std::string& tandem, const std::string& config, const std::vector<std::string>& sets,
@@ -92,7 +96,9 @@ JobRun run_job(const std::string& tandem, const std::string& config, const std::
   std::ifstream metrics(run_dir / "metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     Json record = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_object() && record.value("role", "") == "learner") run.learner.push_back(std::move(record));
+    if (!record.is_object()) continue;
+    if (record.value("role", "") == "learner") run.learner.push_back(std::move(record));
+    else if (record.contains("env_share")) run.actors.push_back(std::move(record));
   }
   return run;
 }
@@ -119,6 +125,44 @@ double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The median of `key` over the records after each process's first (which includes its start).
+double median_share(const std::vector<Json>& records, const char* key) {
+  std::vector<double> v;
+  std::vector<std::string> seen;
+  for (const auto& r : records) {
+    const std::string process = r.value("process", "");
+    if (std::find(seen.begin(), seen.end(), process) == seen.end()) {
+      seen.push_back(process);
+      continue;
+    }
+    if (r.contains(key)) v.push_back(r.at(key).get<double>());
+  }
+  return v.empty() ? std::nan("") : median(v);
+}
+
+// Which side the other waits for: a stage busy more than 90 % of its time is the limit.
+Json limiting_stage(const JobRun& run) {
+  const double update = median_share(run.learner, "compute_share"), slots = median_share(run.learner, "wait_share");
+  const double env = median_share(run.actors, "env_share"), policy = median_share(run.actors, "compute_share"),
+               full = median_share(run.actors, "wait_share");
+  std::string limit = "neither side saturated (start-up, scheduling or the host's cores)";
+  if (slots < 0.1) limit = "the learner";
+  else if (full < 0.1) limit = env >= policy ? "the actors' envs" : "the actors' policy";
+  auto percent = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.0f}%", v * 100); };
+  fmt::print("  {:<52} {}\n", "limiting stage", limit);
+  fmt::print("  {:<52} update {}, waiting for slots {}\n", "  learner time (median report)", percent(update),
+             percent(slots));
+  fmt::print("  {:<52} envs {}, policy {}, full ring {}\n", "  rollout actor time (median report)", percent(env),
+             percent(policy), percent(full));
+  auto share = [](double v) { return std::isnan(v) ? Json() : Json(rounded(v, 3)); };
+  return {{"limit", limit},
+          {"learner_update_share", share(update)},
+          {"learner_wait_share", share(slots)},
+          {"actor_env_share", share(env)},
+          {"actor_policy_share", share(policy)},
+          {"actor_wait_share", share(full)}};
 }
 
 // Each algorithm learns as its reference does unless --job-epochs / --job-minibatches say otherwise:
@@ -161,7 +205,9 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
   const double rate = median(rates), end_to_end = env_steps / run.wall_s;
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps/s the learner consumes (median report)", rate / 1e3);
   fmt::print("  {:<52} {:>14.1f} k\n", "env steps / wall s of the whole `tandem run`", end_to_end / 1e3);
+  const Json stage = limiting_stage(run);
   return {{"algo", algo},
+          {"stage", stage},
           {"actors", o.job_actors},
           {"learners", o.job_learners},
           {"device", o.job_device},
