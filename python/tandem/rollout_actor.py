@@ -95,6 +95,7 @@ class Rollout:
             raise EnvError(f"experience rings hold (envs, obs_dim, action, action_dim, logits) = {theirs}; this actor "
                            f"steps {mine} of '{vec.name}': the learner and the actors must read the same env.* config")
         self.action_dim, self.continuous = spec["action_dim"], not vec.discrete
+        self.policy_s = self.env_s = 0.0  # where fill() spent its time, for the reports
 
     def fill(self, slot, version: int, stopping) -> list:
         """Returns the slot's finished episodes [(return, length)], or None when a stop came mid-slot."""
@@ -114,6 +115,7 @@ class Rollout:
             for t in range(steps):
                 if stopping():
                     return None
+                start = time.perf_counter()
                 params, value = self.model.heads(torch.from_numpy(obs[t]))
                 values[t] = value.numpy()
                 logits[t] = params.numpy()
@@ -121,8 +123,11 @@ class Rollout:
                 log_probs[t] = lp.numpy()
                 acts = a.numpy()
                 actions[t] = acts
+                acted = time.perf_counter()
                 v.step(acts)
                 rewards[t], term[t], trunc[t], obs[t + 1] = v.rewards, v.terminated, v.truncated, v.obs
+                self.policy_s += acted - start
+                self.env_s += time.perf_counter() - acted
                 for i, ret, length in v.done_episodes:
                     final[t, i] = v.final_obs[i]
                     ep_ret[len(episodes)], ep_len[len(episodes)] = ret, length
@@ -166,16 +171,20 @@ def run(args, job) -> int:
           flush=True)
     recent = collections.deque(maxlen=100)
     slots, lag_sum, version, last = 0, 0.0, 0, time.monotonic()
+    waited = 0.0  # on a full ring, since the last report
     backoff = 1e-5
 
     def report(force=False):
-        nonlocal slots, lag_sum, last
+        nonlocal slots, lag_sum, last, waited
         now = time.monotonic()
         if job is None or (not force and now - last < 0.2):
             return
         c = writer.counters()
+        window = max(now - last, 1e-9)
         m = dict(step=c["head"], version=version, env_steps=c["head"] * per_slot,
-                 env_steps_per_s=slots * per_slot / max(now - last, 1e-9), ring_full_waits=c["full_waits"])
+                 env_steps_per_s=slots * per_slot / window, ring_full_waits=c["full_waits"],
+                 env_share=rollout.env_s / window, compute_share=rollout.policy_s / window, wait_share=waited / window)
+        rollout.policy_s = rollout.env_s = waited = 0.0
         if recent:
             m.update(episode_return=float(np.mean([r for r, _ in recent])),
                      episode_length=float(np.mean([n for _, n in recent])))
@@ -188,7 +197,9 @@ def run(args, job) -> int:
         slot = writer.begin_write(False)
         if slot is None:  # full: the learner has not caught up
             report()
+            start = time.monotonic()
             time.sleep(backoff)
+            waited += time.monotonic() - start
             backoff = min(backoff * 2, 1e-3)
             continue
         backoff = 1e-5
