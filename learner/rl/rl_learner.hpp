@@ -23,6 +23,8 @@
 // on its own actors' episodes and, with rl.norm_obs, keeps the observation statistics from its own
 // batches; the ranks agree after every gather whether to stop (a stop request, the budget, solved), so
 // they stop after the same update. Env steps count every rank's; episodes and lag are each rank's own.
+// A checkpoint holds rank 0's reward scales (rl.norm_reward): after a resume the other ranks' actors
+// start theirs afresh.
 //
 // Deterministic mode (TANDEM_DETERMINISTIC=1): one LibTorch thread, seeded minibatch order, slots in a
 // fixed order (k = slots_per_update / R per actor per update), every publish committed. Actor a acts
