@@ -57,7 +57,7 @@ class Rollout {
   envs::VecEnv& env_;
   const shm::ExperienceDescriptor& d_;
   std::optional<at::Generator> generator_;
-  torch::Device device_;  // the model's: a GPU forward copies its observations in and its heads out
+  torch::Device device_;                // the model's: a GPU forward copies its observations in and its heads out
   std::vector<std::int32_t> discrete_;  // the actions as VecEnv takes them
   std::vector<float> continuous_;
 };

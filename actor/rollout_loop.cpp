@@ -166,8 +166,8 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   // actor.device = "cuda": the GPU of the learner rank that consumes this actor's ring (rank r trains
   // on GPU r), whose device slab the follower then copies from where that is rank 0's.
   const std::uint32_t ranks = settings.shape.learners, per_rank = std::max(1u, settings.rollout_actors / ranks);
-  const torch::Device device =
-      device_for(settings.actor.device, "actor.device", static_cast<int>(std::min(ctx.index / per_rank, ranks - 1)));
+  const torch::Device device = device_for(settings.actor.device, "actor.device",
+                                          static_cast<int>(std::min(ctx.index / per_rank, ranks - 1)));
 
   const envs::EnvSource source(settings.env);
   const PolicyHead head = policy_head_for(source.spec());

@@ -32,9 +32,9 @@ struct RolloutBenchOptions {
   std::string config;                 // time-to-solve config; empty: examples/cartpole-ppo.toml
   std::uint64_t job_steps = 1000000;  // rl.total_env_steps of the throughput job
   std::uint32_t job_actors = 2;
-  std::uint32_t job_learners = 1;     // run.learners of the throughput job: ranks, each on its own actors
-  std::string job_device = "cpu";     // learner.device of the throughput job (cuda: rank r on GPU r)
-  std::uint32_t job_slots = 0;        // rl.slots_per_update; 0: one per learner rank
+  std::uint32_t job_learners = 1;  // run.learners of the throughput job: ranks, each on its own actors
+  std::string job_device = "cpu";  // learner.device of the throughput job (cuda: rank r on GPU r)
+  std::uint32_t job_slots = 0;     // rl.slots_per_update; 0: one per learner rank
   std::uint32_t job_envs = 32;
   std::uint32_t job_rollout_steps = 64;
   std::string job_algo = "both";      // learner.algo of the throughput job: ppo, vtrace or both

@@ -136,7 +136,7 @@ TEST_CASE("settings: the rules between tables, for the shape the launcher or a p
        {},
        "config: env.threads = 2 but the Python rollout"},
       {kPpo, {}, {.actors = 2}, ""},
-      {kPpo, {}, {}, ""},  // a learner started by hand: one ring
+      {kPpo, {}, {}, ""},                                                 // a learner started by hand: one ring
       {kPpo, {}, {.learners = 2, .local_learners = 2, .actors = 3}, ""},  // a rollout actor per rank
       {kPpo,
        {},

@@ -19,7 +19,8 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 
 }  // namespace
 
-TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, policy lag, the slowest rank's times and where each process's time went") {
+TEST_CASE(
+    "status views: an RL job on two ranks shows env steps/s, return, policy lag, the slowest rank's times and where each process's time went") {
   const std::string job = test::unique_name("views");
   ControlBlock block = ControlBlock::create({.job = job, .learners = 2, .actors = 1, .run_dir = "/nonexistent"});
   for (std::uint32_t row = 0; row < 3; ++row) block.begin_spawn(row, 0);
@@ -61,7 +62,8 @@ TEST_CASE("status views: an RL job on two ranks shows env steps/s, return, polic
   CAPTURE(table);
   // Where each process's time went: the learner's updates and waits for slots, an actor's envs,
   // policy and waits on its full ring.
-  CHECK(has(table, "env/s 41.0k return 187.5 len 187 lag 1.50 allreduce 0.020s exposed 0.004s | update 70% slot wait 25%"));
+  CHECK(has(table,
+            "env/s 41.0k return 187.5 len 187 lag 1.50 allreduce 0.020s exposed 0.004s | update 70% slot wait 25%"));
   CHECK(has(table, "allreduce 0.030s exposed 0.005s"));
   CHECK(has(table, "env/s 20.5k return 150.0 ring waits 3 | env 45% policy 30% ring wait 20%"));
   CHECK(!has(table, "dashboard "));  // no dashboard.url in the run dir: no line

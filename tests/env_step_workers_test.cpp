@@ -46,8 +46,10 @@ bool wait_for(const std::atomic<int>& finished, int target) {
 
 }  // namespace
 
-TEST_CASE("step workers: every item runs exactly once a run, uneven slices and one item a thread included, "
-          "and sees what it wrote last run on whichever thread" * doctest::timeout(60)) {
+TEST_CASE(
+    "step workers: every item runs exactly once a run, uneven slices and one item a thread included, "
+    "and sees what it wrote last run on whichever thread" *
+    doctest::timeout(60)) {
   struct Shape {
     int items, threads;
   };
@@ -101,9 +103,10 @@ TEST_CASE("step workers: a slow item holds up only itself, as the other threads 
   }
 }
 
-TEST_CASE("step workers: run() rethrows the lowest item that threw, whichever thread ran it, after every other "
-          "item ran" *
-          doctest::timeout(60)) {
+TEST_CASE(
+    "step workers: run() rethrows the lowest item that threw, whichever thread ran it, after every other "
+    "item ran" *
+    doctest::timeout(60)) {
   constexpr int kItems = 9, kThreads = 3;  // slices {0, 1, 2}, {3, 4, 5}, {6, 7, 8}
   StepWorkers workers(kItems, kThreads);
   std::vector<int> throwing;

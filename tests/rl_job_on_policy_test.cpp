@@ -15,8 +15,9 @@
 using namespace tandem;
 using namespace std::chrono_literals;
 
-TEST_CASE("a PPO job with rings of one update's slots trains every batch with no policy lag, its processes saying where their time went" *
-          doctest::timeout(180)) {
+TEST_CASE(
+    "a PPO job with rings of one update's slots trains every batch with no policy lag, its processes saying where their time went" *
+    doctest::timeout(180)) {
   test::RlJob job("rlonpolicy", 2, R"([env]
 name = "hopper"
 envs = 4
@@ -71,7 +72,8 @@ evaluators = 0
   };
   double learner_wait = 0, actor_wait = 0;
   for (const auto& r : rows)
-    if (r.contains("wait_share")) share(r, "compute_share"), learner_wait = std::max(learner_wait, share(r, "wait_share"));
+    if (r.contains("wait_share"))
+      share(r, "compute_share"), learner_wait = std::max(learner_wait, share(r, "wait_share"));
   for (const auto& r : job.metrics_of("actor.0")) {
     if (!r.contains("env_share")) continue;
     CAPTURE(r.dump());

@@ -41,14 +41,13 @@ TANDEM_CHILD("rl-learner") {
 
 }  // namespace
 
-std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra, const std::string& update,
-                         const std::string& device) {
+std::string write_config(const TempDir& dir, const std::string& algo, const std::string& extra,
+                         const std::string& update, const std::string& device) {
   std::string path = dir.file("job.toml");
   std::ofstream out(path);
   out << "[env]\nname = \"cartpole\"\nenvs = 4\nseed = 0\n"
       << "[rl]\nrollout_steps = 16\nslots_per_ring = 2\nslots_per_update = 2\ntotal_env_steps = 1024\n"
-      << update
-      << "[learner]\nalgo = \"" << algo << "\"\ndevice = \"" << device << "\"\nreport_every_steps = 1\n"
+      << update << "[learner]\nalgo = \"" << algo << "\"\ndevice = \"" << device << "\"\nreport_every_steps = 1\n"
       << "[optimizer]\nname = \"adam\"\nlr = 0.001\nweight_decay = 0.0\n"
       << "[checkpoint]\nevery_steps = 0\n"
       << "[model]\nname = \"actor_critic_mlp\"\n"
@@ -130,17 +129,16 @@ class RandomProducer {
 LearnerRun run_learner(const TempDir& dir, const std::string& config, std::uint32_t actors, bool corrupt_first,
                        bool deterministic, int ranks) {
   const std::string job = unique_name("rl");
-  shm::ControlBlock block = shm::ControlBlock::create({.job = job,
-                                                       .learners = static_cast<std::uint32_t>(ranks),
-                                                       .actors = actors,
-                                                       .run_dir = dir.path().string()});
+  shm::ControlBlock block = shm::ControlBlock::create(
+      {.job = job, .learners = static_cast<std::uint32_t>(ranks), .actors = actors, .run_dir = dir.path().string()});
   const std::string port = std::to_string(free_loopback_port()), world = std::to_string(ranks);
   std::vector<std::pair<const char*, std::string>> env = {
       {"TANDEM_JOB", job}, {"TANDEM_ROLE", "learner"}, {"TANDEM_ACTORS", std::to_string(actors)}};
   if (deterministic) env.emplace_back("TANDEM_DETERMINISTIC", "1");
   if (ranks > 1)
-    env.insert(env.end(), {{"WORLD_SIZE", world}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"},
-                           {"MASTER_PORT", port}});
+    env.insert(
+        env.end(),
+        {{"WORLD_SIZE", world}, {"LOCAL_WORLD_SIZE", world}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}});
   for (const auto& [name, value] : env) ::setenv(name, value.c_str(), 1);
   std::vector<Child> learners;
   for (int r = 0; r < ranks; ++r) {

@@ -80,8 +80,8 @@ void check_rl_batches(const JobSettings& s) {
   }
   const bool ppo = s.learner.algo == Algo::ppo;
   // Each learner rank splits its own share of the update (check_rl_ranks makes it whole).
-  const std::uint64_t columns =
-      std::uint64_t{rl.slots_per_update} / s.shape.learners * static_cast<std::uint64_t>(s.env.envs);
+  const std::uint64_t columns = std::uint64_t{rl.slots_per_update} / s.shape.learners *
+                                static_cast<std::uint64_t>(s.env.envs);
   const std::uint64_t split = ppo ? columns * rl.rollout_steps : columns;  // V-trace keeps whole trajectories
   if (static_cast<std::uint64_t>(rl.minibatches) > split)
     fail("config: rl.minibatches = {} is more than the {} {} of one update: lower rl.minibatches", rl.minibatches,

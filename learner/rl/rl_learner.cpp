@@ -134,7 +134,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
   if (sync) sync->agree(0);
   if (rank.rank != 0) made.emplace(shm::ExperienceRings::attach(process.job()));
   shm::ExperienceRings& rings = *made;
-  cuda::HostRegistration registered;                // async H2D straight out of the slots
+  cuda::HostRegistration registered;  // async H2D straight out of the slots
   if (cuda)
     registered = cuda::HostRegistration(rings.segment().base(), rings.segment().size(), false, "experience rings");
 
