@@ -176,10 +176,7 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
   Trainer trainer(model, trainer_config(settings, total));
   std::optional<ddp::GradSync> sync;
   if (session) {
-    std::vector<at::Tensor> params;
-    for (auto& [name, p] : model.named_parameters())
-      if (p.requires_grad()) params.push_back(p);
-    sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
+    sync.emplace(flat, model.trainable_parameters(), session->comm(), rank, session->sync_options());
     runtime.vote_with(*sync);
   }
   runtime.publish_from(flat, resume(trainer, runtime.run_dir(), sync ? &*sync : nullptr, rank),

@@ -13,19 +13,10 @@
 #include "envs/mujoco/model.hpp"
 #include "envs/vec_env.hpp"
 #include "tests/harness.hpp"
+#include "tests/count_allocations.hpp"  // `allocations`: this binary's heap allocations
 
 using namespace tandem::envs;
 using namespace tandem::test;
-
-// Counts this binary's heap allocations on every thread (VecEnv's workers included).
-static std::atomic<long> allocations{0};
-void* operator new(std::size_t size) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 

@@ -13,18 +13,9 @@
 #include <vector>
 
 #include "envs/step_workers.hpp"
+#include "tests/count_allocations.hpp"  // `allocations`: this binary's heap allocations
 
 using tandem::envs::StepWorkers;
-
-// Counts this binary's heap allocations on every thread (the workers' included).
-static std::atomic<long> allocations{0};
-void* operator new(std::size_t size) {
-  allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 

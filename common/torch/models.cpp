@@ -181,6 +181,13 @@ std::vector<Tensor> Model::parameters() const {
   return out;
 }
 
+std::vector<Tensor> Model::trainable_parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters())
+    if (t.requires_grad()) out.push_back(t);
+  return out;
+}
+
 std::int64_t Model::num_parameters() const {
   std::int64_t n = 0;
   for (const auto& [name, t] : named_parameters()) n += t.numel();

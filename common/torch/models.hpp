@@ -69,7 +69,8 @@ class Model {
   NamedTensors named_parameters() const;
   NamedTensors named_buffers() const;
   std::vector<torch::Tensor> parameters() const;
-  std::int64_t num_parameters() const;  // elements
+  std::vector<torch::Tensor> trainable_parameters() const;  // requires_grad, in registration order
+  std::int64_t num_parameters() const;                      // elements
 
   void train(bool on = true);
   void eval() { train(false); }

@@ -93,12 +93,7 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
   Optimizer optimizer(model.named_parameters(), oc);
   model.train(true);
   std::optional<ddp::GradSync> sync;
-  if (session) {
-    std::vector<at::Tensor> params;
-    for (auto& [name, p] : model.named_parameters())
-      if (p.requires_grad()) params.push_back(p);
-    sync.emplace(flat, std::move(params), session->comm(), rank, session->sync_options());
-  }
+  if (session) sync.emplace(flat, model.trainable_parameters(), session->comm(), rank, session->sync_options());
 
   const std::optional<ObsStats> obs_stats = obs_stats_of(model);  // rl.norm_obs
   std::optional<rl::RewardScaler> reward_scaler;

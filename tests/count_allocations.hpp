@@ -1,0 +1,17 @@
+// Replaces the global operator new and delete of the test binary that includes this header, counting
+// every heap allocation on every thread (workers included), so a test can check that a hot path
+// allocates nothing. Include it in exactly one file of a binary.
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+static std::atomic<long> allocations{0};
+void* operator new(std::size_t size) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
