@@ -57,8 +57,12 @@ void Follower::attach_device_slab(const std::string& slab_name, int device) {
         name, slab_name);
   // CUDA opens no handle in the process that exported it (a learner following its own slab).
   if (reader.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid())) return;
-  const cuda::DeviceIdentity ours = cuda::device_identity(device);
-  if (std::memcmp(ours.uuid.data(), reader.device_info().gpu_uuid, ours.uuid.size()) != 0) return;  // another GPU
+  // The learner's GPU, or another of the node's with a direct path to it (NVLink, PCIe peer access):
+  // the copy then goes GPU to GPU; without one, through the host slab.
+  std::array<std::uint8_t, 16> exporter_uuid{};
+  std::memcpy(exporter_uuid.data(), reader.device_info().gpu_uuid, exporter_uuid.size());
+  const int exporter = cuda::device_with_uuid(exporter_uuid);
+  if (exporter < 0 || !cuda::can_access_peer(device, exporter)) return;
   cuda::IpcHandle handle;
   std::memcpy(handle.data(), reader.device_info().ipc_handle, handle.size());
   mapping_ = cuda::IpcMapping::open(handle, device);

@@ -14,12 +14,13 @@
 //                                      the touched pages, never the slab; needs a float32 (not bf16) slab
 //      CUDA model                      the slot span is cudaHostRegister'ed (read-only) once; lease, H2D
 //                                      on the follower's stream, wait for it, release
-//      CUDA model, same GPU as the     the device slab <slab>.cuda (shm/weight_slab.hpp) is mapped once
-//        learner's device slab         (CUDA IPC, closed on destruction); lease, D2D on the follower's
-//                                      stream, wait for it, release: no PCIe transfer. Chosen at
-//                                      construction when that segment exists and its GPU UUID is ours;
-//                                      a CPU model or another GPU follows the host slab. The learner's
-//                                      GPU memory dies with it: a copy counts only if the learner was
+//      CUDA model on the learner's     the device slab <slab>.cuda (shm/weight_slab.hpp) is mapped once
+//        GPU, or on a GPU with peer    (CUDA IPC, closed on destruction); lease, D2D (GPU to GPU over
+//        access to it                  NVLink where the GPUs differ) on the follower's stream, wait for
+//                                      it, release: no host memory on the way. Chosen at construction
+//                                      when that segment exists and its GPU is ours or a peer of ours;
+//                                      a CPU model, or a GPU with no peer path, follows the host slab.
+//                                      The learner's GPU memory dies with it: a copy counts only if the learner was
 //                                      still alive after it finished; once it has exited, the follower
 //                                      drops the mapping and follows the host slab (which outlives it).
 //    It blocks the calling thread for that copy only; it never makes the learner wait.

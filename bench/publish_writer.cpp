@@ -53,6 +53,25 @@ struct ParameterSource {
     pinned_gbps = double(bytes) / (best * 1e6);
   }
 
+  // GB/s of one plain copy of the parameters to GPU `peer`, best of 3: what a peer reader's load is
+  // measured against.
+  double peer_gbps(int device, int peer) const {
+    cuda::enable_peer_access(device, peer);
+    cuda::set_device(peer);
+    auto there = cuda::Buffer::allocate(cuda::Buffer::Kind::device, device_src.size());
+    cuda::set_device(device);
+    auto a = cuda::Event::create(true), b = cuda::Event::create(true);
+    float best = 1e30f;
+    for (int i = 0; i < 3; ++i) {
+      a.record(train_stream.get());
+      cuda::copy_async(there.data(), device_src.data(), device_src.size(), train_stream.get());
+      b.record(train_stream.get());
+      b.synchronize();
+      best = std::min(best, cuda::Event::elapsed_ms(a, b));
+    }
+    return double(device_src.size()) / (best * 1e6);
+  }
+
   // Writes version's verify pattern into the parameters, in training-stream order on a GPU.
   void fill_verify_pattern(std::uint64_t version) {
     if (device_src.data() != nullptr)
@@ -105,10 +124,15 @@ void wait_for_readers(const std::string& slab_name, int readers, bool device) {
 
 PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize& size) {
   PublishMeasurement m;
+  m.bytes = size.bytes;
   m.gpu = !o.cpu && cuda::device_count() > 0;
   if (o.device_readers > 0 && !m.gpu)
     fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible",
          o.device_readers, o.cpu ? "--cpu was given" : "no GPU is visible");
+  const int gpus = cuda::device_count();
+  if (o.peer_gpu_readers > 0 && (!m.gpu || gpus < 2))
+    fail("--peer-gpu-readers {} needs the publisher on a GPU and another GPU beside it ({} visible): drop it",
+         o.peer_gpu_readers, gpus);
   const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), shm::Kind::weights);
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
@@ -116,11 +140,13 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   ParameterSource params(m.gpu, o.device, size.bytes);
   m.pinned_gbps = params.pinned_gbps;
   m.device_readers = m.gpu ? (o.device_readers < 0 ? 1 : o.device_readers) : 0;
+  m.peer_readers = o.peer_gpu_readers;
+  if (m.peer_readers > 0) m.peer_gbps = params.peer_gbps(o.device, (o.device + 1) % gpus);
   const std::string device_name = shm::device_slab_name(slab_name);
   std::optional<DeviceSlab> device_slab;
   // UnlinkOnSignal guards one name (the host slab's); an interrupted run leaves the device slab to
   // `tandem shm gc`, which removes segments whose creator is gone.
-  if (m.device_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
+  if (m.device_readers + m.peer_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
   learner::PublisherOptions when;
   when.overlap_host_copy = !o.copy_in_call;  // as the learner publishes on the CPU: the copy overlaps the step
   learner::Publisher pub(slab, params.source, when, device_slab ? &device_slab->writer : nullptr);
@@ -144,18 +170,19 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     readers.push_back({slab_name, fmt::format("/tmp/{}.reader{}", slab_name, i), o.seconds, o.verify});
     pids.push_back(spawn_reader(exe, readers.back()));
   }
-  for (int i = 0; i < m.device_readers; ++i) {
-    readers.push_back({device_name, fmt::format("/tmp/{}.reader{}", device_name, i), o.seconds, o.verify, o.device});
+  for (int i = 0; i < m.device_readers + m.peer_readers; ++i) {
+    const int gpu = i < m.device_readers ? o.device : (o.device + 1 + (i - m.device_readers) % (gpus - 1)) % gpus;
+    readers.push_back({device_name, fmt::format("/tmp/{}.reader{}", device_name, i), o.seconds, o.verify, gpu});
     pids.push_back(spawn_reader(exe, readers.back()));
   }
   wait_for_readers(slab_name, o.readers, false);
-  wait_for_readers(device_name, m.device_readers, true);
+  wait_for_readers(device_name, m.device_readers + m.peer_readers, true);
 
   fmt::print(
-      "publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es) and {} same-GPU "
-      "device-slab reader(s){}\n",
+      "publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es), {} same-GPU and {} "
+      "other-GPU device-slab reader(s){}\n",
       size.what, size.bytes / 1e6, m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds,
-      o.readers, m.device_readers, o.verify ? ", verifying every read" : "");
+      o.readers, m.device_readers, m.peer_readers, o.verify ? ", verifying every read" : "");
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   std::uint64_t step = 1;
@@ -186,8 +213,10 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
-  for (std::size_t i = 0; i < pids.size(); ++i)
-    (readers[i].cuda_device >= 0 ? m.device : m.readers).add(collect_reader(pids[i], readers[i].result));
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    const int gpu = readers[i].cuda_device;
+    (gpu < 0 ? m.readers : gpu == o.device ? m.device : m.peer).add(collect_reader(pids[i], readers[i].result));
+  }
 
   auto timings = pub.take_timings();
   timings.pop_back();              // the final version is not a measurement
