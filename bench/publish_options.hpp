@@ -24,7 +24,7 @@ struct PublishBenchOptions {
   std::string bytes;
   std::string model;
   int readers = 2;
-  int device_readers = -1;    // -1: 1 on a GPU, 0 without one
+  int device_readers = -1;   // -1: 1 on a GPU, 0 without one
   int peer_gpu_readers = 0;  // device-slab readers on GPUs device + 1, device + 2, ... (mod the GPUs)
   double seconds = 5;
   bool verify = false;

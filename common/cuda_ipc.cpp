@@ -45,8 +45,7 @@ bool can_access_peer(int device, int peer) {
 void enable_peer_access(int device, int peer) {
   if (device == peer) return;
   if (!can_access_peer(device, peer))
-    fail("GPU {} cannot reach GPU {}'s memory directly (no NVLink or PCIe peer path): use GPUs that can", device,
-         peer);
+    fail("GPU {} cannot reach GPU {}'s memory directly (no NVLink or PCIe peer path): use GPUs that can", device, peer);
   set_device(device);
   const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
   if (status == cudaErrorPeerAccessAlreadyEnabled) {
