@@ -43,28 +43,45 @@ Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOpt
   }
 }
 
-// The learner creates the device slab before the host slab, so it exists by now if it will at all.
-// Attach errors (stale, corrupt, foreign) propagate: they name the segment and the fix.
+// The learner creates its device slabs before the host slab, so they exist by now if they will at all.
+// One on this GPU is read within it; else one on a GPU with a direct path to ours (NVLink, PCIe peer
+// access) GPU to GPU; else none: the host slab. Attach errors (stale, corrupt, foreign) propagate: they
+// name the segment and the fix.
 void Follower::attach_device_slab(const std::string& slab_name, int device) {
-  const std::string name = shm::device_slab_name(slab_name);
-  if (!std::filesystem::exists("/dev/shm/" + name)) return;
-  shm::WeightSlabReader reader = shm::WeightSlabReader::attach_device(name, 1);
-  if (reader.descriptor().model_signature != reader_.descriptor().model_signature ||
-      reader.descriptor().slot_bytes != reader_.descriptor().slot_bytes)
-    fail(
-        "device weight slab '/{}' does not match host slab '/{}' (another model): remove both (`tandem shm gc`) and "
-        "restart the job",
-        name, slab_name);
-  // CUDA opens no handle in the process that exported it (a learner following its own slab).
-  if (reader.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid())) return;
   const cuda::DeviceIdentity ours = cuda::device_identity(device);
-  if (std::memcmp(ours.uuid.data(), reader.device_info().gpu_uuid, ours.uuid.size()) != 0) return;  // another GPU
+  std::optional<shm::WeightSlabReader> chosen;
+  int chosen_gpu = -1;
+  for (unsigned copy = 0; copy < shm::kMaxDeviceSlabs; ++copy) {
+    const std::string name = shm::device_slab_name(slab_name, copy);
+    if (!std::filesystem::exists("/dev/shm/" + name)) break;
+    shm::WeightSlabReader reader = shm::WeightSlabReader::attach_device(name, 1);
+    if (reader.descriptor().model_signature != reader_.descriptor().model_signature ||
+        reader.descriptor().slot_bytes != reader_.descriptor().slot_bytes)
+      fail(
+          "device weight slab '/{}' does not match host slab '/{}' (another model): remove both (`tandem shm gc`) and "
+          "restart the job",
+          name, slab_name);
+    // CUDA opens no handle in the process that exported it (a learner following its own slab).
+    if (reader.device_info().exporter_pid == static_cast<std::uint64_t>(::getpid())) return;
+    std::array<std::uint8_t, 16> uuid{};
+    std::memcpy(uuid.data(), reader.device_info().gpu_uuid, uuid.size());
+    const int gpu = cuda::device_with_uuid(uuid);
+    if (gpu < 0 || !cuda::can_access_peer(device, gpu)) continue;
+    const bool local = uuid == ours.uuid;
+    if (!chosen || local) {
+      chosen = std::move(reader);
+      chosen_gpu = gpu;
+    }
+    if (local) break;
+  }
+  if (!chosen) return;
   cuda::IpcHandle handle;
-  std::memcpy(handle.data(), reader.device_info().ipc_handle, handle.size());
+  std::memcpy(handle.data(), chosen->device_info().ipc_handle, handle.size());
   mapping_ = cuda::IpcMapping::open(handle, device);
-  reader.bind_device_slots(static_cast<const std::byte*>(mapping_.data()));
+  chosen->bind_device_slots(static_cast<const std::byte*>(mapping_.data()));
   stream_ = cuda::Stream::create(device);
-  device_reader_ = std::move(reader);
+  device_reader_ = std::move(chosen);
+  device_slab_gpu_ = chosen_gpu;
 }
 
 bool Follower::exporter_alive() const {
@@ -74,6 +91,7 @@ bool Follower::exporter_alive() const {
 
 void Follower::fall_back_to_host_slab() {
   device_reader_.reset();  // frees its lease entry
+  device_slab_gpu_ = -1;
   mapping_ = cuda::IpcMapping();
   const at::Tensor& flat = params_.buffer();
   registration_ = cuda::HostRegistration(const_cast<std::byte*>(reader_.slots_begin()), reader_.slots_span_bytes(),

@@ -14,12 +14,13 @@
 //                                      the touched pages, never the slab; needs a float32 (not bf16) slab
 //      CUDA model                      the slot span is cudaHostRegister'ed (read-only) once; lease, H2D
 //                                      on the follower's stream, wait for it, release
-//      CUDA model, same GPU as the     the device slab <slab>.cuda (shm/weight_slab.hpp) is mapped once
-//        learner's device slab         (CUDA IPC, closed on destruction); lease, D2D on the follower's
-//                                      stream, wait for it, release: no PCIe transfer. Chosen at
-//                                      construction when that segment exists and its GPU UUID is ours;
-//                                      a CPU model or another GPU follows the host slab. The learner's
-//                                      GPU memory dies with it: a copy counts only if the learner was
+//      CUDA model on a GPU with a      a device slab <slab>.cuda[.k] (shm/weight_slab.hpp) is mapped once
+//        device slab of the learner's, (CUDA IPC, closed on destruction); lease, D2D (GPU to GPU over
+//        or with peer access to one    NVLink where the GPUs differ) on the follower's stream, wait for
+//                                      it, release: no host memory on the way. Chosen at construction:
+//                                      the slab on our GPU, else one on a peer of ours; a CPU model, or
+//                                      a GPU with no peer path, follows the host slab.
+//                                      The learner's GPU memory dies with it: a copy counts only if the learner was
 //                                      still alive after it finished; once it has exited, the follower
 //                                      drops the mapping and follows the host slab (which outlives it).
 //    It blocks the calling thread for that copy only; it never makes the learner wait.
@@ -59,6 +60,7 @@ class Follower {
   double last_load_ms() const { return last_load_ms_; }
   const shm::WeightSlabReader& reader() const { return active(); }  // the slab versions come from
   bool via_device_slab() const { return device_reader_.has_value(); }
+  int device_slab_gpu() const { return device_slab_gpu_; }  // the GPU whose device slab it reads; -1: none
 
  private:
   void attach_device_slab(const std::string& slab_name, int device);
@@ -79,7 +81,8 @@ class Follower {
   cuda::HostRegistration registration_;
   cuda::Stream stream_;
   cuda::IpcMapping mapping_;                            // the device slab's slots, on this GPU
-  std::optional<shm::WeightSlabReader> device_reader_;  // set: versions come from the device slab
+  std::optional<shm::WeightSlabReader> device_reader_;  // set: versions come from a device slab
+  int device_slab_gpu_ = -1;
 };
 
 }  // namespace tandem::actor

@@ -14,6 +14,8 @@ int bench_publish(const PublishBenchOptions& o) {
   if (o.readers < 0 || o.readers > 64) fail("--readers {} is out of range: use 0..64", o.readers);
   if (o.device_readers < -1 || o.device_readers > 64)
     fail("--device-readers {} is out of range: use 0..64", o.device_readers);
+  if (o.peer_gpu_readers < 0 || o.peer_gpu_readers > 64)
+    fail("--peer-gpu-readers {} is out of range: use 0..64", o.peer_gpu_readers);
   if (o.seconds <= 0) fail("--seconds must be positive");
   return report_publish(o, size, measure_publish(o, size));
 }
@@ -30,9 +32,15 @@ void add_publish_commands(CLI::App& app) {
   cmd->add_option("--readers", o.readers, "reader processes")->capture_default_str();
   cmd->add_option("--device-readers", o.device_readers,
                   "same-GPU reader processes following the device slab through CUDA IPC (default: 1 on a GPU)");
+  cmd->add_option("--peer-gpu-readers", o.peer_gpu_readers,
+                  "device-slab readers on the other GPUs (--device + 1, + 2, ...), loading GPU to GPU")
+      ->capture_default_str();
   cmd->add_option("--seconds", o.seconds, "how long to publish")->capture_default_str();
   cmd->add_flag("--verify", o.verify, "fill every publish with its version's pattern and check every read");
   cmd->add_option("--json", o.json, "also write the JSON line to this file");
+  cmd->add_flag("--chain", o.chain,
+                "with --peer-gpu-readers: the writer also keeps a device slab on each of their GPUs, filled GPU to GPU "
+                "by the pipelined chain; each reader loads from its own GPU's");
   cmd->add_flag("--peer", o.peer,
                 "also run bench/peers/publish_peer.py (state_dict publish, pinned copy) and print ratios");
   cmd->add_option("--python", o.python, "Python with torch, for --peer")->capture_default_str();

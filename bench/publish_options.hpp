@@ -5,7 +5,8 @@
 // memory on a GPU, else host memory) published through learner::Publisher into a fresh slab. Readers
 // are separate processes (publish_reader.cpp: this binary re-run as the hidden `publish-reader`).
 // On a GPU the writer also publishes into a device slab (CUDA IPC) that --device-readers same-GPU
-// reader processes follow, so both paths are measured in one run.
+// reader processes follow, and --peer-gpu-readers readers on the other GPUs (GPU to GPU, over NVLink
+// where there is one), so every path is measured in one run, next to a plain copy between two GPUs.
 // publish_report.cpp prints the table, the peer's comparison and the JSON line.
 #pragma once
 
@@ -23,7 +24,9 @@ struct PublishBenchOptions {
   std::string bytes;
   std::string model;
   int readers = 2;
-  int device_readers = -1;  // -1: 1 on a GPU, 0 without one
+  int device_readers = -1;   // -1: 1 on a GPU, 0 without one
+  int peer_gpu_readers = 0;  // device-slab readers on GPUs device + 1, device + 2, ... (mod the GPUs)
+  bool chain = false;        // with peer_gpu_readers: a device slab on each of their GPUs too, filled by the chain
   double seconds = 5;
   bool verify = false;
   std::string json;

@@ -48,6 +48,14 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
     row("device slab: publish() -> seen by a same-GPU reader (ms)", m.device.visible_ms);
     row("device reader load: lease + D2D into its buffer (ms)", m.device.load_ms);
   }
+  if (m.peer_readers > 0) {
+    row("device slab: publish() -> seen on another GPU (ms)", m.peer.visible_ms);
+    row("other-GPU reader load: lease + GPU-to-GPU copy (ms)", m.peer.load_ms);
+  }
+  if (m.chain_gpus > 0) {
+    row("chain: snapshot -> on the last GPU (ms)", m.peers_copy_ms);
+    row("chain: publish() -> committed on every GPU (ms)", m.peers_commit_ms);
+  }
   fmt::print("training blocked per publish ({}, median): {:.3f} ms\n", m.gpu ? "call + snapshot" : "call + fence",
              blocked_ms);
   if (m.gpu)
@@ -60,6 +68,19 @@ void print_table(const PublishBenchOptions& o, const PublishMeasurement& m, doub
   if (m.device_readers > 0)
     fmt::print("device slab: skipped (no free slot) {}, reads {}, torn reads {}, versions not increasing {}\n",
                m.device_skipped, m.device.reads, m.device.torn, m.device.not_increasing);
+  if (m.peer_readers > 0)
+    fmt::print(
+        "other GPUs: reads {}, torn reads {}, versions not increasing {}; one plain GPU-to-GPU copy {:.1f} GB/s "
+        "-> bytes / bandwidth = {:.2f} ms\n",
+        m.peer.reads, m.peer.torn, m.peer.not_increasing, m.peer_gbps,
+        m.peer_gbps > 0 ? double(m.bytes) / (m.peer_gbps * 1e6) : 0.0);
+  if (m.chain_gpus > 0 && !m.peers_commit_ms.empty() && m.peer_gbps > 0 && !m.commit_ms.empty()) {
+    const double all_ms = percentile(m.peers_commit_ms, 0.5), copy_ms = double(m.bytes) / (m.peer_gbps * 1e6);
+    fmt::print(
+        "on {} other GPUs in {:.2f} ms (median): {:.2f} x one GPU-to-GPU copy (goal <= 1.25); through host memory "
+        "the host slab alone takes {:.2f} ms: {:.1f}x slower\n",
+        m.chain_gpus, all_ms, all_ms / copy_ms, percentile(m.commit_ms, 0.5), percentile(m.commit_ms, 0.5) / all_ms);
+  }
 }
 
 Json run_publish_peer(const PublishBenchOptions& o, const ModelSize& size) {
@@ -120,6 +141,21 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
     line["device_torn_reads"] = m.device.torn;
     line["device_skipped"] = m.device_skipped;
   }
+  if (m.peer_readers > 0) {
+    line["peer_gpu_readers"] = m.peer_readers;
+    line["peer_copy_gb_per_s"] = rounded(m.peer_gbps, 2);
+    line["peer_visible_ms_median"] = rounded(percentile(m.peer.visible_ms, 0.5), 4);
+    line["peer_load_ms_median"] = rounded(percentile(m.peer.load_ms, 0.5), 4);
+    line["peer_load_ms_p99"] = rounded(percentile(m.peer.load_ms, 0.99), 4);
+    line["peer_reads"] = m.peer.reads;
+    line["peer_torn_reads"] = m.peer.torn;
+  }
+  if (m.chain_gpus > 0) {
+    line["chain_gpus"] = m.chain_gpus;
+    line["chain_copy_ms_median"] = rounded(percentile(m.peers_copy_ms, 0.5), 4);
+    line["chain_committed_ms_median"] = rounded(percentile(m.peers_commit_ms, 0.5), 4);
+    line["chain_committed_ms_p99"] = rounded(percentile(m.peers_commit_ms, 0.99), 4);
+  }
   if (o.peer) {
     Json peer = run_publish_peer(o, size);
     const double state_dict_ms = peer.at("state_dict_ms");
@@ -141,7 +177,7 @@ int report_publish(const PublishBenchOptions& o, const ModelSize& size, const Pu
   }
   emit_json_line(line, o.json);
   const bool clean = readers.torn == 0 && readers.not_increasing == 0 && m.device.torn == 0 &&
-                     m.device.not_increasing == 0;
+                     m.device.not_increasing == 0 && m.peer.torn == 0 && m.peer.not_increasing == 0;
   return clean ? 0 : 1;
 }
 

@@ -5,8 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -53,6 +52,25 @@ struct ParameterSource {
     pinned_gbps = double(bytes) / (best * 1e6);
   }
 
+  // GB/s of one plain copy of the parameters to GPU `peer`, best of 3: what a peer reader's load is
+  // measured against.
+  double peer_gbps(int device, int peer) const {
+    cuda::enable_peer_access(device, peer);
+    cuda::set_device(peer);
+    auto there = cuda::Buffer::allocate(cuda::Buffer::Kind::device, device_src.size());
+    cuda::set_device(device);
+    auto a = cuda::Event::create(true), b = cuda::Event::create(true);
+    float best = 1e30f;
+    for (int i = 0; i < 3; ++i) {
+      a.record(train_stream.get());
+      cuda::copy_async(there.data(), device_src.data(), device_src.size(), train_stream.get());
+      b.record(train_stream.get());
+      b.synchronize();
+      best = std::min(best, cuda::Event::elapsed_ms(a, b));
+    }
+    return double(device_src.size()) / (best * 1e6);
+  }
+
   // Writes version's verify pattern into the parameters, in training-stream order on a GPU.
   void fill_verify_pattern(std::uint64_t version) {
     if (device_src.data() != nullptr)
@@ -71,26 +89,6 @@ shm::SlabSpec slab_spec(const PublishBenchOptions& o, const ModelSize& size) {
   return spec;
 }
 
-// The device slab beside the host slab, as learner::ModelPublisher makes it: one exported allocation.
-struct DeviceSlab {
-  cuda::Buffer buffer;
-  shm::WeightSlabWriter writer;
-
-  DeviceSlab(const std::string& name, const shm::SlabSpec& spec, int device) {
-    cuda::set_device(device);
-    buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device, shm::WeightSlabWriter::device_slab_bytes(spec));
-    shm::DeviceSlabInfo info{};
-    const cuda::IpcHandle handle = cuda::ipc_export(buffer.data());
-    std::memcpy(info.ipc_handle, handle.data(), handle.size());
-    const cuda::DeviceIdentity id = cuda::device_identity(device);
-    std::memcpy(info.gpu_uuid, id.uuid.data(), id.uuid.size());
-    std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
-    info.buffer_bytes = buffer.size();
-    info.exporter_pid = static_cast<std::uint64_t>(::getpid());
-    writer = shm::WeightSlabWriter::create_on_device(name, spec, info, static_cast<std::byte*>(buffer.data()));
-  }
-};
-
 // Waits until every reader holds its lease entry, so that no version goes unseen at the start.
 void wait_for_readers(const std::string& slab_name, int readers, bool device) {
   if (readers == 0) return;
@@ -105,10 +103,15 @@ void wait_for_readers(const std::string& slab_name, int readers, bool device) {
 
 PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize& size) {
   PublishMeasurement m;
+  m.bytes = size.bytes;
   m.gpu = !o.cpu && cuda::device_count() > 0;
   if (o.device_readers > 0 && !m.gpu)
     fail("--device-readers {} needs the publisher on a GPU ({}): drop it, or run where a GPU is visible",
          o.device_readers, o.cpu ? "--cpu was given" : "no GPU is visible");
+  const int gpus = cuda::device_count();
+  if (o.peer_gpu_readers > 0 && (!m.gpu || gpus < 2))
+    fail("--peer-gpu-readers {} needs the publisher on a GPU and another GPU beside it ({} visible): drop it",
+         o.peer_gpu_readers, gpus);
   const std::string slab_name = shm::job_segment_name(fmt::format("bench-publish-{}", ::getpid()), shm::Kind::weights);
   auto slab = shm::WeightSlabWriter::create(slab_name, slab_spec(o, size));
   shm::UnlinkOnSignal unlink_guard(slab_name);
@@ -116,14 +119,31 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   ParameterSource params(m.gpu, o.device, size.bytes);
   m.pinned_gbps = params.pinned_gbps;
   m.device_readers = m.gpu ? (o.device_readers < 0 ? 1 : o.device_readers) : 0;
-  const std::string device_name = shm::device_slab_name(slab_name);
-  std::optional<DeviceSlab> device_slab;
-  // UnlinkOnSignal guards one name (the host slab's); an interrupted run leaves the device slab to
-  // `tandem shm gc`, which removes segments whose creator is gone.
-  if (m.device_readers > 0) device_slab.emplace(device_name, slab_spec(o, size), o.device);
+  m.peer_readers = o.peer_gpu_readers;
+  if (m.peer_readers > 0) m.peer_gbps = params.peer_gbps(o.device, (o.device + 1) % gpus);
+  // The device slabs, as learner::ModelPublisher makes them: the publishing GPU's, then with --chain
+  // one on each peer reader's GPU. UnlinkOnSignal guards one name (the host slab's); an interrupted run
+  // leaves the device slabs to `tandem shm gc`, which removes segments whose creator is gone.
+  auto peer_gpu = [&](int i) { return (o.device + 1 + i % (gpus - 1)) % gpus; };
+  std::vector<int> slab_gpus;
+  if (m.device_readers + m.peer_readers > 0) slab_gpus.push_back(o.device);
+  for (int i = 0; o.chain && i < std::min(m.peer_readers, gpus - 1); ++i) slab_gpus.push_back(peer_gpu(i));
+  m.chain_gpus = static_cast<int>(slab_gpus.size()) - 1;
+  std::vector<learner::OwnedDeviceSlab> device_slabs;
+  std::vector<learner::OwnedDeviceSlab*> device_slab_ptrs;
+  for (unsigned copy = 0; copy < slab_gpus.size(); ++copy)
+    device_slabs.push_back(
+        learner::OwnedDeviceSlab::create(shm::device_slab_name(slab_name, copy), slab_spec(o, size), slab_gpus[copy]));
+  for (auto& d : device_slabs) device_slab_ptrs.push_back(&d);
+  cuda::set_device(o.device);
+  // The device slab a reader on `gpu` loads from: its own GPU's with --chain, else the publishing GPU's.
+  auto device_slab_for = [&](int gpu) {
+    const auto it = std::find(slab_gpus.begin(), slab_gpus.end(), gpu);
+    return shm::device_slab_name(slab_name, it == slab_gpus.end() ? 0 : unsigned(it - slab_gpus.begin()));
+  };
   learner::PublisherOptions when;
   when.overlap_host_copy = !o.copy_in_call;  // as the learner publishes on the CPU: the copy overlaps the step
-  learner::Publisher pub(slab, params.source, when, device_slab ? &device_slab->writer : nullptr);
+  learner::Publisher pub(slab, params.source, when, device_slab_ptrs);
   auto fill = [&](std::uint64_t version) {
     if (o.verify) params.fill_verify_pattern(version);
   };
@@ -144,18 +164,24 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     readers.push_back({slab_name, fmt::format("/tmp/{}.reader{}", slab_name, i), o.seconds, o.verify});
     pids.push_back(spawn_reader(exe, readers.back()));
   }
-  for (int i = 0; i < m.device_readers; ++i) {
-    readers.push_back({device_name, fmt::format("/tmp/{}.reader{}", device_name, i), o.seconds, o.verify, o.device});
+  std::map<std::string, int> readers_of;  // device slab name -> its readers
+  for (int i = 0; i < m.device_readers + m.peer_readers; ++i) {
+    const int gpu = i < m.device_readers ? o.device : peer_gpu(i - m.device_readers);
+    const std::string name = device_slab_for(gpu);
+    readers.push_back({name, fmt::format("/tmp/{}.reader{}", name, i), o.seconds, o.verify, gpu});
     pids.push_back(spawn_reader(exe, readers.back()));
+    readers_of[name]++;
   }
   wait_for_readers(slab_name, o.readers, false);
-  wait_for_readers(device_name, m.device_readers, true);
+  for (const auto& [name, count] : readers_of) wait_for_readers(name, count, true);
 
   fmt::print(
-      "publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es) and {} same-GPU "
-      "device-slab reader(s){}\n",
+      "publishing {} ({:.1f} MB) from {} every {:.1f} ms for {} s to {} reader process(es), {} same-GPU and {} "
+      "other-GPU device-slab reader(s){}{}\n",
       size.what, size.bytes / 1e6, m.gpu ? fmt::format("cuda:{}", o.device) : "host memory", m.interval_ms, o.seconds,
-      o.readers, m.device_readers, o.verify ? ", verifying every read" : "");
+      o.readers, m.device_readers, m.peer_readers,
+      m.chain_gpus > 0 ? fmt::format(", device slabs on {} other GPUs (chain)", m.chain_gpus) : "",
+      o.verify ? ", verifying every read" : "");
   const auto start = std::chrono::steady_clock::now();
   auto next = start;
   std::uint64_t step = 1;
@@ -182,12 +208,16 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     const std::uint64_t v = pub.next_version();
     (void)pub.publish(kFinalStep);  // committed when `latest` shows it; retried otherwise
     pub.flush();
-    if (slab.latest_version() == v && (!device_slab || device_slab->writer.latest_version() == v)) break;
+    if (slab.latest_version() == v && std::all_of(device_slabs.begin(), device_slabs.end(),
+                                                  [&](const auto& d) { return d.writer.latest_version() == v; }))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
-  for (std::size_t i = 0; i < pids.size(); ++i)
-    (readers[i].cuda_device >= 0 ? m.device : m.readers).add(collect_reader(pids[i], readers[i].result));
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    const int gpu = readers[i].cuda_device;
+    (gpu < 0 ? m.readers : gpu == o.device ? m.device : m.peer).add(collect_reader(pids[i], readers[i].result));
+  }
 
   auto timings = pub.take_timings();
   timings.pop_back();              // the final version is not a measurement
@@ -197,9 +227,13 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
       m.d2h_ms.push_back(t.d2h_ms);
       m.commit_ms.push_back(t.visible_ms);
     }
-    if (device_slab && t.device_visible_ms > 0) {
+    if (!device_slabs.empty() && t.device_visible_ms > 0) {
       m.device_copy_ms.push_back(t.device_copy_ms);
       m.device_commit_ms.push_back(t.device_visible_ms);
+    }
+    if (t.peers_visible_ms > 0) {
+      m.peers_copy_ms.push_back(t.peers_copy_ms);
+      m.peers_commit_ms.push_back(t.peers_visible_ms);
     }
   }
   const auto st = pub.stats();

@@ -12,6 +12,7 @@ namespace tandem::bench {
 
 struct PublishMeasurement {
   bool gpu = false;
+  std::uint64_t bytes = 0;  // published each time
   double interval_ms = 0;
   double pinned_gbps = 0;                              // a plain D2H into cudaHostAlloc'd memory, best of 3 (GPU only)
   std::vector<double> call_us;                         // publish() on the training thread
@@ -25,6 +26,15 @@ struct PublishMeasurement {
   std::vector<double> device_copy_ms, device_commit_ms;
   std::uint64_t device_skipped = 0;
   ReaderReport device;
+  // Device-slab readers on other GPUs, and the reference: one plain copy of the model's bytes from
+  // the publishing GPU to the next one, best of 3.
+  int peer_readers = 0;
+  double peer_gbps = 0;
+  ReaderReport peer;
+  // --chain: device slabs on the peer readers' GPUs too; publish() -> committed on all of them, and
+  // the chain's GPU time from the snapshot to the last GPU's copy.
+  int chain_gpus = 0;
+  std::vector<double> peers_copy_ms, peers_commit_ms;
 };
 
 PublishMeasurement measure_publish(const PublishBenchOptions& options, const ModelSize& size);

@@ -29,6 +29,32 @@ DeviceIdentity device_identity(int device) {
   return id;
 }
 
+int device_with_uuid(const std::array<std::uint8_t, 16>& uuid) {
+  for (int d = 0; d < device_count(); ++d)
+    if (device_identity(d).uuid == uuid) return d;
+  return -1;
+}
+
+bool can_access_peer(int device, int peer) {
+  if (device == peer) return true;
+  int can = 0;
+  TANDEM_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, device, peer));
+  return can != 0;
+}
+
+void enable_peer_access(int device, int peer) {
+  if (device == peer) return;
+  if (!can_access_peer(device, peer))
+    fail("GPU {} cannot reach GPU {}'s memory directly (no NVLink or PCIe peer path): use GPUs that can", device, peer);
+  set_device(device);
+  const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // the call leaves its error as the last one: clear it
+    return;
+  }
+  TANDEM_CUDA_CHECK(status);
+}
+
 IpcHandle ipc_export(void* device_allocation) {
   cudaIpcMemHandle_t h;
   TANDEM_CUDA_CHECK(cudaIpcGetMemHandle(&h, device_allocation));
@@ -58,6 +84,9 @@ namespace {
 }
 }  // namespace
 DeviceIdentity device_identity(int) { not_built(); }
+int device_with_uuid(const std::array<std::uint8_t, 16>&) { return -1; }
+bool can_access_peer(int, int) { not_built(); }
+void enable_peer_access(int, int) { not_built(); }
 IpcHandle ipc_export(void*) { not_built(); }
 IpcMapping IpcMapping::open(const IpcHandle&, int) { not_built(); }
 IpcMapping::~IpcMapping() = default;

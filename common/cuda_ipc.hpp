@@ -1,6 +1,7 @@
-// CUDA IPC for device memory shared between processes on one GPU (the device weight slab,
-// shm/weight_slab.hpp): which GPU a device is, exporting an allocation, and mapping one exported by
-// another process. Torch-free and header-light like common/cuda.hpp; without CUDA every call throws
+// CUDA IPC for device memory shared between processes of one node (the device weight slab,
+// shm/weight_slab.hpp): which GPU a device is, which GPU of ours has a given identity and whether one
+// can read another's memory directly (peer access: NVLink or PCIe), exporting an allocation, and
+// mapping one exported by another process, on its GPU or on a peer of it. Torch-free and header-light like common/cuda.hpp; without CUDA every call throws
 // the same UserError as constructing a cuda.hpp handle.
 //
 // Contract
@@ -25,6 +26,14 @@ struct DeviceIdentity {
   std::string pci_bus_id;               // "0000:19:00.0"
 };
 DeviceIdentity device_identity(int device);
+// The device of this process whose uuid is `uuid`; -1 when none is (another node's GPU, or hidden by
+// CUDA_VISIBLE_DEVICES).
+int device_with_uuid(const std::array<std::uint8_t, 16>& uuid);
+// Whether kernels and copies on `device` can read `peer`'s memory directly.
+bool can_access_peer(int device, int peer);
+// Lets `device`'s copies and kernels reach `peer`'s allocations directly (NVLink, PCIe), as an IPC
+// mapping with lazy peer access does; a no-op where it already may. UserError where it cannot.
+void enable_peer_access(int device, int peer);
 
 IpcHandle ipc_export(void* device_allocation);
 

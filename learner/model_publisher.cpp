@@ -4,13 +4,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <optional>
 #include <thread>
 
-#include "common/cuda_ipc.hpp"
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "shm/segment.hpp"
@@ -118,9 +116,18 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
   spec.num_leases = options.leases;
   const at::Tensor& flat = params.buffer();
   if (options.device_slab && flat.is_cuda()) {
-    const std::string device_name = shm::device_slab_name(slab_name);
-    if (options.replace_dead_writer) remove_if_writer_dead(device_name, shm::Kind::weights_cuda);
-    create_device_slab(device_name, spec, flat.device().index());
+    std::vector<int> gpus{flat.device().index()};
+    for (int gpu : options.peer_gpus)
+      if (std::find(gpus.begin(), gpus.end(), gpu) == gpus.end()) gpus.push_back(gpu);
+    if (gpus.size() > shm::kMaxDeviceSlabs)
+      fail("weight slab '/{}': {} GPUs with device slabs, at most {}: follow from fewer GPUs", slab_name, gpus.size(),
+           shm::kMaxDeviceSlabs);
+    for (unsigned copy = 0; copy < gpus.size(); ++copy) {
+      const std::string device_name = shm::device_slab_name(slab_name, copy);
+      if (options.replace_dead_writer) remove_if_writer_dead(device_name, shm::Kind::weights_cuda);
+      device_slabs_.push_back(OwnedDeviceSlab::create(device_name, spec, gpus[copy]));
+    }
+    cuda::set_device(gpus[0]);
   }
   if (options.replace_dead_writer) remove_if_writer_dead(slab_name, shm::Kind::weights);
   slab_ = shm::WeightSlabWriter::create(slab_name, spec);
@@ -138,31 +145,20 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
       pack_bf16_slot(flat, packed, dst);
     };
   }
-  publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when, device_slab());
-}
-
-// One cudaMalloc for every slot (an IPC handle names a whole allocation), exported for same-GPU actors.
-void ModelPublisher::create_device_slab(const std::string& name, const shm::SlabSpec& spec, int device) {
-  cuda::set_device(device);
-  device_buffer_ = cuda::Buffer::allocate(cuda::Buffer::Kind::device, shm::WeightSlabWriter::device_slab_bytes(spec));
-  shm::DeviceSlabInfo info{};
-  const cuda::IpcHandle handle = cuda::ipc_export(device_buffer_.data());
-  std::memcpy(info.ipc_handle, handle.data(), handle.size());
-  const cuda::DeviceIdentity id = cuda::device_identity(device);
-  std::memcpy(info.gpu_uuid, id.uuid.data(), id.uuid.size());
-  std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
-  info.buffer_bytes = device_buffer_.size();
-  info.exporter_pid = static_cast<std::uint64_t>(::getpid());
-  device_slab_ = shm::WeightSlabWriter::create_on_device(name, spec, info,
-                                                         static_cast<std::byte*>(device_buffer_.data()));
+  std::vector<OwnedDeviceSlab*> device_slabs;
+  for (OwnedDeviceSlab& d : device_slabs_) device_slabs.push_back(&d);
+  publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when, std::move(device_slabs));
 }
 
 void ModelPublisher::check_source() {
-  if (!slab_.linked() || (device_slab_ && !device_slab_->linked()))
+  const shm::WeightSlabWriter* removed = slab_.linked() ? nullptr : &slab_;
+  for (const OwnedDeviceSlab& d : device_slabs_)
+    if (removed == nullptr && !d.writer.linked()) removed = &d.writer;
+  if (removed != nullptr)
     fail(
         "weight slab '/{}' was removed while this publisher was writing it (`tandem shm rm` or gc, or a replacement): "
         "no reader can attach to what it publishes; close this publisher and make a new one",
-        slab_.linked() ? device_slab_->name() : slab_.name());
+        removed->name());
   for (std::size_t i = 0; i < params_->table().size(); ++i)
     if (!params_->in_place(i)) {
       publisher_->wait_before_update();  // a copy in flight may still read the buffer adopt() writes
@@ -183,9 +179,10 @@ std::uint64_t ModelPublisher::publish_final(std::uint64_t step, double timeout_s
     publisher_->flush();  // a publish in flight would otherwise coalesce with this one
     const Publisher::Result r = publisher_->publish(step);
     publisher_->flush();
-    // Either slab may have skipped it (its slots all leased): both must hold the final version.
+    // Any slab may have skipped it (its slots all leased): every one must hold the final version.
     const bool landed = slab_.latest_version() == r.version &&
-                        (!device_slab_ || device_slab_->latest_version() == r.version);
+                        std::all_of(device_slabs_.begin(), device_slabs_.end(),
+                                    [&](const OwnedDeviceSlab& d) { return d.writer.latest_version() == r.version; });
     if (r.outcome != Publisher::Outcome::skipped && landed) return r.version;
     if (std::chrono::steady_clock::now() > deadline)
       fail(

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/cuda.hpp"
 #include "common/torch/flat_params.hpp"
@@ -32,6 +33,10 @@ struct ModelPublisherOptions {
   // A CUDA model also publishes into the device slab <slab_name>.cuda (shm/weight_slab.hpp), created
   // before the host slab so that an actor that finds the host slab finds it too. Ignored on a CPU model.
   bool device_slab = false;
+  // With device_slab: further device slabs <slab_name>.cuda.1, .2, ... on these GPUs (not the model's),
+  // filled GPU to GPU by a pipelined chain in this order (learner/device_chain.hpp), so that actors there
+  // load from their own GPU's memory. Each needs peer access to the ones before it.
+  std::vector<int> peer_gpus{};
 };
 
 // The slab layout for `params` (published dtype applied). Fails on dtypes the slab cannot describe.
@@ -57,16 +62,15 @@ class ModelPublisher {
   std::uint64_t publish_final(std::uint64_t step, double timeout_s);
   Publisher& publisher() { return *publisher_; }
   shm::WeightSlabWriter& slab() { return slab_; }
-  shm::WeightSlabWriter* device_slab() { return device_slab_ ? &*device_slab_ : nullptr; }
+  shm::WeightSlabWriter* device_slab() { return device_slabs_.empty() ? nullptr : &device_slabs_[0].writer; }
+  std::size_t device_slab_count() const { return device_slabs_.size(); }
 
  private:
-  void create_device_slab(const std::string& name, const shm::SlabSpec& spec, int device);
   void check_source();
   FlatParams* params_;  // outlives this publisher
-  // Destroyed in reverse: the publisher (flushes), then the device slab's name, then its GPU memory.
+  // Destroyed in reverse: the publisher (flushes), then the device slabs (each its name, then its GPU memory).
   shm::WeightSlabWriter slab_;
-  cuda::Buffer device_buffer_;
-  std::optional<shm::WeightSlabWriter> device_slab_;
+  std::vector<OwnedDeviceSlab> device_slabs_;
   std::unique_ptr<Publisher> publisher_;
 };
 

@@ -24,16 +24,21 @@ struct Publisher::Staging {
   enum class State { free, pending, transferring };
   State state = State::free;
   cuda::Buffer buffer;
-  cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done, device_start, device_done;
+  cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done;
   std::uint64_t version = 0, step = 0, call_ns = 0;
-  std::optional<shm::WeightSlabWriter::Slot> slot, device_slot;  // host slab, device slab
+  std::optional<shm::WeightSlabWriter::Slot> slot;                       // host slab
+  std::vector<std::optional<shm::WeightSlabWriter::Slot>> device_slots;  // one per device slab
+  bool every_device = false;                                             // no device slab skipped this one
+  std::vector<std::byte*> chain_dst;                                     // the device slots' memory, null where skipped
+  bool chain_queued = true;                  // the committer has enqueued the chain (or there is none)
+  std::vector<cuda::Event> snapshot_pieces;  // with GPUs beyond the first: the snapshot's pieces done
   PublishTiming timing;
 };
 
 Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options,
-                     shm::WeightSlabWriter* device_slab)
+                     std::vector<OwnedDeviceSlab*> device_slabs)
     : slab_(slab),
-      device_slab_(device_slab),
+      device_slabs_(std::move(device_slabs)),
       source_(std::move(source)),
       options_(options),
       next_version_(std::max(slab.latest_version(), options.after_version) + 1) {
@@ -43,8 +48,11 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
   if (source_.bytes == 0 || source_.bytes > slab_.descriptor().slot_bytes)
     fail("publisher: {} bytes do not fit the {}-byte slots of weight slab '/{}': recreate the slab for this model",
          source_.bytes, slab_.descriptor().slot_bytes, slab_.name());
-  if (device_slab_ && (!on_device() || source_.bytes > device_slab_->descriptor().slot_bytes))
-    throw std::logic_error("publisher: a device slab needs a CUDA source that fits its slots");
+  for (const OwnedDeviceSlab* d : device_slabs_)
+    if (!on_device() || source_.bytes > d->writer.descriptor().slot_bytes)
+      throw std::logic_error("publisher: a device slab needs a CUDA source that fits its slots");
+  if (!device_slabs_.empty() && device_slabs_[0]->device != source_.device)
+    throw std::logic_error("publisher: the first device slab must be on the source's GPU");
   if (!on_device()) {
     if (options_.overlap_host_copy) copier_ = std::thread([this] { copier_loop(); });
     return;
@@ -61,9 +69,15 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
     s->snapshot_done = cuda::Event::create(true);
     s->d2h_start = cuda::Event::create(true);
     s->d2h_done = cuda::Event::create(true);
-    s->device_start = cuda::Event::create(true);
-    s->device_done = cuda::Event::create(true);
+    s->device_slots.resize(device_slabs_.size());
+    if (device_slabs_.size() > 1 && !source_.snapshot)
+      for (std::size_t i = 0; i < kSnapshotPieces; ++i) s->snapshot_pieces.push_back(cuda::Event::create(false));
     staging_.push_back(std::move(s));
+  }
+  if (!device_slabs_.empty()) {
+    std::vector<int> devices;
+    for (const OwnedDeviceSlab* d : device_slabs_) devices.push_back(d->device);
+    chain_ = DeviceChain(std::move(devices), source_.bytes);
   }
   committer_ = std::thread([this] { committer_loop(); });
 }
@@ -167,8 +181,18 @@ Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t ve
 
   std::byte* dst = static_cast<std::byte*>(target->buffer.data());
   target->snapshot_start.record(source_.stream);
-  if (source_.snapshot) source_.snapshot(dst, source_.stream);
-  else TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, source_.data, source_.bytes, cudaMemcpyDeviceToDevice, source_.stream));
+  if (source_.snapshot) {
+    source_.snapshot(dst, source_.stream);
+  } else {
+    // In pieces where a chain to other GPUs follows, so that it starts after the first piece.
+    const std::size_t pieces = target->snapshot_pieces.size();
+    const std::size_t piece = pieces > 0 ? snapshot_piece_bytes() : source_.bytes;
+    for (std::size_t i = 0, offset = 0; offset < source_.bytes; ++i, offset += piece) {
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst + offset, source_.data + offset, std::min(piece, source_.bytes - offset),
+                                        cudaMemcpyDeviceToDevice, source_.stream));
+      if (i < pieces) target->snapshot_pieces[i].record(source_.stream);
+    }
+  }
   target->snapshot_done.record(source_.stream);
   target->state = Staging::State::pending;
   target->version = version;
@@ -184,26 +208,28 @@ Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t ve
   return {skipped ? Outcome::skipped : Outcome::in_flight, version};
 }
 
-// Mutex held. Takes a slot in each slab and enqueues the D2D (device slab) then the D2H; a slab with
-// no free slot skips this version (counted); with neither, the snapshot is dropped.
+// Mutex held. Takes a slot in each slab and enqueues the device chain (device slabs) and the D2H; a
+// slab with no free slot skips this version (counted); with none at all, the snapshot is dropped.
 void Publisher::start_transfer(Staging& s) {
   s.slot = slab_.begin_write();
-  s.device_slot = device_slab_ ? device_slab_->begin_write() : std::nullopt;
   if (!s.slot) stats_.skipped++;
-  if (device_slab_ && !s.device_slot) stats_.device_skipped++;
-  if (!s.slot && !s.device_slot) {
+  std::vector<std::byte*> chain_dst;
+  for (std::size_t i = 0; i < device_slabs_.size(); ++i) {
+    s.device_slots[i] = device_slabs_[i]->writer.begin_write();
+    if (!s.device_slots[i]) stats_.device_skipped++;
+    chain_dst.push_back(s.device_slots[i] ? s.device_slots[i]->data : nullptr);
+  }
+  s.every_device = std::all_of(chain_dst.begin(), chain_dst.end(), [](std::byte* p) { return p != nullptr; });
+  const bool any_device = std::any_of(chain_dst.begin(), chain_dst.end(), [](std::byte* p) { return p != nullptr; });
+  if (!s.slot && !any_device) {
     s.state = Staging::State::free;
     return;
   }
   s.timing = PublishTiming{};
   s.timing.version = s.version;
+  s.chain_dst = std::move(chain_dst);
+  s.chain_queued = !any_device;  // the committer enqueues it: a few hundred calls, off the training thread
   TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
-  if (s.device_slot) {
-    s.device_start.record(publish_stream_.get());
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.device_slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToDevice,
-                                      publish_stream_.get()));
-    s.device_done.record(publish_stream_.get());
-  }
   if (s.slot) {
     s.d2h_start.record(publish_stream_.get());
     TANDEM_CUDA_CHECK(
@@ -224,20 +250,33 @@ bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<
   } catch (...) {
     lock.lock();
     async_error_ = std::current_exception();
-    if (s.slot) slab_.abort(*std::exchange(s.slot, std::nullopt));
-    if (s.device_slot) device_slab_->abort(*std::exchange(s.device_slot, std::nullopt));
-    s.state = Staging::State::free;
+    abort_slots(s);
     changed_.notify_all();
     return false;
   }
 }
 
-void Publisher::commit_device(Staging& s) {
-  device_slab_->commit(*s.device_slot, s.version, s.step, source_.bytes, s.call_ns);
-  s.device_slot.reset();
-  s.timing.device_visible_ms = double(monotonic_ns() - s.call_ns) / 1e6;
-  s.timing.device_copy_ms = cuda::Event::elapsed_ms(s.device_start, s.device_done);
+// Hop 0 is the source GPU's device slab; a version counts as on every other GPU only when none skipped it.
+// Mutex held. A failed transfer: its slots go back unpublished, its buffer is free again.
+void Publisher::abort_slots(Staging& s) {
+  if (s.slot) slab_.abort(*std::exchange(s.slot, std::nullopt));
+  for (std::size_t i = 0; i < device_slabs_.size(); ++i)
+    if (s.device_slots[i]) device_slabs_[i]->writer.abort(*std::exchange(s.device_slots[i], std::nullopt));
+  s.state = Staging::State::free;
+}
+
+void Publisher::commit_device(Staging& s, std::size_t hop) {
+  device_slabs_[hop]->writer.commit(*s.device_slots[hop], s.version, s.step, source_.bytes, s.call_ns);
+  s.device_slots[hop].reset();
+  const double visible_ms = double(monotonic_ns() - s.call_ns) / 1e6;
   stats_.device_committed++;
+  if (hop == 0) {
+    s.timing.device_visible_ms = visible_ms;
+    s.timing.device_copy_ms = chain_.elapsed_ms(0);
+  } else if (hop + 1 == device_slabs_.size() && s.every_device) {
+    s.timing.peers_visible_ms = visible_ms;
+    s.timing.peers_copy_ms = chain_.elapsed_ms(hop);
+  }
 }
 
 void Publisher::committer_loop() {
@@ -253,9 +292,15 @@ void Publisher::committer_loop() {
     });
     if (active == nullptr) return;  // stopping and nothing in flight
     try {
-      // The device slot first: same-GPU readers must not wait for the D2H behind it.
-      if (active->device_slot && !wait_copy(*active, active->device_done, lock)) continue;
-      if (active->device_slot) commit_device(*active);
+      if (!active->chain_queued) enqueue_chain(*active, lock);
+      // The device slots first, in chain order: GPU readers must not wait for the D2H behind them.
+      bool failed = false;
+      for (std::size_t hop = 0; hop < device_slabs_.size() && !failed; ++hop) {
+        if (!active->device_slots[hop]) continue;
+        failed = !wait_copy(*active, chain_.done(hop), lock);
+        if (!failed) commit_device(*active, hop);
+      }
+      if (failed) continue;
       if (active->slot && !wait_copy(*active, active->d2h_done, lock)) continue;
       PublishTiming& t = active->timing;
       if (active->slot) {
@@ -272,10 +317,30 @@ void Publisher::committer_loop() {
         if (s->state == Staging::State::pending) start_transfer(*s);
     } catch (...) {
       async_error_ = std::current_exception();
-      active->state = Staging::State::free;
+      abort_slots(*active);
     }
     changed_.notify_all();
   }
+}
+
+// Mutex held on entry and exit, released while enqueueing: the training thread never waits for it,
+// and only this thread touches the chain and a transferring staging buffer's slots.
+void Publisher::enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock) {
+  DeviceChain::SourceReady ready;
+  for (const cuda::Event& e : s.snapshot_pieces) ready.pieces.push_back(e.get());
+  ready.piece_bytes = snapshot_piece_bytes();
+  if (ready.pieces.empty() || source_.snapshot) ready = {{s.snapshot_done.get()}, source_.bytes};
+  const std::vector<std::byte*> dst = s.chain_dst;
+  lock.unlock();
+  std::exception_ptr error;
+  try {
+    chain_.enqueue(s.buffer.data(), ready, dst);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  if (error) std::rethrow_exception(error);
+  s.chain_queued = true;
 }
 
 void fill_verify_pattern_async(void* device_data, std::size_t bytes, std::uint64_t version, cuda::StreamHandle stream) {
@@ -298,7 +363,9 @@ Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version
 void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
 bool Publisher::wait_copy(Staging&, const cuda::Event&, std::unique_lock<std::mutex>&) { return false; }
-void Publisher::commit_device(Staging&) {}
+void Publisher::commit_device(Staging&, std::size_t) {}
+void Publisher::abort_slots(Staging&) {}
+void Publisher::enqueue_chain(Staging&, std::unique_lock<std::mutex>&) {}
 void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
 }

@@ -32,12 +32,13 @@
 //    could not start the next coalesced copy or read event timings; it also runs on the driver's
 //    one callback thread and stalls the publish stream while it runs. Our thread can block on the
 //    event, commit, and immediately enqueue the next D2H, and its errors surface to the caller.
-//  * Device slab (optional, CUDA source only): a second writer whose slots live on the source's GPU
-//    (shm/weight_slab.hpp, "Device slab"). Each transfer then starts with one D2D copy from the
-//    staging buffer into a device slot on the publish stream, and the committer commits that slot as
-//    soon as the copy's event completes, before the D2H into the host slot has finished: same-GPU
-//    readers see the version without any PCIe transfer. Either slab may be full (all slots leased):
-//    that slab skips the version (counted), the other still gets it.
+//  * Device slabs (optional, CUDA source only): writers whose slots live in GPU memory
+//    (shm/weight_slab.hpp, "Device slab"; learner/device_chain.hpp): the first on the source's GPU, any
+//    others on other GPUs of the node. Each transfer then also runs the DeviceChain: the staging buffer
+//    into the first device slot, and from there GPU to GPU into the next, in pipelined chunks. The
+//    committer commits each device slot as soon as its last chunk has landed, before the D2H into the
+//    host slot has finished: readers on those GPUs see the version without any PCIe transfer. Any slab
+//    may be full (all slots leased): that slab skips the version (counted), the others still get it.
 //  * Coalescing. At most one D2H is in flight. A publish while one is running snapshots into the
 //    other staging buffer; a further publish before that D2H starts overwrites it (the newest
 //    snapshot wins; the dropped one counts as `coalesced`). Nothing queues, nothing grows.
@@ -63,6 +64,7 @@
 #include <vector>
 
 #include "common/cuda.hpp"
+#include "learner/device_chain.hpp"
 #include "shm/weight_slab.hpp"
 
 namespace tandem::learner {
@@ -108,11 +110,15 @@ struct PublishTiming {  // one committed publish
   double visible_ms = 0;         // publish() called -> committed (readers can lease it)
   double device_copy_ms = 0;     // device slab: the D2D copy into its slot (GPU time); 0 without one
   double device_visible_ms = 0;  // device slab: publish() called -> committed there
+  // Device slabs on other GPUs: GPU time from the snapshot to the last one's copy, and publish()
+  // called -> committed on every one of them; 0 without any (or when this version skipped one).
+  double peers_copy_ms = 0;
+  double peers_visible_ms = 0;
 };
 
 struct PublisherStats {
   std::uint64_t calls = 0, committed = 0, skipped = 0, coalesced = 0;
-  std::uint64_t device_committed = 0, device_skipped = 0;  // the device slab's commits and skips
+  std::uint64_t device_committed = 0, device_skipped = 0;  // the device slabs' commits and skips, all together
   double max_call_us = 0, total_call_us = 0;               // host time inside publish()
   // Overlapped CPU path: time inside wait_before_update(), which also blocks the training thread.
   std::uint64_t fences = 0;
@@ -122,9 +128,9 @@ struct PublisherStats {
 
 class Publisher {
  public:
-  // device_slab: a device slab on source.device (CUDA sources only), or null.
+  // device_slabs: none, or one on source.device followed by any on other GPUs (CUDA sources only).
   Publisher(shm::WeightSlabWriter& slab, PublishSource source, PublisherOptions options = {},
-            shm::WeightSlabWriter* device_slab = nullptr);
+            std::vector<OwnedDeviceSlab*> device_slabs = {});
   ~Publisher();
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
@@ -162,13 +168,18 @@ class Publisher {
   void start_transfer(Staging& s);  // mutex held
   void committer_loop();
   bool wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock);
-  void commit_device(Staging& s);  // mutex held
+  void commit_device(Staging& s, std::size_t hop);  // mutex held
+  void abort_slots(Staging& s);                     // mutex held
+  void enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock);
+  // The snapshot's pieces when a chain to other GPUs follows it (one piece otherwise).
+  static constexpr std::size_t kSnapshotPieces = 8;
+  std::size_t snapshot_piece_bytes() const { return (source_.bytes + kSnapshotPieces - 1) / kSnapshotPieces; }
   void record(const PublishTiming& t);
   static void run_without_preempting();  // the copier's and the committer's first call
   void rethrow_async_error();
 
   shm::WeightSlabWriter& slab_;
-  shm::WeightSlabWriter* device_slab_ = nullptr;
+  std::vector<OwnedDeviceSlab*> device_slabs_;
   PublishSource source_;
   PublisherOptions options_;
   std::uint64_t next_version_ = 1;
@@ -184,6 +195,7 @@ class Publisher {
   // CUDA path only.
   cuda::HostRegistration registration_;
   cuda::Stream publish_stream_;
+  DeviceChain chain_;  // with device slabs
   std::vector<std::unique_ptr<Staging>> staging_;
   bool stopping_ = false;
   std::thread committer_;

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/cuda.hpp"
+#include "common/cuda_ipc.hpp"
 #include "common/log.hpp"
 #include "common/torch/model_config.hpp"
 #include "learner/ddp/grad_sync.hpp"
@@ -24,6 +27,22 @@ LearnerRuntime::LearnerRuntime(const JobSettings& settings, shm::JobProcess& pro
   torch::set_num_threads(lockstep ? 1 : settings.learner.threads);
 }
 
+// The other GPUs that this job's CUDA actors run on (rollout actors on the GPU of the rank that consumes
+// their ring, evaluators on cuda:0 or the one named) and that can read `learner_gpu` directly: the device
+// slabs the chain fills there let them load without crossing GPUs at all. A GPU with no peer path is
+// left to the host slab.
+std::vector<int> LearnerRuntime::actor_gpus_beside(int learner_gpu) const {
+  std::vector<int> gpus;
+  if (!settings_.actor.device.cuda) return gpus;
+  for (int r = 0; r < static_cast<int>(settings_.shape.learners); ++r) {
+    const int gpu = device_for(settings_.actor.device, "actor.device", r).index();
+    if (gpu != learner_gpu && std::find(gpus.begin(), gpus.end(), gpu) == gpus.end() &&
+        cuda::can_access_peer(gpu, learner_gpu))
+      gpus.push_back(gpu);
+  }
+  return gpus;
+}
+
 void LearnerRuntime::publish_from(FlatParams& flat, std::uint64_t resumed_version, Publish when) {
   resumed_version_ = resumed_version;
   when_ = when;
@@ -33,6 +52,7 @@ void LearnerRuntime::publish_from(FlatParams& flat, std::uint64_t resumed_versio
   options.model = settings_.model.name;
   options.bf16 = p.bf16;
   options.device_slab = p.device_slab;
+  if (p.device_slab && device_.is_cuda()) options.peer_gpus = actor_gpus_beside(device_.index());
   if (when == Publish::on_schedule) {
     options.when.every_steps = p.every_steps;
     options.when.every_ms = p.every_ms;

@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/settings/job.hpp"
 #include "common/torch/flat_params.hpp"
@@ -92,6 +93,7 @@ class LearnerRuntime {
               const std::string& where);
 
  private:
+  std::vector<int> actor_gpus_beside(int learner_gpu) const;
   void publish(std::uint64_t step);
 
   const JobSettings& settings_;

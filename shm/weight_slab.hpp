@@ -145,8 +145,12 @@ static_assert(offsetof(DeviceSlabInfo, gpu_uuid) == 64 && offsetof(DeviceSlabInf
 static_assert(offsetof(DeviceSlabInfo, buffer_bytes) == 112 && offsetof(DeviceSlabInfo, exporter_pid) == 120);
 static_assert(sizeof(DeviceSlabInfo) == 128 && kDeviceInfoOffset + sizeof(DeviceSlabInfo) <= kDescriptorBytes);
 
-// The device slab that goes with host slab `slab_name`: "<slab_name>.cuda".
-inline std::string device_slab_name(const std::string& slab_name) { return slab_name + ".cuda"; }
+// The device slabs that go with host slab `slab_name`: "<slab_name>.cuda" on the learner's GPU, and
+// "<slab_name>.cuda.<k>" (k = 1 .. kMaxDeviceSlabs - 1) on other GPUs of the node.
+inline constexpr unsigned kMaxDeviceSlabs = 16;
+inline std::string device_slab_name(const std::string& slab_name, unsigned copy = 0) {
+  return copy == 0 ? slab_name + ".cuda" : slab_name + ".cuda." + std::to_string(copy);
+}
 
 struct TensorEntry {
   char name[kTensorNameBytes];  // NUL-terminated

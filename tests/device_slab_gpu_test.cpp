@@ -47,24 +47,14 @@ shm::SlabSpec spec_of(std::size_t bytes, std::uint32_t slots) {
 struct Slabs {
   std::string host_name, device_name;
   WeightSlabWriter host;
-  cuda::Buffer device_buffer;
-  WeightSlabWriter device;
+  learner::OwnedDeviceSlab device_slab;
+  WeightSlabWriter& device;
 
   Slabs(const std::string& stem, std::size_t bytes, std::uint32_t slots = 4)
-      : host_name(test::unique_name(stem)), device_name(shm::device_slab_name(host_name)) {
-    cuda::set_device(0);
-    device_buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device,
-                                           WeightSlabWriter::device_slab_bytes(spec_of(bytes, slots)));
-    shm::DeviceSlabInfo info{};
-    const cuda::IpcHandle h = cuda::ipc_export(device_buffer.data());
-    std::memcpy(info.ipc_handle, h.data(), h.size());
-    const cuda::DeviceIdentity id = cuda::device_identity(0);
-    std::memcpy(info.gpu_uuid, id.uuid.data(), 16);
-    std::snprintf(info.pci_bus_id, sizeof info.pci_bus_id, "%s", id.pci_bus_id.c_str());
-    info.buffer_bytes = device_buffer.size();
-    info.exporter_pid = static_cast<std::uint64_t>(::getpid());
-    device = WeightSlabWriter::create_on_device(device_name, spec_of(bytes, slots), info,
-                                                static_cast<std::byte*>(device_buffer.data()));
+      : host_name(test::unique_name(stem)),
+        device_name(shm::device_slab_name(host_name)),
+        device_slab(learner::OwnedDeviceSlab::create(device_name, spec_of(bytes, slots), 0)),
+        device(device_slab.writer) {
     host = WeightSlabWriter::create(host_name, spec_of(bytes, slots));
   }
 };
@@ -146,7 +136,8 @@ TEST_CASE("device slab (CUDA): a publish reaches the device slab before the host
   Slabs slabs("tandem.test-gpu-devslab", kBytes);
   auto train = cuda::Stream::create(0);
   auto src = cuda::Buffer::allocate(cuda::Buffer::Kind::device, kBytes);
-  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {}, &slabs.device);
+  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {},
+                {&slabs.device_slab});
 
   const std::string result = fmt::format("/tmp/{}-reader", slabs.host_name);
   test::Child reader = test::spawn_child("device-reader", {slabs.device_name, result});
@@ -181,7 +172,8 @@ TEST_CASE(
   Slabs slabs("tandem.test-gpu-devslab-fast", kBytes);
   auto train = cuda::Stream::create(0);
   auto src = cuda::Buffer::allocate(cuda::Buffer::Kind::device, kBytes);
-  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {}, &slabs.device);
+  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {},
+                {&slabs.device_slab});
   std::vector<test::Child> readers;
   std::vector<std::string> results;
   for (int i = 0; i < 3; ++i) {
@@ -223,7 +215,8 @@ TEST_CASE(
   Slabs slabs("tandem.test-gpu-devslab-kill", kBytes, 2);
   auto train = cuda::Stream::create(0);
   auto src = cuda::Buffer::allocate(cuda::Buffer::Kind::device, kBytes);
-  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {}, &slabs.device);
+  Publisher pub(slabs.host, learner::PublishSource::on_device(src.data(), kBytes, 0, train.get()), {},
+                {&slabs.device_slab});
   learner::fill_verify_pattern_async(src.data(), kBytes, pub.next_version(), train.get());
   (void)pub.publish(1);
   pub.flush();
