@@ -21,7 +21,6 @@
 #include "common/torch/builtin_nets/bn_act.hpp"
 #include "common/torch/builtin_nets/conv_pool.hpp"
 #include "common/torch/builtin_nets/cudnn_conv.hpp"
-#include "common/torch/builtin_nets/dnnl_linear.hpp"
 #include "common/torch/builtin_nets/fused_bn_relu_pool.hpp"
 #include "common/torch/model_spec.hpp"
 #include "common/torch/builtin_nets/stem_conv.hpp"
@@ -48,9 +47,9 @@ Tensor to_compute(const Tensor& x, torch::ScalarType dtype) {
 }
 
 // A linear layer in the input's dtype (bf16 weights cast per call, as autocast does; an autograd
-// op, so the gradients reach the float32 parameters); oneDNN for float32 on the CPU.
+// op, so the gradients reach the float32 parameters).
 Tensor dense(nn::Linear& l, const Tensor& x) {
-  if (x.scalar_type() == l->weight.scalar_type()) return linear(l, x);
+  if (x.scalar_type() == l->weight.scalar_type()) return l->forward(x);
   return torch::linear(x, l->weight.to(x.scalar_type()), l->bias.to(x.scalar_type()));
 }
 
@@ -154,8 +153,8 @@ struct Cnn : Net {
       const Tensor in = torch::empty_like(x, at::MemoryFormat::ChannelsLast).copy_(x);
       Tensor h = bn_relu_pool(bn1, conv1->forward(in));
       h = bn_relu_pool(bn2, conv2->forward(h));
-      h = torch::relu(linear(fc1, h.flatten(1)));
-      return {linear(fc2, h)};
+      h = torch::relu(fc1->forward(h.flatten(1)));
+      return {fc2->forward(h)};
     }
     const Tensor in = to_compute(x, compute_dtype);
     const ConvWeights w(convs, in, compute_dtype);
@@ -311,11 +310,11 @@ struct ActorCriticMlp : Net {
   std::vector<Tensor> heads(const Tensor& x) override {
     Tensor f = x.flatten(1);
     if (obs_mean.defined()) f = ((f - obs_mean) * (obs_var + 1e-8).rsqrt()).clamp(-10.0, 10.0);
-    const Tensor h = torch::tanh(linear(fc2, torch::tanh(linear(fc1, f))));
-    const Tensor v = torch::tanh(linear(vfc2, torch::tanh(linear(vfc1, f))));
-    Tensor params = linear(policy, h);
+    const Tensor h = torch::tanh(fc2->forward(torch::tanh(fc1->forward(f))));
+    const Tensor v = torch::tanh(vfc2->forward(torch::tanh(vfc1->forward(f))));
+    Tensor params = policy->forward(h);
     if (log_std.defined()) params = torch::cat({params, log_std.expand_as(params)}, 1);
-    return {params, linear(value, v).squeeze(-1)};
+    return {params, value->forward(v).squeeze(-1)};
   }
 };
 

@@ -6,8 +6,8 @@
 // every parameter float32, the logits returned float32, as torch.autocast does). The input is
 // converted once, the convolution weights once per forward for all layers (weight_prep.hpp), each
 // BatchNorm runs fused with its ReLU and residual add (bn_act.hpp). On the CPU the cnn keeps its
-// channels-last fused BatchNorm-ReLU-pool (fused_bn_relu_pool.hpp) and linear layers go through
-// oneDNN (dnnl_linear.hpp); compute_dtype is ignored there.
+// channels-last fused BatchNorm-ReLU-pool (fused_bn_relu_pool.hpp) and linear layers are LibTorch's
+// (the system BLAS: OpenBLAS, tools/dev/setup); compute_dtype is ignored there.
 // Threads: a network is used by one thread at a time.
 #pragma once
 
