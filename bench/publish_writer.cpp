@@ -135,7 +135,7 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
     device_slabs.push_back(
         learner::OwnedDeviceSlab::create(shm::device_slab_name(slab_name, copy), slab_spec(o, size), slab_gpus[copy]));
   for (auto& d : device_slabs) device_slab_ptrs.push_back(&d);
-  cuda::set_device(o.device);
+  if (m.gpu) cuda::set_device(o.device);
   // The device slab a reader on `gpu` loads from: its own GPU's with --chain, else the publishing GPU's.
   auto device_slab_for = [&](int gpu) {
     const auto it = std::find(slab_gpus.begin(), slab_gpus.end(), gpu);

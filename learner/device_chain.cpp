@@ -12,9 +12,9 @@
 
 namespace tandem::learner {
 namespace {
-// Chunks small enough that a 4-hop chain adds little after the first copy (1/32 of it per hop), large
+// Chunks small enough that a 4-hop chain adds little after the first copy (1/64 of it per hop), large
 // enough that a copy's fixed cost (a few microseconds) stays under 1 % of it.
-constexpr std::size_t kChunks = 32;
+constexpr std::size_t kChunks = 64;
 constexpr std::size_t kMinChunkBytes = std::size_t{8} << 20;
 constexpr std::size_t kChunkAlign = 256;
 }  // namespace

@@ -172,7 +172,7 @@ class Publisher {
   void abort_slots(Staging& s);                     // mutex held
   void enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock);
   // The snapshot's pieces when a chain to other GPUs follows it (one piece otherwise).
-  static constexpr std::size_t kSnapshotPieces = 8;
+  static constexpr std::size_t kSnapshotPieces = 16;
   std::size_t snapshot_piece_bytes() const { return (source_.bytes + kSnapshotPieces - 1) / kSnapshotPieces; }
   void record(const PublishTiming& t);
   static void run_without_preempting();  // the copier's and the committer's first call
