@@ -128,9 +128,11 @@ PublishMeasurement measure_publish(const PublishBenchOptions& o, const ModelSize
   std::vector<int> slab_gpus;
   if (m.device_readers + m.peer_readers > 0) slab_gpus.push_back(o.device);
   for (int i = 0; o.chain && i < std::min(m.peer_readers, gpus - 1); ++i) slab_gpus.push_back(peer_gpu(i));
-  m.chain_gpus = static_cast<int>(slab_gpus.size()) - 1;
+  m.chain_gpus = std::max(0, static_cast<int>(slab_gpus.size()) - 1);
   std::vector<learner::OwnedDeviceSlab> device_slabs;
   std::vector<learner::OwnedDeviceSlab*> device_slab_ptrs;
+  device_slabs.reserve(slab_gpus.size());
+  device_slab_ptrs.reserve(slab_gpus.size());
   for (unsigned copy = 0; copy < slab_gpus.size(); ++copy)
     device_slabs.push_back(
         learner::OwnedDeviceSlab::create(shm::device_slab_name(slab_name, copy), slab_spec(o, size), slab_gpus[copy]));

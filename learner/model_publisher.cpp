@@ -146,6 +146,7 @@ ModelPublisher::ModelPublisher(const std::string& slab_name, FlatParams& params,
     };
   }
   std::vector<OwnedDeviceSlab*> device_slabs;
+  device_slabs.reserve(device_slabs_.size());
   for (OwnedDeviceSlab& d : device_slabs_) device_slabs.push_back(&d);
   publisher_ = std::make_unique<Publisher>(slab_, std::move(source), options.when, std::move(device_slabs));
 }
