@@ -34,7 +34,9 @@ LearnerRuntime::LearnerRuntime(const JobSettings& settings, shm::JobProcess& pro
 std::vector<int> LearnerRuntime::actor_gpus_beside(int learner_gpu) const {
   std::vector<int> gpus;
   if (!settings_.actor.device.cuda) return gpus;
-  for (int r = 0; r < static_cast<int>(settings_.shape.learners); ++r) {
+  // Evaluators all run on the GPU of rank 0 (or the one named); rollout actors on their rank's.
+  const int ranks = settings_.rollout_actors > 0 ? static_cast<int>(settings_.shape.learners) : 1;
+  for (int r = 0; r < ranks; ++r) {
     const int gpu = device_for(settings_.actor.device, "actor.device", r).index();
     if (gpu != learner_gpu && std::find(gpus.begin(), gpus.end(), gpu) == gpus.end() &&
         cuda::can_access_peer(gpu, learner_gpu))
