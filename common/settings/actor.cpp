@@ -15,7 +15,7 @@ const std::vector<ConfigKey> kActor = {
     {"actor.role", T::string, "\"evaluator\"", "what the actors do: evaluator = evaluate each new weight version (on data.test_split; with learner.algo ppo/vtrace: greedy episodes of env.name); rollout = step env.envs environments with the latest policy and write experience to the learner", {}, {}, {"evaluator", "rollout"}},
     {"actor.evaluators", T::integer, "0", "with actor.role = \"rollout\": how many of run.actors are RL evaluators instead (the last ones)", 0, 4096},
     {"actor.eval_episodes", T::integer, "10", "RL evaluator: greedy episodes per evaluated version, on seeds of its own", 1, 1000000},
-    {"actor.device", T::string, "\"cpu\"", "where the actor runs its model: cpu, cuda (GPU 0; a rollout actor: its learner rank's GPU) or cuda:N (GPU N)"},
+    {"actor.device", T::string, "\"cpu\"", "where the actor runs its model: cpu, cuda (GPU 0; a rollout actor: its learner rank's GPU, where the learner keeps a copy of its weights) or cuda:N (GPU N)"},
     {"actor.cuda_graph", T::boolean, "false", "evaluator on cuda: capture the forward and the loss/correct sums of one batch in a CUDA graph and replay it for every full batch; a built-in cnn or resnet18 evaluates with each BatchNorm folded into its convolution (logits within 1e-3 of eager, docs/CUDA_GRAPHS.md), other models bitwise as eager; the last partial batch, a CPU actor and TorchScript models run eagerly"},
     {"actor.precision", T::string, "\"fp32\"", "evaluator on cuda: fp32, or bf16 (activations and matmuls in bfloat16, as torch.autocast does); needs actor.device = cuda", {}, {}, {"fp32", "bf16"}},
     {"actor.threads", T::integer, "1", "LibTorch intra-op threads of each actor", 1, 256},
