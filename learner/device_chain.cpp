@@ -38,7 +38,8 @@ OwnedDeviceSlab OwnedDeviceSlab::create(const std::string& name, const shm::Slab
 
 DeviceChain::DeviceChain(std::vector<int> devices, std::size_t bytes) : devices_(std::move(devices)), bytes_(bytes) {
   if (devices_.empty() || bytes_ == 0) throw std::logic_error("DeviceChain: needs a source GPU and bytes to copy");
-  chunk_ = std::max(kMinChunkBytes, (bytes_ + kChunks - 1) / kChunks);
+  // Chunks pay only where a next hop can start on one while the last is still copying.
+  chunk_ = devices_.size() == 1 ? bytes_ : std::max(kMinChunkBytes, (bytes_ + kChunks - 1) / kChunks);
   chunk_ = (chunk_ + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
   const std::size_t chunks = (bytes_ + chunk_ - 1) / chunk_;
   // Hop h may copy from any earlier hop (when the ones between are left out), driven from the GPU

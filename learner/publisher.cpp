@@ -28,7 +28,6 @@ struct Publisher::Staging {
   std::uint64_t version = 0, step = 0, call_ns = 0;
   std::optional<shm::WeightSlabWriter::Slot> slot;                       // host slab
   std::vector<std::optional<shm::WeightSlabWriter::Slot>> device_slots;  // one per device slab
-  bool every_device = false;                                             // no device slab skipped this one
   std::vector<std::byte*> chain_dst;                                     // the device slots' memory, null where skipped
   bool chain_queued = true;                  // the committer has enqueued the chain (or there is none)
   std::vector<cuda::Event> snapshot_pieces;  // with GPUs beyond the first: the snapshot's pieces done
@@ -219,7 +218,6 @@ void Publisher::start_transfer(Staging& s) {
     if (!s.device_slots[i]) stats_.device_skipped++;
     chain_dst.push_back(s.device_slots[i] ? s.device_slots[i]->data : nullptr);
   }
-  s.every_device = std::all_of(chain_dst.begin(), chain_dst.end(), [](std::byte* p) { return p != nullptr; });
   const bool any_device = std::any_of(chain_dst.begin(), chain_dst.end(), [](std::byte* p) { return p != nullptr; });
   if (!s.slot && !any_device) {
     s.state = Staging::State::free;
@@ -256,7 +254,6 @@ bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<
   }
 }
 
-// Hop 0 is the source GPU's device slab; a version counts as on every other GPU only when none skipped it.
 // Mutex held. A failed transfer: its slots go back unpublished, its buffer is free again.
 void Publisher::abort_slots(Staging& s) {
   if (s.slot) slab_.abort(*std::exchange(s.slot, std::nullopt));
@@ -265,6 +262,7 @@ void Publisher::abort_slots(Staging& s) {
   s.state = Staging::State::free;
 }
 
+// Hop 0 is the source GPU's device slab; a version counts as on every other GPU only when none skipped it.
 void Publisher::commit_device(Staging& s, std::size_t hop) {
   device_slabs_[hop]->writer.commit(*s.device_slots[hop], s.version, s.step, source_.bytes, s.call_ns);
   s.device_slots[hop].reset();
@@ -273,7 +271,8 @@ void Publisher::commit_device(Staging& s, std::size_t hop) {
   if (hop == 0) {
     s.timing.device_visible_ms = visible_ms;
     s.timing.device_copy_ms = chain_.elapsed_ms(0);
-  } else if (hop + 1 == device_slabs_.size() && s.every_device) {
+  } else if (hop + 1 == device_slabs_.size() &&
+             std::all_of(s.chain_dst.begin(), s.chain_dst.end(), [](std::byte* p) { return p != nullptr; })) {
     s.timing.peers_visible_ms = visible_ms;
     s.timing.peers_copy_ms = chain_.elapsed_ms(hop);
   }
@@ -329,7 +328,7 @@ void Publisher::enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock) {
   DeviceChain::SourceReady ready;
   for (const cuda::Event& e : s.snapshot_pieces) ready.pieces.push_back(e.get());
   ready.piece_bytes = snapshot_piece_bytes();
-  if (ready.pieces.empty() || source_.snapshot) ready = {{s.snapshot_done.get()}, source_.bytes};
+  if (ready.pieces.empty()) ready = {{s.snapshot_done.get()}, source_.bytes};  // a bf16 snapshot, or no other GPU
   const std::vector<std::byte*> dst = s.chain_dst;
   lock.unlock();
   std::exception_ptr error;
