@@ -7,11 +7,10 @@
 #include "common/torch/cross_entropy.hpp"
 #include "learner/ddp/grad_sync.hpp"
 
+#include "learner/step_graph.hpp"
+
 #ifdef TANDEM_TORCH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
 #endif
 
 namespace tandem {
@@ -20,14 +19,11 @@ std::optional<std::string> GraphStep::unsupported(Trainer& trainer, const ddp::G
   Model& model = trainer.model();
   if (!model.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
-  if (!model.device().is_cuda()) return "the learner trains on the CPU (CUDA graphs need learner.device = \"cuda\")";
+  if (auto why = StepGraph::unsupported(model.device())) return why;
   if (sync && !sync->capturable())
     return "this gradient sync's collectives cannot be recorded into a graph (only NCCL's can)";
   if (trainer.has_before_update() && !sync)
     return "the trainer runs host code before each update, which a graph would not replay";
-#ifndef TANDEM_TORCH_CUDA
-  return "this build's LibTorch has no CUDA";
-#endif
   return std::nullopt;
 }
 
@@ -36,7 +32,6 @@ std::optional<std::string> GraphStep::unsupported(Trainer& trainer, const ddp::G
 struct GraphStep::Impl {
   Trainer& trainer;
   Gather gather;
-  int warmup_left;
   c10::DeviceIndex device;
   feed::Batch fixed;            // x float [batch, ...], y int64 [batch]: the graph's inputs
   torch::Tensor rows_;          // int64 [batch]: the gather's indices
@@ -44,14 +39,12 @@ struct GraphStep::Impl {
   // d loss / d loss, made once in the first eager warm-up step: autograd would otherwise fill a new
   // one inside the graph on every replay.
   torch::Tensor one;
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  std::optional<StepGraph> graph;
   bool fallen_back = false;
   ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
-  // Where warm-up and capture run: one stream, which a data-parallel sync's accumulators share.
-  std::optional<c10::cuda::CUDAStream> side;
 
   Impl(Trainer& t, const std::vector<std::int64_t>& shape, Gather g, int warmup, ddp::GradSync* s)
-      : trainer(t), gather(std::move(g)), warmup_left(std::max(warmup, 1)), sync(s) {
+      : trainer(t), gather(std::move(g)), sync(s) {
     if (auto why = unsupported(t, sync)) fail("a captured training step is not possible here: {}", *why);
     if (shape.empty() || shape[0] < 1) fail("a captured training step needs a batch shape with at least one sample");
     const torch::Device d = t.model().device();
@@ -61,8 +54,9 @@ struct GraphStep::Impl {
     fixed.y = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
     rows_ = torch::zeros({shape[0]}, torch::TensorOptions().dtype(torch::kInt64).device(d));
     (void)t.window_sums(d);  // made now, outside the graph's memory pool, which adds to them
-    side = c10::cuda::getStreamFromPool(false, device);
-    if (sync) on_side_stream([&] { sync->rehook(); });
+    graph.emplace(d, warmup);
+    // The sync's accumulators live on the stream its hooks are made on: the graph's side stream.
+    if (sync) graph->on_side_stream([&] { sync->rehook(); });
   }
 
   // One step's device work; eager during warm-up, recorded during capture. With the fused optimizers
@@ -98,65 +92,6 @@ struct GraphStep::Impl {
     correct = step_correct;
   }
 
-  // Runs `fn` on the side stream, ordered after, and before, the caller's stream.
-  template <class Fn>
-  void on_side_stream(Fn&& fn) {
-    const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device);
-    cuda_wait(caller, *side);
-    {
-      c10::cuda::CUDAStreamGuard on_side(*side);
-      fn();
-    }
-    cuda_wait(*side, caller);
-  }
-
-  static void cuda_wait(const c10::cuda::CUDAStream& first, const c10::cuda::CUDAStream& then) {
-    cudaEvent_t e = nullptr;
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    C10_CUDA_CHECK(cudaEventRecord(e, first.stream()));
-    C10_CUDA_CHECK(cudaStreamWaitEvent(then.stream(), e, 0));
-    C10_CUDA_CHECK(cudaEventDestroy(e));
-  }
-
-  // Records the body; false (and nothing changed on the device) when capture is refused.
-  bool capture() {
-    auto g = std::make_unique<at::cuda::CUDAGraph>();
-    std::string why;
-    on_side_stream([&] {
-      try {
-        // Thread-local: the publisher's and feeds' threads keep their CUDA calls during the capture.
-        g->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-        try {
-          body();
-        } catch (...) {
-          try {
-            g->capture_end();  // ends the capture and the allocator's routing to the graph's pool
-          } catch (...) {
-          }
-          throw;
-        }
-        g->capture_end();
-      } catch (const std::exception& e) {
-        why = e.what();
-        const auto eol = why.find('\n');
-        if (eol != std::string::npos) why.resize(eol);
-      }
-    });
-    if (!why.empty() && sync)  // its collectives' bookkeeping (and NCCL's) is mid-step: no eager retry
-      fail(
-          "learner.cuda_graph: capturing the data-parallel training step failed at step {} ({}): set "
-          "learner.cuda_graph = false to train these ranks eagerly",
-          trainer.step(), why);
-    if (!why.empty()) {
-      (void)cudaGetLastError();  // a refused capture leaves its error behind; the eager path must not see it
-      log::warn("learner.cuda_graph: capturing the training step failed ({}); training eagerly from step {}", why,
-                trainer.step());
-      return false;
-    }
-    graph = std::move(g);
-    return true;
-  }
-
   StepMetrics run() {
     c10::cuda::CUDAGuard guard(device);
     if (fallen_back) return eager();
@@ -164,16 +99,18 @@ struct GraphStep::Impl {
     Optimizer& opt = trainer.mutable_optimizer();
     const std::int64_t before = opt.steps_taken();
     opt.set_step_coefficients(lr);
-    if (warmup_left > 0) {
-      --warmup_left;
-      on_side_stream([&] { body(); });
-    } else {
-      if (!graph && !capture()) {
-        opt.set_steps_taken(before);  // the refused step is taken again, eagerly
-        fallen_back = true;
-        return eager();
-      }
-      graph->replay();
+    if (graph->run([&] { body(); }) == StepGraph::Ran::refused) {
+      // Its collectives' bookkeeping (and NCCL's) is mid-step: no eager retry.
+      if (sync)
+        fail(
+            "learner.cuda_graph: capturing the data-parallel training step failed at step {} ({}): set "
+            "learner.cuda_graph = false to train these ranks eagerly",
+            trainer.step(), graph->why_refused());
+      log::warn("learner.cuda_graph: capturing the training step failed ({}); training eagerly from step {}",
+                graph->why_refused(), trainer.step());
+      opt.set_steps_taken(before);  // the refused step is taken again, eagerly
+      fallen_back = true;
+      return eager();
     }
     if (sync) sync->after_replay();  // after a warm-up step too: its vote is read the same way
     trainer.count_step(fixed.y.size(0), lr);
@@ -202,7 +139,7 @@ StepMetrics GraphStep::step(const torch::Tensor& x, const torch::Tensor& y) {
   impl_->fixed.y.copy_(y, /*non_blocking=*/true);
   return impl_->run();
 }
-bool GraphStep::captured() const { return impl_->graph != nullptr && !impl_->fallen_back; }
+bool GraphStep::captured() const { return impl_->graph->captured() && !impl_->fallen_back; }
 bool GraphStep::eager() const { return impl_->fallen_back; }
 
 #else

@@ -13,11 +13,10 @@
 // (Optimizer::set_step_coefficients: the schedule keeps working), the caller's rows copy or the
 // batch copy, and the host-side step count. Nothing in a step reads the device back.
 //
-// The first `warmup_steps` steps run the same body eagerly on a side stream (cuDNN and cuBLAS make
-// their handles and workspaces, autograd allocates the gradients), as PyTorch's CUDA-graph notes
-// require; the next is captured on that side stream and then replayed on the caller's stream, as is
-// every later one. Capturing runs no kernel, so a capture that throws has changed no weight: that
-// step and all later ones then run eagerly through Trainer::train_step, after one log line saying why.
+// Warm-up, capture and replay are StepGraph's (learner/step_graph.hpp): the first `warmup_steps` steps
+// run eagerly on a side stream, the next is captured there and replayed on the caller's stream, as is
+// every later one. A capture that throws has changed no weight: that step and all later ones then run
+// eagerly through Trainer::train_step, after one log line saying why.
 // BatchNorm's running statistics update in place, which a graph replays faithfully.
 //
 // Data-parallel ranks (a GradSync over NCCL, `sync`): backward accumulates into the sync's flat

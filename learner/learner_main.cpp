@@ -24,11 +24,7 @@ int run(const ProgramArgs& args) {
   catch_stop_signals();
   keep_freed_memory_for_reuse();
   shm::JobProcess process("learner");
-  if (settings.learner.rl()) {
-    if (settings.learner.cuda_graph)
-      log::info("learner.cuda_graph = true, training eagerly: the RL learner's updates are not captured");
-    return run_rl_learner(settings, process, rank);
-  }
+  if (settings.learner.rl()) return run_rl_learner(settings, process, rank);
   return run_supervised_learner(settings, process, rank);
 }
 

@@ -104,3 +104,19 @@ TEST_CASE("rl learner: PPO and V-trace updates take continuous (Gaussian) action
     CHECK((model.parameters().front().flatten() - before).abs().max().item<double>() > 0);
   }
 }
+
+TEST_CASE("rl learner: learner.cuda_graph says why an update stays eager: a CPU model, V-trace, learner ranks") {
+  TempDir dir;
+  const JobSettings settings = JobSettings::parse(load_program_config(write_config(dir, "ppo"), {}), {});
+  const envs::EnvSpec env = envs::EnvSource(settings.env).spec();
+  Model model = make_rl_model(settings.model, settings.rl, env);
+  Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
+  auto why = [&](Algo algo, bool ranks) {
+    rl::RlUpdater updater(model, policy_head_for(env), optimizer, algo, settings.rl, at::detail::createCPUGenerator(0));
+    if (ranks) updater.set_after_backward([] {});
+    return updater.capture_minibatches().value_or("captured");
+  };
+  CHECK(why(Algo::ppo, false).find("the learner trains on the CPU") == 0);
+  CHECK(why(Algo::vtrace, false).find("V-trace's minibatches") == 0);
+  CHECK(why(Algo::ppo, true).find("learner ranks synchronise") == 0);
+}

@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "common/log.hpp"
 #include "common/torch/rl_model.hpp"
 #include "learner/rl/returns.hpp"
 
@@ -31,16 +32,17 @@ torch::Tensor final_values_of(const Batch& b, const std::function<torch::Tensor(
   return final_values;
 }
 
-// torch::nn::utils::clip_grad_norm_ with fused per-tensor kernels: the same scaling in a handful of ops
-// instead of a few per parameter (a minibatch step of this small a model is dominated by op count).
+// torch::nn::utils::clip_grad_norm_ in a handful of ops instead of a few per parameter (a minibatch
+// step of this small a model is dominated by op count), and without reading the norm back: the scale
+// is min(1, max_norm / norm) on the device, so a step never waits for the GPU and can be captured.
 void clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return;
-  const double total = torch::stack(at::_foreach_norm(grads, 2)).norm().item<double>();
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1) at::_foreach_mul_(grads, coef);
+  const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2)).norm();
+  const torch::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (torch::Tensor& g : grads) g.mul_(coef);
 }
 
 }  // namespace
@@ -86,17 +88,78 @@ std::pair<torch::Tensor, torch::Tensor> RlUpdater::values_of(const Batch& b) {
   return {heads(b.observations).value, final_values_of(b, [&](const torch::Tensor& o) { return heads(o).value; })};
 }
 
-void RlUpdater::step(const torch::Tensor& loss, double lr) {
-  loss.backward();
+void RlUpdater::step(const Losses& losses, double lr) {
+  losses.total.backward();
   if (after_backward_) after_backward_();
   if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
   if (before_step_) before_step_();
   optimizer_.step(lr);
   optimizer_.zero_grad();
+  add_to_sums(losses);
+}
+
+void RlUpdater::add_to_sums(const Losses& losses) {
+  torch::NoGradGuard no_grad;
+  sums_.add_(torch::stack({losses.total, losses.policy, losses.value, losses.entropy}).detach());
+}
+
+UpdateStats RlUpdater::read_sums(int minibatches) {
+  const torch::Tensor sums = sums_.to(torch::kCPU, torch::kFloat64);  // the update's one read of the device
+  const double n = minibatches > 0 ? minibatches : 1;
+  const double* v = sums.data_ptr<double>();
+  return {v[0] / n, v[1] / n, v[2] / n, v[3] / n, minibatches};
 }
 
 UpdateStats RlUpdater::update(const Batch& batch, double lr) {
+  const torch::Device dev = batch.rewards.device();
+  if (!sums_.defined() || sums_.device() != dev) sums_ = torch::zeros({4}, torch::TensorOptions().device(dev));
+  sums_.zero_();
   return algo_ == Algo::vtrace ? vtrace(batch, lr) : ppo(batch, lr);
+}
+
+std::optional<std::string> RlUpdater::capture_minibatches() {
+  if (algo_ != Algo::ppo)
+    return "V-trace's minibatches value the final observations of truncated episodes, rows the data selects";
+  if (!model_.nn_module())
+    return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
+  if (after_backward_) return "learner ranks synchronise their gradients between backward and the update, on the host";
+  if (auto why = StepGraph::unsupported(model_.device())) return why;
+  capture_ = true;
+  return std::nullopt;
+}
+
+bool RlUpdater::minibatches_captured() const { return capture_ && graph_ && graph_->captured(); }
+
+bool RlUpdater::replay(const PpoMinibatch& m, double lr) {
+  if (!graph_) {
+    auto fixed = [](const torch::Tensor& t) { return torch::empty_like(t, torch::MemoryFormat::Contiguous); };
+    fixed_ = {fixed(m.observations), fixed(m.actions), fixed(m.log_probs),
+              fixed(m.advantages),   fixed(m.returns), fixed(m.values)};
+    graph_ = std::make_unique<StepGraph>(model_.device(), 3);
+  }
+  if (m.observations.sizes() != fixed_.observations.sizes()) return false;  // another minibatch size: eager
+  fixed_.observations.copy_(m.observations, /*non_blocking=*/true);
+  fixed_.actions.copy_(m.actions, true), fixed_.log_probs.copy_(m.log_probs, true);
+  fixed_.advantages.copy_(m.advantages, true), fixed_.returns.copy_(m.returns, true);
+  fixed_.values.copy_(m.values, true);
+  if (before_step_) before_step_();  // the publisher's fence, before the graph's update as before the eager one
+  const std::int64_t before = optimizer_.steps_taken();
+  optimizer_.set_step_coefficients(lr);
+  const StepGraph::Ran ran = graph_->run([&] {
+    const Losses l = ppo_losses(fixed_);
+    if (!one_.defined()) one_ = torch::ones_like(l.total);
+    l.total.backward(one_);
+    if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
+    optimizer_.step_captured();
+    optimizer_.zero_grad();
+    add_to_sums(l);
+  });
+  if (ran != StepGraph::Ran::refused) return true;
+  log::warn("learner.cuda_graph: capturing the PPO minibatch step failed ({}); updating eagerly from here",
+            graph_->why_refused());
+  optimizer_.set_steps_taken(before);  // the refused step is taken again, eagerly
+  capture_ = false;
+  return false;
 }
 
 UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
@@ -111,43 +174,46 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
   const torch::Tensor adv_all = g.advantages.to(dev).reshape({B}), ret_all = g.returns.to(dev).reshape({B});
   const torch::Tensor old_v = values.narrow(0, 0, T).reshape({B});
 
-  UpdateStats st;
   const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
+  int taken = 0;
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = torch::randperm(B, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
     // One gather per epoch; each minibatch is then a contiguous slice (fewer ops per step).
-    const torch::Tensor e_obs = obs.index_select(0, perm), e_act = act.index_select(0, perm),
-                        e_lp = old_lp.index_select(0, perm), e_adv = adv_all.index_select(0, perm),
-                        e_ret = ret_all.index_select(0, perm), e_v = old_v.index_select(0, perm);
-    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
+    const PpoMinibatch shuffled{obs.index_select(0, perm),     act.index_select(0, perm),
+                                old_lp.index_select(0, perm),  adv_all.index_select(0, perm),
+                                ret_all.index_select(0, perm), old_v.index_select(0, perm)};
+    for (std::int64_t m = 0; m < s_.minibatches; ++m, ++taken) {
       auto slice = [&](const torch::Tensor& t) { return t.narrow(0, m * mb, mb); };
-      const Heads h = heads(slice(e_obs));
-      const torch::Tensor lp = head_.log_prob(h.params, slice(e_act));
-      const torch::Tensor ratio = (lp - slice(e_lp)).exp();
-      torch::Tensor adv = slice(e_adv);
-      if (s_.norm_adv && mb > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-      const torch::Tensor pg = torch::max(-adv * ratio, -adv * ratio.clamp(1 - s_.clip_coef, 1 + s_.clip_coef)).mean();
-      const torch::Tensor ret = slice(e_ret), v_old = slice(e_v);
-      torch::Tensor v_loss;
-      if (s_.clip_value) {
-        const torch::Tensor clipped = v_old + (h.value - v_old).clamp(-s_.clip_coef, s_.clip_coef);
-        v_loss = 0.5 * torch::max((h.value - ret).pow(2), (clipped - ret).pow(2)).mean();
-      } else {
-        v_loss = 0.5 * (h.value - ret).pow(2).mean();
-      }
-      const torch::Tensor ent = head_.entropy(h.params).mean();
-      const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
-      step(loss, lr);
-      st.add(loss, pg, v_loss, ent);
+      const PpoMinibatch mini{slice(shuffled.observations), slice(shuffled.actions), slice(shuffled.log_probs),
+                              slice(shuffled.advantages),   slice(shuffled.returns), slice(shuffled.values)};
+      if (capture_ && replay(mini, lr)) continue;
+      step(ppo_losses(mini), lr);
     }
   }
-  return st.means();
+  return read_sums(taken);
+}
+
+Losses RlUpdater::ppo_losses(const PpoMinibatch& m) {
+  const Heads h = heads(m.observations);
+  const torch::Tensor lp = head_.log_prob(h.params, m.actions);
+  const torch::Tensor ratio = (lp - m.log_probs).exp();
+  torch::Tensor adv = m.advantages;
+  if (s_.norm_adv && adv.size(0) > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+  const torch::Tensor pg = torch::max(-adv * ratio, -adv * ratio.clamp(1 - s_.clip_coef, 1 + s_.clip_coef)).mean();
+  torch::Tensor v_loss;
+  if (s_.clip_value) {
+    const torch::Tensor clipped = m.values + (h.value - m.values).clamp(-s_.clip_coef, s_.clip_coef);
+    v_loss = 0.5 * torch::max((h.value - m.returns).pow(2), (clipped - m.returns).pow(2)).mean();
+  } else {
+    v_loss = 0.5 * (h.value - m.returns).pow(2).mean();
+  }
+  const torch::Tensor ent = head_.entropy(h.params).mean();
+  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent};
 }
 
 UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
   const std::int64_t T = b.steps(), N = b.columns();
   const torch::Device dev = b.rewards.device();
-  UpdateStats st;
   const std::int64_t mb = N / s_.minibatches;  // whole trajectories: minibatches split the columns
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = torch::randperm(N, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
@@ -167,12 +233,10 @@ UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
       const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
       const torch::Tensor v_loss = 0.5 * (vt.vs.to(dev) - h.value.narrow(0, 0, T)).pow(2).mean();
       const torch::Tensor ent = head_.entropy(params).mean();
-      const torch::Tensor loss = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
-      step(loss, lr);
-      st.add(loss, pg, v_loss, ent);
+      step({pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent}, lr);
     }
   }
-  return st.means();
+  return read_sums(static_cast<int>(s_.update_epochs * s_.minibatches));
 }
 
 }  // namespace tandem::rl

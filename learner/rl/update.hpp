@@ -14,11 +14,15 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common/torch/models.hpp"
 #include "common/torch/policy.hpp"
 #include "learner/optim.hpp"
+#include "learner/step_graph.hpp"
 #include "learner/rl/rl_setup.hpp"
 #include "learner/rl/slot_gather.hpp"
 
@@ -43,18 +47,21 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
 struct UpdateStats {
   double loss = 0, policy_loss = 0, value_loss = 0, entropy = 0;  // means over the minibatches
   int minibatches = 0;
+};
 
-  // One minibatch's 0-dim losses (each .item() is a device sync on a GPU).
-  void add(const torch::Tensor& total, const torch::Tensor& policy, const torch::Tensor& value,
-           const torch::Tensor& ent) {
-    loss += total.item<double>(), policy_loss += policy.item<double>(), value_loss += value.item<double>();
-    entropy += ent.item<double>();
-    ++minibatches;
-  }
-  UpdateStats means() const {
-    const double n = minibatches > 0 ? minibatches : 1;
-    return {loss / n, policy_loss / n, value_loss / n, entropy / n, minibatches};
-  }
+// One minibatch's 0-dim losses.
+struct Losses {
+  torch::Tensor total, policy, value, entropy;
+};
+
+// One PPO minibatch: mb rows of the batch, shuffled.
+struct PpoMinibatch {
+  torch::Tensor observations;  // f32 [mb, obs_dim]
+  torch::Tensor actions;       // i64 [mb] or f32 [mb, action_dim]
+  torch::Tensor log_probs;     // f32 [mb], behaviour
+  torch::Tensor advantages;    // f32 [mb]
+  torch::Tensor returns;       // f32 [mb]
+  torch::Tensor values;        // f32 [mb], before the update
 };
 
 class RlUpdater {
@@ -64,6 +71,14 @@ class RlUpdater {
             at::Generator generator);
 
   UpdateStats update(const Batch& batch, double lr);
+
+  // learner.cuda_graph: from now on every PPO minibatch step (forward, losses, backward, clipping,
+  // the optimizer's update) is one CUDA graph replay (learner/step_graph.hpp) after three eager
+  // warm-up steps, the minibatch copied into the graph's fixed inputs first. Returns why it cannot
+  // be (V-trace, a TorchScript or CPU model, learner ranks' gradient sync), and then stays eager.
+  // A capture that fails logs one line and the update goes on eagerly. Call before the first update.
+  std::optional<std::string> capture_minibatches();
+  bool minibatches_captured() const;  // a graph exists and replays
   // Runs after every backward, before the gradients are clipped (learner ranks: GradSync::finish, so
   // the norm is the averaged gradients', the same on every rank).
   void set_after_backward(std::function<void()> fn) { after_backward_ = std::move(fn); }
@@ -79,7 +94,11 @@ class RlUpdater {
   std::pair<torch::Tensor, torch::Tensor> values_of(const Batch& b);
   UpdateStats ppo(const Batch& b, double lr);
   UpdateStats vtrace(const Batch& b, double lr);
-  void step(const torch::Tensor& loss, double lr);
+  Losses ppo_losses(const PpoMinibatch& m);
+  void step(const Losses& losses, double lr);     // eager: backward, clip, the optimizer, the sums
+  bool replay(const PpoMinibatch& m, double lr);  // false: run this minibatch eagerly
+  void add_to_sums(const Losses& losses);
+  UpdateStats read_sums(int minibatches);
 
   Model& model_;
   PolicyHead head_;
@@ -88,6 +107,12 @@ class RlUpdater {
   RlSettings s_;
   at::Generator generator_;
   std::function<void()> after_backward_, before_step_;
+  torch::Tensor sums_;  // f32 [4] on the model's device: the update's loss sums, read once at its end
+  // learner.cuda_graph: the captured PPO minibatch step and its fixed inputs (capture_minibatches()).
+  bool capture_ = false;
+  std::unique_ptr<StepGraph> graph_;
+  PpoMinibatch fixed_;
+  torch::Tensor one_;  // d loss / d loss, made in the first warm-up step rather than inside the graph
 };
 
 }  // namespace tandem::rl
