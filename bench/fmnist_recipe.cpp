@@ -34,15 +34,6 @@ struct CacheGuard {
   ~CacheGuard() { shm::Segment::unlink(shm::dataset_segment_name(name)); }
 };
 
-// CPU seconds of this process: on a machine shared with other work, CPU time / threads estimates the
-// wall time the same run takes on idle cores.
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,11 +101,11 @@ int main(int argc, char** argv) {
       torch::Tensor perm = torch::randperm(static_cast<std::int64_t>(n_train), gen, torch::kInt64);
       for (std::int64_t b = 0; b < steps_per_epoch; ++b) {
         const auto t0 = std::chrono::steady_clock::now();
-        const double c0 = cpu_seconds();
+        const double c0 = process_cpu_s();
         torch::Tensor idx = perm.slice(0, b * batch, (b + 1) * batch);
         trainer.train_step(train_view.normalise(all_x.index_select(0, idx)), all_y.index_select(0, idx));
         train_seconds += seconds_since(t0);
-        train_cpu += cpu_seconds() - c0;
+        train_cpu += process_cpu_s() - c0;
         if (trainer.step() % eval_every == 0 || trainer.step() == config.schedule.total_steps) {
           WindowMetrics w = trainer.take_window();  // its clock includes evaluations: use train_seconds
           last = evaluator.evaluate(model);

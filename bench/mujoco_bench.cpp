@@ -1,6 +1,4 @@
 // The loops `tandem-bench mujoco` times (mujoco_options.hpp says what each measures).
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -8,6 +6,7 @@
 #include <span>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "envs/mujoco/locomotion_env.hpp"
 #include "envs/seeds.hpp"
@@ -21,12 +20,6 @@ using envs::mujoco::LocomotionEnv;
 constexpr int kActionRows = 256;  // rows of random actions, cycled: the generator stays out of the loop
 constexpr double kWarmupS = 0.2;
 constexpr std::uint64_t kJobSeed = 1;  // the bare loop's envs start where VecEnv's do
-
-double process_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // kActionRows x width floats uniform in [-1, 1), the same for the bare loop and VecEnv.
 std::vector<float> action_table(std::size_t width) {
@@ -148,12 +141,6 @@ class VecLoop {
   std::vector<float> table_;
   long row_ = 0;
 };
-
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 }  // namespace
 

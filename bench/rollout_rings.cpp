@@ -8,7 +8,6 @@
 // peek, verify the checksum, release. Figures are per actor CPU second (CLOCK_THREAD_CPUTIME_ID),
 // which is steps/s per actor core without counting the time a shared machine gave to others.
 #include <fmt/format.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,12 +29,6 @@
 
 namespace tandem::bench {
 namespace {
-
-double thread_cpu_s() {
-  timespec ts{};
-  TANDEM_CHECK_SYS(::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts));
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 // 0: warming up, 1: measuring, 2: stop. Threads sample their counters at each change.
 enum Phase : int { warmup = 0, measuring = 1, stopping = 2 };

@@ -15,6 +15,8 @@ std::uint64_t read_ns(clockid_t clock) {
 
 std::uint64_t monotonic_ns() { return read_ns(CLOCK_MONOTONIC); }
 std::uint64_t unix_ns() { return read_ns(CLOCK_REALTIME); }
+double thread_cpu_s() { return static_cast<double>(read_ns(CLOCK_THREAD_CPUTIME_ID)) * 1e-9; }
+double process_cpu_s() { return static_cast<double>(read_ns(CLOCK_PROCESS_CPUTIME_ID)) * 1e-9; }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -6,6 +6,8 @@
 // clock, for instants shown to people (when a segment or a job was created); it may jump.
 // seconds_since() measures a duration for a report: from a steady_clock time point (one process's
 // timer) or from a monotonic_ns() reading (one that another process may have stored).
+// thread_cpu_s() and process_cpu_s() are the CPU seconds the calling thread, or the whole process, has
+// used (CLOCK_THREAD_CPUTIME_ID, CLOCK_PROCESS_CPUTIME_ID): what a benchmark divides work by.
 // All are safe to call from any thread and never fail.
 #pragma once
 
@@ -19,5 +21,8 @@ std::uint64_t unix_ns();
 
 double seconds_since(std::chrono::steady_clock::time_point start);
 double seconds_since(std::uint64_t start_monotonic_ns);  // 0 for a reading later than now
+
+double thread_cpu_s();
+double process_cpu_s();
 
 }  // namespace tandem
