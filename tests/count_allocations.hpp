@@ -7,6 +7,12 @@
 #include <cstdlib>
 #include <new>
 
+// GCC 13 at -O1 warns that free() releases what operator new returned, not knowing that operator new
+// is this file's, which allocates with malloc: a false positive of -Wmismatched-new-delete.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
 static std::atomic<long> allocations{0};
 void* operator new(std::size_t size) {
   allocations.fetch_add(1, std::memory_order_relaxed);
