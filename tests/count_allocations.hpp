@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <new>
 
-// GCC 13 at -O1 warns that free() releases what operator new returned, not knowing that operator new
+// GCC at -O1 warns that free() releases what operator new returned, not knowing that operator new
 // is this file's, which allocates with malloc: a false positive of -Wmismatched-new-delete.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"

@@ -5,28 +5,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "envs/vec_env.hpp"
+#include "tests/count_allocations.hpp"  // so a test can pin that stepping allocates nothing
 #include "tests/harness.hpp"
 
 using namespace tandem::envs;
 using namespace tandem::test;
 
-// Counts this binary's heap allocations, so a test can pin that stepping allocates nothing.
-static thread_local long allocations = 0;
-void* operator new(std::size_t size) {
-  ++allocations;
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
