@@ -175,14 +175,13 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
   const torch::Tensor old_v = values.narrow(0, 0, T).reshape({B});
 
   const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
-  int taken = 0;
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = torch::randperm(B, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
     // One gather per epoch; each minibatch is then a contiguous slice (fewer ops per step).
     const PpoMinibatch shuffled{obs.index_select(0, perm),     act.index_select(0, perm),
                                 old_lp.index_select(0, perm),  adv_all.index_select(0, perm),
                                 ret_all.index_select(0, perm), old_v.index_select(0, perm)};
-    for (std::int64_t m = 0; m < s_.minibatches; ++m, ++taken) {
+    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
       auto slice = [&](const torch::Tensor& t) { return t.narrow(0, m * mb, mb); };
       const PpoMinibatch mini{slice(shuffled.observations), slice(shuffled.actions), slice(shuffled.log_probs),
                               slice(shuffled.advantages),   slice(shuffled.returns), slice(shuffled.values)};
@@ -190,7 +189,7 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
       step(ppo_losses(mini), lr);
     }
   }
-  return read_sums(taken);
+  return read_sums(static_cast<int>(s_.update_epochs * s_.minibatches));
 }
 
 Losses RlUpdater::ppo_losses(const PpoMinibatch& m) {
