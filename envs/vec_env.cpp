@@ -1,7 +1,5 @@
 #include "envs/vec_env.hpp"
 
-#include <algorithm>
-
 #include "common/error.hpp"
 
 namespace tandem::envs {
@@ -22,9 +20,8 @@ VecEnv::VecEnv(std::vector<std::unique_ptr<Env>> envs, std::uint64_t job_seed, s
   rewards_.assign(n, 0.0f);
   terminated_.assign(n, 0);
   truncated_.assign(n, 0);
-  running_returns_.assign(n, 0.0);
+  episodes_.assign(n, Episode{});
   episode_returns_.assign(n, 0.0);
-  running_lengths_.assign(n, 0);
   episode_lengths_.assign(n, 0);
   rngs_.reserve(n);
   for (std::size_t e = 0; e < n; ++e) {
@@ -46,14 +43,9 @@ void VecEnv::for_each_env(const PerEnv& per_env) {
 }
 
 void VecEnv::reset(std::optional<std::uint64_t> job_seed) {
-  const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
   for_each_env([&](int e) {
     if (job_seed) rngs_[e] = Rng(env_seed(*job_seed, actor_index_, e));
-    running_returns_[e] = 0.0;
-    running_lengths_[e] = 0;
-    rewards_[e] = 0.0f;
-    terminated_[e] = truncated_[e] = 0;
-    envs_[e]->reset(rngs_[e], observations_ + e * dim);
+    reset_row(*envs_[e], rngs_[e], episodes_[e], row(e));
   });
 }
 
@@ -68,23 +60,14 @@ void VecEnv::observe_into(std::span<float> rows) {
   observations_ = rows.data();
 }
 
-void VecEnv::step_one(int e, ActionRef action) {
+StepRow VecEnv::row(int e) {
   const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
-  float* obs = observations_ + e * dim;
-  const StepOut out = envs_[e]->step(action, obs);
-  rewards_[e] = out.reward;
-  running_returns_[e] += out.reward;
-  const std::int32_t length = ++running_lengths_[e];
-  const bool out_of_time = spec_.max_episode_steps > 0 && length >= spec_.max_episode_steps;
-  terminated_[e] = out.terminated;
-  truncated_[e] = out.truncated || out_of_time;
-  if (!terminated_[e] && !truncated_[e]) return;
-  std::copy_n(obs, dim, &final_obs_[e * dim]);
-  episode_returns_[e] = running_returns_[e];
-  episode_lengths_[e] = length;
-  running_returns_[e] = 0.0;
-  running_lengths_[e] = 0;
-  envs_[e]->reset(rngs_[e], obs);
+  return {observations_ + e * dim, &final_obs_[e * dim], &rewards_[e], &terminated_[e], &truncated_[e],
+          &episode_returns_[e], &episode_lengths_[e]};
+}
+
+void VecEnv::step_one(int e, ActionRef action) {
+  step_with_autoreset(*envs_[e], rngs_[e], spec_.max_episode_steps, episodes_[e], action, row(e));
 }
 
 bool VecEnv::step(std::span<const std::int32_t> actions) {

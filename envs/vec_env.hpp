@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "envs/env.hpp"
+#include "envs/episode.hpp"
 #include "envs/step_workers.hpp"
 
 namespace tandem::envs {
@@ -90,6 +91,7 @@ class VecEnv {
   bool bootstraps(int e) const { return truncated_[e] && !terminated_[e]; }
 
  private:
+  StepRow row(int e);  // env e's rows of the arrays
   void step_one(int e, ActionRef action);
   // Calls per_env(e) once for every env, on the workers' threads too when there are some.
   template <class PerEnv>
@@ -102,8 +104,9 @@ class VecEnv {
   std::vector<float> obs_, final_obs_, rewards_;
   float* observations_ = nullptr;  // obs_, or the caller's rows (observe_into)
   std::vector<std::uint8_t> terminated_, truncated_;
-  std::vector<double> running_returns_, episode_returns_;
-  std::vector<std::int32_t> running_lengths_, episode_lengths_;
+  std::vector<Episode> episodes_;
+  std::vector<double> episode_returns_;
+  std::vector<std::int32_t> episode_lengths_;
   std::unique_ptr<StepWorkers> workers_;  // null when threads = 1
 };
 

@@ -12,14 +12,11 @@
 //
 // Threads: one Python thread at a time may call a VecEnv (as with any Gymnasium env); calls hold the
 // GIL except while recv() waits. The stepper and the caller hand the step over under one mutex.
-#include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
+#include "python/bindings/env_io.hpp"  // first: LibTorch's at::Tensor caster before pybind11's headers
 
-#include <fmt/ranges.h>
 #include <pybind11/stl.h>
-#include <torch/types.h>
 
 #include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -40,17 +37,6 @@ namespace tandem::python {
 namespace {
 
 using I = std::int64_t;
-
-// "Long (3,)": what a user passed, as the messages show it.
-std::string described(const at::Tensor& t) {
-  return fmt::format("{} ({}{})", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "), t.dim() == 1 ? "," : "");
-}
-
-// What one reset or step returns: observations [N, obs_dim] f32, rewards [N] f32, terminated and
-// truncated [N] bool, and where an episode just ended its last observation, return and length.
-struct StepResult {
-  at::Tensor observations, rewards, terminated, truncated, final_observations, episode_returns, episode_lengths;
-};
 
 class PyVecEnv {
  public:
@@ -84,7 +70,7 @@ class PyVecEnv {
 
   void send(const at::Tensor& actions) {
     require_idle("send()");
-    at::Tensor a = checked_actions(actions);
+    at::Tensor a = checked_actions(actions, spec_, vec_->size());
     observations_ = next_observations();
     std::lock_guard lock(mutex_);
     actions_ = std::move(a);
@@ -126,32 +112,6 @@ class PyVecEnv {
     if (pending_ || done_) fail("{} while a step sent with send() is not received: call recv() first", call);
   }
 
-  // The actions as the VecEnv reads them: [N] int32 for a discrete space, [N, action_dim] float32 for
-  // a continuous one (a [N] tensor is taken for action_dim = 1), contiguous on the CPU.
-  at::Tensor checked_actions(const at::Tensor& actions) const {
-    const I n = vec_->size();
-    if (actions.device().type() != c10::DeviceType::CPU)
-      fail("actions on {} : pass them on the CPU (actions.cpu())", actions.device().str());
-    if (spec_.discrete()) {
-      if (actions.dim() != 1 || actions.size(0) != n || at::isFloatingType(actions.scalar_type()))
-        raise<ShapeError>("actions of {} for {} envs of {} actions: pass {} integers, one an env", described(actions),
-                          n, spec_.num_actions, n);
-      at::Tensor a = actions.to(torch::kInt).contiguous();
-      const auto bad = (a < 0).logical_or(a >= spec_.num_actions);
-      if (bad.any().item<bool>())
-        raise<ShapeError>("action {} is out of range for env '{}': use 0..{}", a.index({bad}).index({0}).item<int>(),
-                          spec_.name, spec_.num_actions - 1);
-      return a;
-    }
-    const I dim = spec_.action_dim;
-    const bool shaped = (actions.dim() == 2 && actions.size(0) == n && actions.size(1) == dim) ||
-                        (dim == 1 && actions.dim() == 1 && actions.size(0) == n);
-    if (!shaped || !at::isFloatingType(actions.scalar_type()))
-      raise<ShapeError>("actions of {} for {} envs of {} continuous dims: pass a float array of shape ({}, {})",
-                        described(actions), n, dim, n, dim);
-    return actions.to(torch::kFloat).contiguous();
-  }
-
   // The stepper thread: waits for send(), steps, hands the step back.
   void run(const std::stop_token& stop) {
     std::unique_lock lock(mutex_);
@@ -180,13 +140,6 @@ class PyVecEnv {
                                    std::span<const std::int32_t>(actions_.data_ptr<std::int32_t>(), actions_.numel()))
                              : vec_->step(std::span<const float>(actions_.data_ptr<float>(), actions_.numel()));
     if (!stepped) fail("the env refused the actions (checked before sending: a bug in tandem.envs)");
-  }
-
-  template <class T>
-  static at::Tensor copy_of(std::span<const T> values, at::ScalarType dtype) {
-    at::Tensor out = torch::empty({I(values.size())}, dtype);
-    std::memcpy(out.data_ptr(), values.data(), values.size_bytes());
-    return out;
   }
 
   StepResult result(const at::Tensor& obs, bool stepped) const {
@@ -219,18 +172,6 @@ class PyVecEnv {
   std::jthread stepper_;  // last: joins before the members it uses go
 };
 
-py::dict spaces_of(const EnvSpec& spec) {
-  py::dict d;
-  d["name"] = spec.name;
-  d["obs_dim"] = spec.obs_dim;
-  d["num_actions"] = spec.num_actions;
-  d["action_dim"] = spec.action_dim;
-  d["action_low"] = spec.action_low;
-  d["action_high"] = spec.action_high;
-  d["max_episode_steps"] = spec.max_episode_steps;
-  return d;
-}
-
 }  // namespace
 
 void bind_envs(py::module_& m) {
@@ -241,7 +182,8 @@ void bind_envs(py::module_& m) {
       .def_readonly("truncated", &StepResult::truncated)
       .def_readonly("final_observations", &StepResult::final_observations)
       .def_readonly("episode_returns", &StepResult::episode_returns)
-      .def_readonly("episode_lengths", &StepResult::episode_lengths);
+      .def_readonly("episode_lengths", &StepResult::episode_lengths)
+      .def_readonly("env_ids", &StepResult::env_ids);
 
   py::class_<PyVecEnv>(m, "VecEnv")
       .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle threads,

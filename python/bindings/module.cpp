@@ -18,5 +18,6 @@ PYBIND11_MODULE(_tandem, m) {
   bind_rings(m);
   bind_job(m);
   bind_envs(m);
+  bind_async_envs(m);
   bind_testing(m);
 }

@@ -23,7 +23,8 @@ void bind_publisher(py::module_& m);
 void bind_follower(py::module_& m);
 void bind_rings(py::module_& m);
 void bind_job(py::module_& m);
-void bind_envs(py::module_& m);  // envs.cpp: the C++ vector env for tandem.envs
+void bind_envs(py::module_& m);        // envs.cpp: the C++ vector env for tandem.envs
+void bind_async_envs(py::module_& m);  // async_envs.cpp: its asynchronous form
 void bind_testing(py::module_& m);
 
 }  // namespace tandem::python

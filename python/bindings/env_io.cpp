@@ -1,0 +1,51 @@
+#include "python/bindings/env_io.hpp"
+
+#include <fmt/ranges.h>
+
+#include "common/error.hpp"
+#include "python/bindings/errors.hpp"
+
+namespace tandem::python {
+
+using I = std::int64_t;
+
+std::string described(const at::Tensor& t) {
+  return fmt::format("{} ({}{})", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "), t.dim() == 1 ? "," : "");
+}
+
+at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, I n) {
+  if (actions.device().type() != c10::DeviceType::CPU)
+    fail("actions on {}: pass them on the CPU (actions.cpu())", actions.device().str());
+  if (spec.discrete()) {
+    if (actions.dim() != 1 || actions.size(0) != n || at::isFloatingType(actions.scalar_type()))
+      raise<ShapeError>("actions of {} for {} envs of {} actions: pass {} integers, one an env", described(actions), n,
+                        spec.num_actions, n);
+    at::Tensor a = actions.to(torch::kInt).contiguous();
+    const auto bad = (a < 0).logical_or(a >= spec.num_actions);
+    if (bad.any().item<bool>())
+      raise<ShapeError>("action {} is out of range for env '{}': use 0..{}", a.index({bad}).index({0}).item<int>(),
+                        spec.name, spec.num_actions - 1);
+    return a;
+  }
+  const I dim = spec.action_dim;
+  const bool shaped = (actions.dim() == 2 && actions.size(0) == n && actions.size(1) == dim) ||
+                      (dim == 1 && actions.dim() == 1 && actions.size(0) == n);
+  if (!shaped || !at::isFloatingType(actions.scalar_type()))
+    raise<ShapeError>("actions of {} for {} envs of {} continuous dims: pass a float array of shape ({}, {})",
+                      described(actions), n, dim, n, dim);
+  return actions.to(torch::kFloat).contiguous();
+}
+
+py::dict spaces_of(const EnvSpec& spec) {
+  py::dict d;
+  d["name"] = spec.name;
+  d["obs_dim"] = spec.obs_dim;
+  d["num_actions"] = spec.num_actions;
+  d["action_dim"] = spec.action_dim;
+  d["action_low"] = spec.action_low;
+  d["action_high"] = spec.action_high;
+  d["max_episode_steps"] = spec.max_episode_steps;
+  return d;
+}
+
+}  // namespace tandem::python

@@ -1,0 +1,47 @@
+// What tandem.envs' two bindings share (envs.cpp: the synchronous VecEnv; async_envs.cpp: the
+// asynchronous one): the result type, the actions as the C++ engines read them, the spaces as a dict.
+//
+// Threads: called with the GIL held.
+#pragma once
+
+#include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
+#include <torch/types.h>
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "common/env_spec.hpp"
+#include "python/bindings/module.hpp"
+
+namespace tandem::python {
+
+// What one reset or step returns: observations [N, obs_dim] f32, rewards [N] f32, terminated and
+// truncated [N] bool, and where an episode just ended its last observation, return and length. From
+// an asynchronous env also env_ids [N] int32, which env each row is (empty otherwise).
+struct StepResult {
+  at::Tensor observations, rewards, terminated, truncated, final_observations, episode_returns, episode_lengths,
+      env_ids;
+};
+
+// A copy of `values` as a new 1-D tensor of `dtype` (which must have T's size).
+template <class T>
+at::Tensor copy_of(std::span<const T> values, at::ScalarType dtype) {
+  at::Tensor out = torch::empty({static_cast<std::int64_t>(values.size())}, dtype);
+  std::memcpy(out.data_ptr(), values.data(), values.size_bytes());
+  return out;
+}
+
+// The actions for `n` envs as the engines read them: [n] int32 for a discrete space, [n, action_dim]
+// float32 for a continuous one (a [n] tensor is taken for action_dim = 1), contiguous on the CPU. A
+// tandem.ShapeError in one line for any other shape, dtype or an index out of range.
+at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, std::int64_t n);
+
+// "Long (3,)": a tensor as the messages show it.
+std::string described(const at::Tensor& t);
+
+// The spec as tandem.envs reads it: name, obs_dim, num_actions, action_dim, action bounds, time limit.
+py::dict spaces_of(const EnvSpec& spec);
+
+}  // namespace tandem::python
