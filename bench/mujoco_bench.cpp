@@ -8,6 +8,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "envs/async_vec_env.hpp"
 #include "envs/mujoco/locomotion_env.hpp"
 #include "envs/seeds.hpp"
 #include "envs/vec_env.hpp"
@@ -32,8 +33,8 @@ std::vector<float> action_table(std::size_t width) {
   return table;
 }
 
-// Runs `chunk` (which advances every env one step and returns the episodes it ended) for the warm-up,
-// then for `seconds`, and reports the rates of the measured part.
+// Runs `chunk` (which advances `envs` envs one step each and returns the episodes it ended) for the
+// warm-up, then for `seconds`, and reports the rates of the measured part.
 template <class Chunk>
 LoopRate time_loop(int envs, double seconds, Chunk chunk) {
   using Clock = std::chrono::steady_clock;
@@ -112,6 +113,13 @@ class BareLoop {
   long row_ = 0;
 };
 
+std::vector<std::unique_ptr<envs::Env>> make_envs(const std::string& task, int n) {
+  std::vector<std::unique_ptr<envs::Env>> list;
+  list.reserve(static_cast<std::size_t>(n));
+  for (int e = 0; e < n; ++e) list.push_back(make_task(task));
+  return list;
+}
+
 // VecEnv over the same envs, seeds and actions.
 class VecLoop {
  public:
@@ -130,15 +138,39 @@ class VecLoop {
   }
 
  private:
-  static std::vector<std::unique_ptr<envs::Env>> make_envs(const std::string& task, int n) {
-    std::vector<std::unique_ptr<envs::Env>> list;
-    list.reserve(static_cast<std::size_t>(n));
-    for (int e = 0; e < n; ++e) list.push_back(make_task(task));
-    return list;
-  }
   envs::VecEnv vec_;
   std::size_t width_ = 0;
   std::vector<float> table_;
+  long row_ = 0;
+};
+
+// AsyncVecEnv over the same envs and seeds: each chunk receives one batch and sends its envs again
+// with a row of the same action table (so the actions an env sees differ from the other loops').
+class AsyncLoop {
+ public:
+  AsyncLoop(const std::string& task, int threads, int batch, const MujocoBenchOptions& o)
+      : vec_(make_envs(task, o.envs), batch, threads, kJobSeed) {
+    width_ = static_cast<std::size_t>(batch) * static_cast<std::size_t>(vec_.spec().action_dim);
+    table_ = action_table(width_);
+    vec_.reset();  // the warm-up receives the resets
+  }
+
+  long step() { return send(vec_.recv()); }
+
+ private:
+  long send(const envs::AsyncBatch& batch) {
+    const std::span<const float> actions(&table_[static_cast<std::size_t>(row_++ % kActionRows) * width_], width_);
+    ids_.assign(batch.env_ids.begin(), batch.env_ids.end());
+    long ended = 0;
+    for (std::size_t i = 0; i < ids_.size(); ++i) ended += batch.done(static_cast<int>(i));
+    vec_.send(actions, ids_);
+    return ended;
+  }
+
+  envs::AsyncVecEnv vec_;
+  std::size_t width_ = 0;
+  std::vector<float> table_;
+  std::vector<std::int32_t> ids_;
   long row_ = 0;
 };
 
@@ -154,6 +186,11 @@ LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& o) {
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& o) {
   VecLoop loop(task, threads, o);
   return time_loop(o.envs, o.seconds, [&] { return loop.step(); });
+}
+
+LoopRate measure_async(const std::string& task, int threads, const MujocoBenchOptions& o) {
+  AsyncLoop loop(task, threads, o.batch, o);
+  return time_loop(o.batch, o.seconds, [&] { return loop.step(); });
 }
 
 LoopRate measure_bare_ceiling(const std::string& task, int threads, const MujocoBenchOptions& o) {

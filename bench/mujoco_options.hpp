@@ -13,6 +13,8 @@
 // K bare loops over E/K envs each, one per thread, run at once and never waiting on each other: what
 // the host itself gives K threads (cores that share caches, memory bandwidth or a clock give less
 // than K times one), against which VecEnv's K-thread rate shows what its own synchronisation costs.
+// With --batch M, AsyncVecEnv (EnvPool's async mode) runs beside them on the same K: its K workers
+// step whichever envs are queued, never waiting on each other, the caller's thread receiving batches.
 #pragma once
 
 #include <string>
@@ -26,6 +28,7 @@ struct MujocoBenchOptions {
   std::vector<std::string> tasks{"Hopper", "HalfCheetah", "Ant"};
   int envs = 16;                   // E envs in the VecEnv and in the bare loop
   std::vector<int> threads{1, 2};  // VecEnv thread counts K
+  int batch = 0;                   // > 0: also AsyncVecEnv on K threads, returning batches of this many envs
   double seconds = 1.0;            // measured per row and round, after a 0.2 s warm-up
   int rounds = 3;                  // rows measured in turn this often; each figure is its best round
   std::string json;
@@ -43,6 +46,9 @@ struct LoopRate {
 LoopRate measure_bare(const std::string& task, const MujocoBenchOptions& options);
 LoopRate measure_vec_env(const std::string& task, int threads, const MujocoBenchOptions& options);
 LoopRate measure_bare_ceiling(const std::string& task, int threads, const MujocoBenchOptions& options);
+// AsyncVecEnv on `threads` workers over `envs` envs, the caller receiving batches of options.batch and
+// sending them straight back (envs/async_vec_env.hpp): the threads never meet.
+LoopRate measure_async(const std::string& task, int threads, const MujocoBenchOptions& options);
 // The bare loop and VecEnv on one thread in alternating turns of a few steps each, on one thread's
 // CPU clock for seconds x rounds in all: VecEnv's CPU time per step over the bare loop's, less 1.
 // Both sides see the same interference, so this holds on a busy machine where the best-of-rounds
