@@ -1,6 +1,6 @@
 // GAE and V-trace (learner/rl/returns.hpp) against tests/rl_returns_reference.py, an independent numpy
 // computation of the papers' formulas as explicit sums, on random steps with terminations,
-// truncations and both at once.
+// truncations and both at once; and the tensor-op forms a GPU runs against the loops.
 #include "tests/torch_doctest.hpp"
 
 #include <torch/types.h>
@@ -72,11 +72,20 @@ void check_against_reference(const Case& c) {
   CHECK((g.returns - ret).abs().max().item<double>() < 1e-6);
   CHECK((v.vs - vs).abs().max().item<double>() < 1e-6);
   CHECK((v.pg_advantages - pg).abs().max().item<double>() < 1e-6);
+
+  // The tensor-op forms (what a GPU runs), here on the CPU, against the loops.
+  const rl::GaeResult gc = rl::gae_by_columns(s, c.gamma, c.lambda);
+  const rl::VtraceResult vc = rl::vtrace_by_columns(s, log_rhos, c.gamma, c.rho_bar, c.c_bar);
+  CHECK((gc.advantages - g.advantages).abs().max().item<double>() < 1e-12);
+  CHECK((gc.returns - g.returns).abs().max().item<double>() < 1e-12);
+  CHECK((vc.vs - v.vs).abs().max().item<double>() < 1e-12);
+  CHECK((vc.pg_advantages - v.pg_advantages).abs().max().item<double>() < 1e-12);
 }
 
 }  // namespace
 
-TEST_CASE("rl returns: GAE and V-trace match the papers' formulas in numpy to 1e-6, across ends of episodes") {
+TEST_CASE("rl returns: GAE and V-trace match the papers' formulas in numpy to 1e-6, across ends of episodes, "
+          "as loops and as tensor ops") {
   for (const Case& c : {Case{0.99, 0.95, 1.0, 1.0, 1}, Case{0.9, 1.0, 0.5, 2.0, 2}, Case{0.97, 0.0, 3.0, 0.3, 3},
                         Case{1.0, 0.8, 1.0, 1.0, 4}}) {
     CAPTURE(c.seed);

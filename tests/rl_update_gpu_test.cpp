@@ -1,6 +1,6 @@
-// The PPO update captured in a CUDA graph (learner.cuda_graph, learner/rl/update.hpp) against the
-// same updates run eagerly on the same GPU: the same weights and losses, for a discrete and a
-// continuous policy, and a refused capture's reason where a graph cannot be.
+// The RL update captured in a CUDA graph (learner.cuda_graph, learner/rl/update.hpp) against the same
+// updates run eagerly on the same GPU: the same weights and losses, PPO and V-trace, for a discrete
+// and a continuous policy.
 #include "tests/torch_doctest.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -26,8 +26,8 @@ struct Updated {
   bool captured = false;
 };
 
-// `updates` PPO updates of the env's actor-critic on cuda:0 over the same seeded random batches.
-Updated ppo_updates(const std::string& env_name, bool capture, int updates) {
+// `updates` updates of the env's actor-critic on cuda:0 over the same seeded random batches.
+Updated rl_updates(const std::string& env_name, Algo algo, bool capture, int updates) {
   const JobSettings config = test::rl_config(
       "[env]\nname = \"" + env_name +
       "\"\n[model]\nname = \"actor_critic_mlp\"\n[rl]\nupdate_epochs = 2\nminibatches = 4\n");
@@ -37,7 +37,7 @@ Updated ppo_updates(const std::string& env_name, bool capture, int updates) {
   Model model = make_rl_model(config.model, config.rl, env);  // seeded: the same weights on every call
   model.to(cuda);
   Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
-  rl::RlUpdater updater(model, head, optimizer, Algo::ppo, config.rl, at::detail::createCPUGenerator(5));
+  rl::RlUpdater updater(model, head, optimizer, algo, config.rl, at::detail::createCPUGenerator(5));
   if (capture) REQUIRE_FALSE(updater.capture_minibatches().has_value());
 
   const std::int64_t T = 16, N = 8, D = env.obs_dim;
@@ -63,11 +63,16 @@ Updated ppo_updates(const std::string& env_name, bool capture, int updates) {
 
 }  // namespace
 
-TEST_CASE("a captured PPO update ends with the eager update's weights and losses, discrete and continuous") {
-  for (const std::string env : {"cartpole", "pendulum"}) {
+TEST_CASE("a captured RL update ends with the eager update's weights and losses: PPO and V-trace, discrete and "
+          "continuous") {
+  for (const auto& [env_name, algo] : std::vector<std::pair<std::string, Algo>>{
+           {"cartpole", Algo::ppo}, {"pendulum", Algo::ppo}, {"cartpole", Algo::vtrace}, {"pendulum", Algo::vtrace}}) {
+    const std::string env = env_name;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)
+    const bool vtrace = algo == Algo::vtrace;
     CAPTURE(env);
-    const Updated eager = ppo_updates(env, false, 3);
-    const Updated graph = ppo_updates(env, true, 3);  // 24 minibatch steps: 3 warm-up, 1 capture, 20 replays
+    CAPTURE(vtrace);
+    const Updated eager = rl_updates(env, algo, false, 3);
+    const Updated graph = rl_updates(env, algo, true, 3);  // 24 minibatch steps: 3 warm-up, 1 capture, 20 replays
     CHECK_FALSE(eager.captured);
     CHECK(graph.captured);
     REQUIRE(eager.params.size() == graph.params.size());

@@ -6,12 +6,13 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 namespace tandem::rl {
 namespace {
 
-// The inputs as contiguous float64 / uint8 CPU tensors, their shapes checked (a mismatch is the
-// caller's bug, not a user's input).
+// The inputs as contiguous float64 / uint8 CPU tensors for the loops, their shapes checked.
 struct Columns {
   std::int64_t T = 0, N = 0;
   torch::Tensor rewards, values, final_values, terminated, truncated;
@@ -25,15 +26,20 @@ struct Columns {
 torch::Tensor as_f64(const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat64).contiguous(); }
 torch::Tensor as_u8(const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kUInt8).contiguous(); }
 
-Columns columns(const EpisodeSteps& s) {
-  Columns c;
+// Throws for shapes that do not fit (the caller's bug, not a user's input); returns {T, N}.
+std::pair<std::int64_t, std::int64_t> columns_shape_check(const EpisodeSteps& s) {
   if (s.rewards.dim() != 2) throw std::invalid_argument("rl returns: rewards must be [T, N]");
-  c.T = s.rewards.size(0);
-  c.N = s.rewards.size(1);
-  const std::vector<std::int64_t> tn{c.T, c.N}, t1n{c.T + 1, c.N};
+  const std::int64_t T = s.rewards.size(0), N = s.rewards.size(1);
+  const std::vector<std::int64_t> tn{T, N}, t1n{T + 1, N};
   if (s.values.sizes() != torch::IntArrayRef(t1n) || s.final_values.sizes() != torch::IntArrayRef(tn) ||
       s.terminated.sizes() != torch::IntArrayRef(tn) || s.truncated.sizes() != torch::IntArrayRef(tn))
     throw std::invalid_argument("rl returns: values must be [T + 1, N], the rest [T, N]");
+  return {T, N};
+}
+
+Columns columns(const EpisodeSteps& s) {
+  Columns c;
+  std::tie(c.T, c.N) = columns_shape_check(s);
   c.rewards = as_f64(s.rewards);
   c.values = as_f64(s.values);
   c.final_values = as_f64(s.final_values);
@@ -54,9 +60,72 @@ Next next_of(const Columns& c, std::int64_t t, std::int64_t n) {
   return {c.v()[i + c.N], false};
 }
 
+// The tensor-op forms' inputs, float64 (flags bool) on the inputs' device, and what every step
+// bootstraps from: 0 after a termination, the final value after a truncation alone, else V(x_{t+1}).
+struct OnDevice {
+  std::int64_t T = 0;
+  torch::Tensor rewards, values, ended, next;
+};
+
+OnDevice on_device(const EpisodeSteps& s) {
+  (void)columns_shape_check(s);
+  OnDevice d;
+  d.T = s.rewards.size(0);
+  d.rewards = s.rewards.detach().to(torch::kFloat64);
+  d.values = s.values.detach().to(torch::kFloat64);
+  const torch::Tensor terminated = s.terminated.to(torch::kBool), truncated = s.truncated.to(torch::kBool);
+  d.ended = terminated | truncated;
+  const torch::Tensor zero = torch::zeros({}, d.values.options());
+  d.next = torch::where(terminated, zero,
+                        torch::where(truncated, s.final_values.detach().to(torch::kFloat64), d.values.narrow(0, 1, d.T)));
+  return d;
+}
+
+// out[T - 1] = delta[T - 1]; out[t] = delta[t] + coef[t] * out[t + 1]: one kernel a step.
+torch::Tensor reverse_scan(const torch::Tensor& delta, const torch::Tensor& coef) {
+  torch::Tensor out = torch::empty_like(delta);
+  const std::int64_t T = delta.size(0);
+  if (T == 0) return out;
+  out[T - 1].copy_(delta[T - 1]);
+  for (std::int64_t t = T - 2; t >= 0; --t) {
+    torch::Tensor row = out[t];
+    at::addcmul_out(row, delta[t], coef[t], out[t + 1]);
+  }
+  return out;
+}
+
 }  // namespace
 
+GaeResult gae_by_columns(const EpisodeSteps& steps, double gamma, double lambda) {
+  const OnDevice d = on_device(steps);
+  const torch::Tensor v = d.values.narrow(0, 0, d.T);
+  const torch::Tensor delta = d.rewards + gamma * d.next - v;
+  const torch::Tensor coef = torch::where(d.ended, torch::zeros_like(v), torch::full_like(v, gamma * lambda));
+  const torch::Tensor adv = reverse_scan(delta, coef);
+  const auto dtype = steps.rewards.scalar_type();
+  return {adv.to(dtype), (adv + v).to(dtype)};
+}
+
+VtraceResult vtrace_by_columns(const EpisodeSteps& steps, const torch::Tensor& log_rhos, double gamma, double rho_bar,
+                               double c_bar) {
+  if (log_rhos.sizes() != steps.rewards.sizes()) throw std::invalid_argument("rl returns: log_rhos must be [T, N]");
+  const OnDevice d = on_device(steps);
+  const torch::Tensor v = d.values.narrow(0, 0, d.T);
+  const torch::Tensor ratio = log_rhos.detach().to(torch::kFloat64).exp();
+  const torch::Tensor rho = ratio.clamp_max(rho_bar);
+  const torch::Tensor vs_minus_v = reverse_scan(rho * (d.rewards + gamma * d.next - v),
+                                                torch::where(d.ended, torch::zeros_like(ratio),
+                                                             gamma * ratio.clamp_max(c_bar)));
+  // v_{t+1}, the next state's target: its own inside the episode, the bootstrap itself after an end.
+  if (d.T == 0) return {vs_minus_v, vs_minus_v};
+  const torch::Tensor after = torch::cat({vs_minus_v.narrow(0, 1, d.T - 1), torch::zeros_like(v.narrow(0, 0, 1))});
+  const torch::Tensor vs_next = torch::where(d.ended, d.next, d.next + after);
+  const auto dtype = steps.rewards.scalar_type();
+  return {(v + vs_minus_v).to(dtype), (rho * (d.rewards + gamma * vs_next - v)).to(dtype)};
+}
+
 GaeResult gae(const EpisodeSteps& steps, double gamma, double lambda) {
+  if (steps.rewards.is_cuda()) return gae_by_columns(steps, gamma, lambda);
   const Columns c = columns(steps);
   torch::Tensor adv = torch::empty({c.T, c.N}, torch::kFloat64);
   double* a = adv.data_ptr<double>();
@@ -77,6 +146,7 @@ GaeResult gae(const EpisodeSteps& steps, double gamma, double lambda) {
 
 VtraceResult vtrace(const EpisodeSteps& steps, const torch::Tensor& log_rhos, double gamma, double rho_bar,
                     double c_bar) {
+  if (steps.rewards.is_cuda()) return vtrace_by_columns(steps, log_rhos, gamma, rho_bar, c_bar);
   const Columns c = columns(steps);
   if (log_rhos.sizes() != steps.rewards.sizes()) throw std::invalid_argument("rl returns: log_rhos must be [T, N]");
   const torch::Tensor lr = as_f64(log_rhos);

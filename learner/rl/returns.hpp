@@ -2,7 +2,11 @@
 // Continuous Control Using Generalized Advantage Estimation") and V-trace for IMPALA (Espeholt et al.
 // 2018, eq. 1 and the policy-gradient advantage of section 4.2).
 //
-// Every input is a CPU tensor shaped [T, N] (N trajectories side by side) except `values`, [T + 1, N].
+// Every input is shaped [T, N] (N trajectories side by side) except `values`, [T + 1, N]. On the CPU
+// the recursions run as scalar loops; on a GPU as tensor ops over the N columns at once, T steps back
+// to front (a kernel or a few a step), so nothing is read back to the host and a CUDA graph can hold
+// them (the captured V-trace update, update.hpp). Both compute in float64 and agree to rounding
+// (tests/rl_returns_test.cpp runs the tensor ops on the CPU against the loops).
 // Episode ends follow docs/FORMAT.md "What the steps mean": step t of column n
 //   terminated      the MDP ended: nothing is bootstrapped after it;
 //   truncated only  cut short (time limit): bootstrapped from final_values[t, n] = V(final_observations[t, n]);
@@ -11,7 +15,8 @@
 // final_values is read only where a step is truncated and not terminated. values[T] bootstraps the
 // last step of a column whose episode goes on.
 //
-// Arithmetic is in float64 whatever the inputs' floating dtype; results come back in rewards' dtype.
+// Arithmetic is in float64 whatever the inputs' floating dtype; results come back in rewards' dtype,
+// on rewards' device.
 // Threads: stateless; any thread.
 #pragma once
 
@@ -48,5 +53,10 @@ struct VtraceResult {
 // values[T] after the last step.
 VtraceResult vtrace(const EpisodeSteps& steps, const torch::Tensor& log_rhos, double gamma, double rho_bar,
                     double c_bar);
+
+// The tensor-op forms, on the inputs' device whatever it is: gae() and vtrace() use them on a GPU.
+GaeResult gae_by_columns(const EpisodeSteps& steps, double gamma, double lambda);
+VtraceResult vtrace_by_columns(const EpisodeSteps& steps, const torch::Tensor& log_rhos, double gamma, double rho_bar,
+                               double c_bar);
 
 }  // namespace tandem::rl

@@ -32,6 +32,15 @@ torch::Tensor final_values_of(const Batch& b, const std::function<torch::Tensor(
   return final_values;
 }
 
+// final_values_of's values for a CUDA graph: every final observation valued, those that do not
+// bootstrap masked to 0 afterwards, so that no shape depends on the data (a graph freezes shapes).
+torch::Tensor masked_final_values(const Batch& b, const std::function<torch::Tensor(const torch::Tensor&)>& value) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor need = b.truncated.to(torch::kBool) & ~b.terminated.to(torch::kBool);
+  const torch::Tensor all = value(b.final_observations.reshape({-1, b.final_observations.size(-1)}));
+  return torch::where(need, all.view(b.rewards.sizes()), torch::zeros({}, all.options()));
+}
+
 // torch::nn::utils::clip_grad_norm_ in a handful of ops instead of a few per parameter (a minibatch
 // step of this small a model is dominated by op count), and without reading the norm back: the scale
 // is min(1, max_norm / norm) on the device, so a step never waits for the GPU and can be captured.
@@ -118,8 +127,6 @@ UpdateStats RlUpdater::update(const Batch& batch, double lr) {
 }
 
 std::optional<std::string> RlUpdater::capture_minibatches() {
-  if (algo_ != Algo::ppo)
-    return "V-trace's minibatches value the final observations of truncated episodes, rows the data selects";
   if (!model_.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
   if (after_backward_) return "learner ranks synchronise their gradients between backward and the update, on the host";
@@ -130,23 +137,20 @@ std::optional<std::string> RlUpdater::capture_minibatches() {
 
 bool RlUpdater::minibatches_captured() const { return capture_ && graph_ && graph_->captured(); }
 
-bool RlUpdater::replay(const PpoMinibatch& m, double lr) {
+bool RlUpdater::replay(const std::vector<torch::Tensor>& inputs, double lr,
+                       const std::function<Losses(const std::vector<torch::Tensor>&)>& losses_of) {
   if (!graph_) {
-    auto fixed = [](const torch::Tensor& t) { return torch::empty_like(t, torch::MemoryFormat::Contiguous); };
-    fixed_ = {fixed(m.observations), fixed(m.actions), fixed(m.log_probs),
-              fixed(m.advantages),   fixed(m.returns), fixed(m.values)};
+    for (const torch::Tensor& t : inputs) fixed_.push_back(torch::empty_like(t, torch::MemoryFormat::Contiguous));
     graph_ = std::make_unique<StepGraph>(model_.device(), 3);
   }
-  if (m.observations.sizes() != fixed_.observations.sizes()) return false;  // another minibatch size: eager
-  fixed_.observations.copy_(m.observations, /*non_blocking=*/true);
-  fixed_.actions.copy_(m.actions, true), fixed_.log_probs.copy_(m.log_probs, true);
-  fixed_.advantages.copy_(m.advantages, true), fixed_.returns.copy_(m.returns, true);
-  fixed_.values.copy_(m.values, true);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].sizes() != fixed_[i].sizes()) return false;  // another minibatch size: eager
+  for (std::size_t i = 0; i < inputs.size(); ++i) fixed_[i].copy_(inputs[i], /*non_blocking=*/true);
   if (before_step_) before_step_();  // the publisher's fence, before the graph's update as before the eager one
   const std::int64_t before = optimizer_.steps_taken();
   optimizer_.set_step_coefficients(lr);
   const StepGraph::Ran ran = graph_->run([&] {
-    const Losses l = ppo_losses(fixed_);
+    const Losses l = losses_of(fixed_);
     if (!one_.defined()) one_ = torch::ones_like(l.total);
     l.total.backward(one_);
     if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
@@ -155,8 +159,8 @@ bool RlUpdater::replay(const PpoMinibatch& m, double lr) {
     add_to_sums(l);
   });
   if (ran != StepGraph::Ran::refused) return true;
-  log::warn("learner.cuda_graph: capturing the PPO minibatch step failed ({}); updating eagerly from here",
-            graph_->why_refused());
+  log::warn("learner.cuda_graph: capturing the {} minibatch step failed ({}); updating eagerly from here",
+            algo_ == Algo::vtrace ? "V-trace" : "PPO", graph_->why_refused());
   optimizer_.set_steps_taken(before);  // the refused step is taken again, eagerly
   capture_ = false;
   return false;
@@ -185,7 +189,13 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
       auto slice = [&](const torch::Tensor& t) { return t.narrow(0, m * mb, mb); };
       const PpoMinibatch mini{slice(shuffled.observations), slice(shuffled.actions), slice(shuffled.log_probs),
                               slice(shuffled.advantages),   slice(shuffled.returns), slice(shuffled.values)};
-      if (capture_ && replay(mini, lr)) continue;
+      const auto captured = [&](const std::vector<torch::Tensor>& f) {
+        return ppo_losses({f[0], f[1], f[2], f[3], f[4], f[5]});
+      };
+      if (capture_ && replay({mini.observations, mini.actions, mini.log_probs, mini.advantages, mini.returns,
+                              mini.values},
+                             lr, captured))
+        continue;
       step(ppo_losses(mini), lr);
     }
   }
@@ -211,7 +221,7 @@ Losses RlUpdater::ppo_losses(const PpoMinibatch& m) {
 }
 
 UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
-  const std::int64_t T = b.steps(), N = b.columns();
+  const std::int64_t N = b.columns();
   const torch::Device dev = b.rewards.device();
   const std::int64_t mb = N / s_.minibatches;  // whole trajectories: minibatches split the columns
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
@@ -222,20 +232,35 @@ UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
                 b.actions.index_select(1, cols),      b.rewards.index_select(1, cols),
                 b.terminated.index_select(1, cols),   b.truncated.index_select(1, cols),
                 b.log_probs.index_select(1, cols)};
-      const torch::Tensor final_values = final_values_of(sub, [&](const torch::Tensor& o) { return heads(o).value; });
-      const Heads h = heads(sub.observations);  // [T + 1, mb, P], [T + 1, mb]
-      const torch::Tensor params = h.params.narrow(0, 0, T);
-      const torch::Tensor lp = head_.log_prob(params, sub.actions);  // target policy, [T, mb]
-      const torch::Tensor log_rhos = lp.detach() - sub.log_probs;
-      const VtraceResult vt = rl::vtrace({sub.rewards, h.value.detach(), final_values, sub.terminated, sub.truncated},
-                                         log_rhos, s_.gamma, s_.rho_bar, s_.c_bar);
-      const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
-      const torch::Tensor v_loss = 0.5 * (vt.vs.to(dev) - h.value.narrow(0, 0, T)).pow(2).mean();
-      const torch::Tensor ent = head_.entropy(params).mean();
-      step({pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent}, lr);
+      const auto captured = [&](const std::vector<torch::Tensor>& f) {
+        return vtrace_losses({f[0], f[1], f[2], f[3], f[4], f[5], f[6]}, FinalValues::masked);
+      };
+      if (capture_ && replay({sub.observations, sub.final_observations, sub.actions, sub.rewards, sub.terminated,
+                              sub.truncated, sub.log_probs},
+                             lr, captured))
+        continue;
+      step(vtrace_losses(sub, FinalValues::selected), lr);
     }
   }
   return read_sums(static_cast<int>(s_.update_epochs * s_.minibatches));
+}
+
+Losses RlUpdater::vtrace_losses(const Batch& sub, FinalValues final_values_how) {
+  const std::int64_t T = sub.steps();
+  const auto value = [&](const torch::Tensor& o) { return heads(o).value; };
+  const torch::Tensor final_values =
+      final_values_how == FinalValues::masked ? masked_final_values(sub, value) : final_values_of(sub, value);
+  const Heads h = heads(sub.observations);  // [T + 1, mb, P], [T + 1, mb]
+  const torch::Tensor params = h.params.narrow(0, 0, T);
+  const torch::Tensor lp = head_.log_prob(params, sub.actions);  // target policy, [T, mb]
+  const torch::Tensor log_rhos = lp.detach() - sub.log_probs;
+  const VtraceResult vt = rl::vtrace({sub.rewards, h.value.detach(), final_values, sub.terminated, sub.truncated},
+                                     log_rhos, s_.gamma, s_.rho_bar, s_.c_bar);
+  const torch::Device dev = sub.rewards.device();
+  const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
+  const torch::Tensor v_loss = 0.5 * (vt.vs.to(dev) - h.value.narrow(0, 0, T)).pow(2).mean();
+  const torch::Tensor ent = head_.entropy(params).mean();
+  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent};
 }
 
 }  // namespace tandem::rl

@@ -72,10 +72,13 @@ class RlUpdater {
 
   UpdateStats update(const Batch& batch, double lr);
 
-  // learner.cuda_graph: from now on every PPO minibatch step (forward, losses, backward, clipping,
-  // the optimizer's update) is one CUDA graph replay (learner/step_graph.hpp) after three eager
-  // warm-up steps, the minibatch copied into the graph's fixed inputs first. Returns why it cannot
-  // be (V-trace, a TorchScript or CPU model, learner ranks' gradient sync), and then stays eager.
+  // learner.cuda_graph: from now on every minibatch step (forward, the targets, losses, backward,
+  // clipping, the optimizer's update) is one CUDA graph replay (learner/step_graph.hpp) after three
+  // eager warm-up steps, the minibatch copied into the graph's fixed inputs first. PPO's targets are
+  // the update's (GAE, outside the graph); V-trace's are each minibatch's own, inside it (on the
+  // device: returns.hpp), its final observations all valued and masked where they do not
+  // bootstrap. Returns why it cannot be (a TorchScript or CPU model, learner ranks' gradient sync),
+  // and then stays eager.
   // A capture that fails logs one line and the update goes on eagerly. Call before the first update.
   std::optional<std::string> capture_minibatches();
   bool minibatches_captured() const;  // a graph exists and replays
@@ -95,8 +98,15 @@ class RlUpdater {
   UpdateStats ppo(const Batch& b, double lr);
   UpdateStats vtrace(const Batch& b, double lr);
   Losses ppo_losses(const PpoMinibatch& m);
-  void step(const Losses& losses, double lr);     // eager: backward, clip, the optimizer, the sums
-  bool replay(const PpoMinibatch& m, double lr);  // false: run this minibatch eagerly
+  // How V-trace values the final observations: those that bootstrap selected (eager), or all of them
+  // valued and the rest masked to 0 (the captured step: no shape depends on the data).
+  enum class FinalValues { selected, masked };
+  Losses vtrace_losses(const Batch& sub, FinalValues final_values_how);  // sub: a minibatch of columns
+  void step(const Losses& losses, double lr);  // eager: backward, clip, the optimizer, the sums
+  // Copies `inputs` into the graph's fixed tensors (made like the first call's) and replays the
+  // captured step whose losses `losses_of` computes from them; false: run this minibatch eagerly.
+  bool replay(const std::vector<torch::Tensor>& inputs, double lr,
+              const std::function<Losses(const std::vector<torch::Tensor>&)>& losses_of);
   void add_to_sums(const Losses& losses);
   UpdateStats read_sums(int minibatches);
 
@@ -108,10 +118,10 @@ class RlUpdater {
   at::Generator generator_;
   std::function<void()> after_backward_, before_step_;
   torch::Tensor sums_;  // f32 [4] on the model's device: the update's loss sums, read once at its end
-  // learner.cuda_graph: the captured PPO minibatch step and its fixed inputs (capture_minibatches()).
+  // learner.cuda_graph: the captured minibatch step and its fixed inputs (capture_minibatches()).
   bool capture_ = false;
   std::unique_ptr<StepGraph> graph_;
-  PpoMinibatch fixed_;
+  std::vector<torch::Tensor> fixed_;
   torch::Tensor one_;  // d loss / d loss, made in the first warm-up step rather than inside the graph
 };
 
