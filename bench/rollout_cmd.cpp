@@ -121,6 +121,8 @@ void add_rollout_command(CLI::App& app) {
   cmd->add_option("--job-device", o.job_device, "(b) learner.device of the throughput job")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  cmd->add_flag("--job-cuda-graph", o.job_cuda_graph,
+                "(b) learner.cuda_graph = true in the throughput job: each minibatch step one CUDA graph replay");
   cmd->add_option("--job-slots", o.job_slots, "(b) rl.slots_per_update of the throughput job (0: one per rank)")
       ->capture_default_str();
   cmd->add_option("--job-envs", o.job_envs, "(b) env.envs of the throughput job")->capture_default_str();

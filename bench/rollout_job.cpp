@@ -177,18 +177,18 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
   std::ofstream(config) << fmt::format(
       "[run]\njob = \"rollout-bench\"\nlearners = {}\nactors = {}\n"
       "[model]\nname = \"actor_critic_mlp\"\n"
-      "[learner]\nalgo = \"{}\"\ndevice = \"{}\"\n[optimizer]\nname = \"adam\"\nlr = 2.5e-4\n"
+      "[learner]\nalgo = \"{}\"\ndevice = \"{}\"\ncuda_graph = {}\n[optimizer]\nname = \"adam\"\nlr = 2.5e-4\n"
       "[actor]\nrole = \"rollout\"\n"
       "[env]\nname = \"cartpole\"\nenvs = {}\n"
       "[rl]\nrollout_steps = {}\nslots_per_update = {}\nupdate_epochs = {}\nminibatches = {}\ntotal_env_steps = {}\n"
       "stop_on_return = false\n",
-      o.job_learners, o.job_actors, algo, o.job_device, o.job_envs, o.job_rollout_steps, slots, epochs, minibatches,
-      o.job_steps);
+      o.job_learners, o.job_actors, algo, o.job_device, o.job_cuda_graph, o.job_envs, o.job_rollout_steps, slots,
+      epochs, minibatches, o.job_steps);
   fmt::print(
       "\n(b) CartPole-v1, actor_critic_mlp 64x64, {} ({} epochs x {} minibatches per batch), {} actors, {} learner "
-      "rank{} on {}, {} slots an update, through `tandem run`\n",
+      "rank{} on {}{}, {} slots an update, through `tandem run`\n",
       ppo ? "PPO" : "V-trace", epochs, minibatches, o.job_actors, o.job_learners, o.job_learners == 1 ? "" : "s",
-      o.job_device, slots);
+      o.job_device, o.job_cuda_graph ? " (captured)" : "", slots);
   const JobRun run = run_job(tandem, config.string(), {}, dir / fmt::format("throughput-{}", algo));
   require_success(run, fmt::format("CartPole {} throughput", algo));
   std::vector<double> rates;
@@ -211,6 +211,7 @@ Json throughput(const RolloutBenchOptions& o, const std::string& algo, const std
           {"actors", o.job_actors},
           {"learners", o.job_learners},
           {"device", o.job_device},
+          {"cuda_graph", o.job_cuda_graph},
           {"slots_per_update", slots},
           {"envs", o.job_envs},
           {"rollout_steps", o.job_rollout_steps},

@@ -34,6 +34,7 @@ struct RolloutBenchOptions {
   std::uint32_t job_actors = 2;
   std::uint32_t job_learners = 1;  // run.learners of the throughput job: ranks, each on its own actors
   std::string job_device = "cpu";  // learner.device of the throughput job (cuda: rank r on GPU r)
+  bool job_cuda_graph = false;     // learner.cuda_graph of the throughput job
   std::uint32_t job_slots = 0;     // rl.slots_per_update; 0: one per learner rank
   std::uint32_t job_envs = 32;
   std::uint32_t job_rollout_steps = 64;
