@@ -35,7 +35,6 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSo
   envs::VecEnv env(source.make(n), job_seed, actor_index);
   std::vector<std::int64_t> quota(static_cast<std::size_t>(n)), played(static_cast<std::size_t>(n), 0);
   for (int e = 0; e < n; ++e) quota[static_cast<std::size_t>(e)] = episodes / n + (e < episodes % n ? 1 : 0);
-  const int obs_dim = env.spec().obs_dim;
   std::vector<std::int32_t> discrete(static_cast<std::size_t>(n));
   std::vector<float> continuous;
 
@@ -50,7 +49,7 @@ EpisodeStats play_greedy(Model& model, const PolicyHead& head, const envs::EnvSo
       return r;
     }
     const torch::Tensor x = torch::from_blob(const_cast<float*>(env.observations().data()),
-                                             rl_model_input_shape(n, obs_dim), torch::kFloat32);
+                                             rl_model_input_shape(n, model.spec()), torch::kFloat32);
     const torch::Tensor actions =
         head.greedy(model.forward_heads(x).at(0).reshape({n, head.params_dim()})).contiguous();
     bool ok = false;

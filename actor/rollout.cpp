@@ -84,7 +84,7 @@ SlotStats Rollout::fill(const shm::SlotView& slot, std::uint64_t version, const 
 void Rollout::act(const float* obs, std::int64_t t, const shm::SlotView& slot) {
   const std::int64_t e = d_.envs, p = d_.logits_dim;
   // from_blob over the slot's own row: the model only reads it.
-  torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(e, d_.obs_dim),
+  torch::Tensor x = torch::from_blob(const_cast<float*>(obs), rl_model_input_shape(e, model_.spec()),
                                      torch::TensorOptions().dtype(torch::kFloat32));
   if (device_.is_cuda()) x = x.to(device_);
   std::vector<torch::Tensor> heads = model_.forward_heads(x);

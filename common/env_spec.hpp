@@ -17,6 +17,12 @@ struct EnvSpec {
   float action_low = 0.0f;
   float action_high = 0.0f;
   int max_episode_steps = 0;  // the time limit (Gymnasium's TimeLimit); 0 = none
+  // An image observation is channels x height x width floats, channel-major (obs_dim in all); a flat
+  // one is 1 x 1 x obs_dim. The RL model takes observations in this shape (rl_model.hpp).
+  int obs_channels = 1;
+  int obs_height = 1;
+  int obs_width() const { return obs_dim / (obs_channels * obs_height); }
+  bool image() const { return obs_channels * obs_height > 1; }
   bool discrete() const { return num_actions > 0; }
 };
 

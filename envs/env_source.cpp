@@ -12,7 +12,7 @@
 namespace tandem::envs {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kBuiltin = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kBuiltin = {{
     {"cartpole", "CartPole-v1"},
     {"acrobot", "Acrobot-v1"},
     {"mountaincar", "MountainCar-v0"},
@@ -21,6 +21,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kBuiltin 
     {"walker2d", "Walker2d"},
     {"halfcheetah", "HalfCheetah"},
     {"ant", "Ant"},
+    {"breakout", "Breakout"},
     {"null", "null"},
 }};
 

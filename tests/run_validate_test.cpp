@@ -125,7 +125,7 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
   };
   const std::vector<Row> rows = {
       {{"model.num_classes=2"}, "model.num_classes = 2 but data.train_split = \"train\" holds label 2"},
-      {{"model.name=vgg"}, "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp)"},
+      {{"model.name=vgg"}, "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp, actor_critic_cnn)"},
       {{"model.name=" + not_zip}, "is not a TorchScript file (not a zip archive)"},
       {{"data.name=" + cache.name + "-missing"}, "data.name = \"" + cache.name + "-missing\": "},
       {{"data.train_split=training"},
@@ -289,7 +289,7 @@ TEST_CASE(
        "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
       {{"env.name=cartpol"},
        "env.name = \"cartpol\" is not one of: cartpole, acrobot, mountaincar, pendulum, hopper, walker2d, halfcheetah, "
-       "ant, null, plugin"},
+       "ant, breakout, null, plugin"},
       {{"run.deterministic=true", "run.actors=3", "rl.slots_per_update=3"},
        "run.deterministic needs rl.slots_per_update = 3 to be a multiple of the 2 rollout actors: set it to 2"},
       {{"rl.slots_per_update=9"}, "rl.slots_per_update = 9 is more than the 1 rings x rl.slots_per_ring = 4 can hold"},

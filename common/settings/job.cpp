@@ -139,10 +139,10 @@ void check_rl(JobSettings& s) {
         "run.deterministic = false: set actor.evaluators = 0 (now {}), run.deterministic = false, model.name = "
         "\"actor_critic_mlp\"",
         s.actor.evaluators);
-  if (s.model.builtin() && s.model.name != "actor_critic_mlp")
+  if (s.model.builtin() && s.model.name != "actor_critic_mlp" && s.model.name != "actor_critic_cnn")
     fail(
-        "config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\" or a "
-        "TorchScript actor-critic returning (params, value)",
+        "config: model.name = \"{}\" has no value head: learner.algo = \"{}\" needs \"actor_critic_mlp\", "
+        "\"actor_critic_cnn\" (image observations) or a TorchScript actor-critic returning (params, value)",
         s.model.name, algo);
   if (s.rl.norm_obs && s.model.name != "actor_critic_mlp")
     fail(

@@ -17,10 +17,13 @@ PolicyHead policy_head_for(const EnvSpec& env) {
 
 Model make_rl_model(const ModelSettings& settings, const RlSettings& rl, const EnvSpec& env) {
   const PolicyHead head = policy_head_for(env);
+  if (env.obs_channels < 1 || env.obs_height < 1 || env.obs_dim % (env.obs_channels * env.obs_height) != 0)
+    fail("env '{}' observes {} floats, not a {} x {} x W image: a bug in the env's spec", env.name, env.obs_dim,
+         env.obs_channels, env.obs_height);
   const ModelSpec spec{.name = settings.name,
-                       .channels = 1,
-                       .height = 1,
-                       .width = env.obs_dim,
+                       .channels = env.obs_channels,
+                       .height = env.obs_height,
+                       .width = env.obs_width(),
                        .num_classes = head.params_dim(),
                        .seed = settings.seed,
                        .gaussian_dims = head.is_continuous() ? head.action_dim() : 0,
@@ -33,11 +36,12 @@ Model make_rl_model(const ModelSettings& settings, const RlSettings& rl, const E
   try {
     model.emplace(Model::create(spec));
   } catch (const UserError& e) {
-    fail("model '{}' does not fit: {}; {}: use actor_critic_mlp or a model with that head", spec.name, e.what(), needs);
+    fail("model '{}' does not fit: {}; {}: use {} or a model with that head", spec.name, e.what(), needs,
+         env.image() ? "actor_critic_cnn" : "actor_critic_mlp");
   }
   model->eval();
   torch::NoGradGuard no_grad;
-  const auto out = model->forward_heads(torch::zeros(rl_model_input_shape(2, env.obs_dim)));
+  const auto out = model->forward_heads(torch::zeros(rl_model_input_shape(2, spec)));
   if (out.size() < 2)
     fail(
         "model '{}' has no value head (it returns {} output{} per sample, not policy and value); {}: use "

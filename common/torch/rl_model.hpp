@@ -4,13 +4,14 @@
 //
 //   const PolicyHead head = policy_head_for(env);
 //   Model model = make_rl_model(settings.model, settings.rl, env);  // eval mode: the learner trains it
-//   auto heads = model.forward_heads(obs.view(rl_model_input_shape(batch, env.obs_dim)));
+//   auto heads = model.forward_heads(obs.view(rl_model_input_shape(batch, model.spec())));
 //
-// The model is ModelSpec{model.name, channels = 1, height = 1, width = obs_dim, num_classes =
+// The model is ModelSpec{model.name, channels, height, width = the env's observation shape (1 x 1 x
+// obs_dim for a flat one; env_spec.hpp), num_classes =
 // policy_head_for(env).params_dim(), seed = model.seed, gaussian_dims = action_dim of a continuous env,
 // norm_obs = rl.norm_obs} on the CPU. Its forward_heads() must give {params [B, params_dim], value [B]
-// or [B, 1]}: actor_critic_mlp does (a Gaussian's log-std a parameter, networks.cpp), a TorchScript
-// file must return (params, value). A model that does not fit is a UserError naming the model and the env.
+// or [B, 1]}: actor_critic_mlp and, for images, actor_critic_cnn do (a Gaussian's log-std a parameter,
+// networks.cpp), a TorchScript file must return (params, value). A model that does not fit is a UserError naming the model and the env.
 //
 // Observation statistics (rl.norm_obs, actor_critic_mlp only): the model normalises what it is given
 // by the running mean and variance in its buffers (obs_stats_of()). Only the RL learner writes them: it
@@ -45,9 +46,9 @@ struct ObsStats {
 };
 std::optional<ObsStats> obs_stats_of(const Model& model);
 
-// Observations [B, obs_dim] as the model takes them: [B, 1, 1, obs_dim] (B = -1: inferred).
-inline std::vector<std::int64_t> rl_model_input_shape(std::int64_t batch, std::int64_t obs_dim) {
-  return {batch, 1, 1, obs_dim};
+// Observations [B, obs_dim] as the model takes them: [B, C, H, W] of its spec (B = -1: inferred).
+inline std::vector<std::int64_t> rl_model_input_shape(std::int64_t batch, const ModelSpec& spec) {
+  return {batch, spec.channels, spec.height, spec.width};
 }
 
 }  // namespace tandem

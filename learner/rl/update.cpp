@@ -85,8 +85,7 @@ RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo a
 
 RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {
   const auto lead = obs.sizes().slice(0, obs.dim() - 1);
-  const std::int64_t D = obs.size(-1);
-  auto out = model_.forward_heads(obs.reshape(rl_model_input_shape(-1, D)));
+  auto out = model_.forward_heads(obs.reshape(rl_model_input_shape(-1, model_.spec())));
   std::vector<std::int64_t> params_shape(lead.begin(), lead.end());
   params_shape.push_back(head_.params_dim());
   return {out[0].reshape(params_shape), out[1].reshape(lead)};

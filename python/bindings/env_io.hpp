@@ -41,7 +41,8 @@ at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, std::
 // "Long (3,)": a tensor as the messages show it.
 std::string described(const at::Tensor& t);
 
-// The spec as tandem.envs reads it: name, obs_dim, num_actions, action_dim, action bounds, time limit.
+// The spec as tandem.envs reads it: name, obs_dim, obs_shape ((C, H, W) for images, else (obs_dim,)),
+// num_actions, action_dim, action bounds, time limit.
 py::dict spaces_of(const EnvSpec& spec);
 
 }  // namespace tandem::python

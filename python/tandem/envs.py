@@ -13,8 +13,8 @@
 The envs are stepped in C++ by ``threads`` threads (the GIL is released meanwhile); ``send(actions)``
 then ``recv()`` is the same step split in two, so Python can work while the envs step. Every built-in
 env (``cartpole``, ``acrobot``, ``mountaincar``, ``pendulum``, ``hopper``, ``walker2d``, ``halfcheetah``,
-``ant``, ``null``: the job config's ``env.name``) and a C plugin (``make("plugin", plugin="lib.so")``)
-is reachable this way.
+``ant``, ``breakout`` (4 x 10 x 10 images), ``null``: the job config's ``env.name``) and a C plugin
+(``make("plugin", plugin="lib.so")``) is reachable this way.
 
 Auto-reset is same-step, as in Gymnasium 0.29 and EnvPool (envs/vec_env.hpp): the step that ends an
 episode returns the next episode's first observation; the last one is in
@@ -70,14 +70,15 @@ class _Envs:
         self.num_envs: int = env.num_envs
         self.threads: int = env.threads
         high = np.inf
-        self.single_observation_space = Box(-high, high, (spec["obs_dim"],), np.float32)
+        self._obs_shape = tuple(spec["obs_shape"])  # (C, H, W) for an image env (breakout), else (obs_dim,)
+        self.single_observation_space = Box(-high, high, self._obs_shape, np.float32)
         if spec["num_actions"] > 0:
             self.single_action_space = Discrete(spec["num_actions"])
             self.action_space = Box(0, spec["num_actions"] - 1, (rows,), np.int64)
         else:
             self.single_action_space = Box(spec["action_low"], spec["action_high"], (spec["action_dim"],), np.float32)
             self.action_space = Box(spec["action_low"], spec["action_high"], (rows, spec["action_dim"]), np.float32)
-        self.observation_space = Box(-high, high, (rows, spec["obs_dim"]), np.float32)
+        self.observation_space = Box(-high, high, (rows,) + self._obs_shape, np.float32)
         self._closed = False
 
     def close(self) -> None:
@@ -99,17 +100,21 @@ class _Envs:
     def _out(self, tensor: torch.Tensor):
         return tensor if self._backend == "torch" else tensor.numpy()
 
+    def _obs(self, rows: torch.Tensor):
+        """Observation rows [n, obs_dim] in the space's shape (a view: images come out [n, C, H, W])."""
+        return self._out(rows.view((rows.shape[0],) + self._obs_shape))
+
     def _step_result(self, r) -> Tuple[Any, Any, Any, Any, dict]:
         done = r.terminated | r.truncated
         info = {
-            "final_observation": self._out(r.final_observations),
+            "final_observation": self._obs(r.final_observations),
             "_final_observation": self._out(done),
             "episode": {"r": self._out(r.episode_returns), "l": self._out(r.episode_lengths)},
             "_episode": self._out(done),
         }
         if r.env_ids is not None:  # an asynchronous batch: which env each row is
             info["env_id"] = self._out(r.env_ids)
-        return (self._out(r.observations), self._out(r.rewards), self._out(r.terminated), self._out(r.truncated),
+        return (self._obs(r.observations), self._out(r.rewards), self._out(r.terminated), self._out(r.truncated),
                 info)
 
 
@@ -130,7 +135,7 @@ class VectorEnv(_Envs):
         if options:
             raise Error(f"tandem.envs reset options={options!r}: the built-in envs take no reset options")
         r = self._env.reset(seed)
-        return self._out(r.observations), {}
+        return self._obs(r.observations), {}
 
     def step(self, actions) -> Tuple[Any, Any, Any, Any, dict]:
         """One step of every env: ``(observations, rewards, terminated, truncated, info)``."""

@@ -178,3 +178,15 @@ def test_wrong_arguments_are_one_line_errors_naming_them():
         refused(tandem.ShapeError, lambda: envs.step(np.zeros((2, 2), dtype=np.float32)), "shape (2, 1)")
     envs.close()
     refused(tandem.Error, lambda: envs.step(np.zeros((2, 1), dtype=np.float32)), "closed")
+
+
+def test_an_image_env_gives_observations_in_its_image_shape():
+    with tandem.envs.make("breakout", num_envs=3, seed=0) as envs:
+        assert envs.single_observation_space.shape == (4, 10, 10) and envs.observation_space.shape == (3, 4, 10, 10)
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (3, 4, 10, 10) and np.all(obs.sum(axis=(2, 3))[:, 3] == 30)  # 30 bricks in channel 3
+        obs, rew, term, trunc, info = envs.step(np.zeros(3, dtype=np.int64))
+        assert obs.shape == (3, 4, 10, 10) and info["final_observation"].shape == (3, 4, 10, 10)
+    with tandem.envs.make("breakout", num_envs=4, batch_size=2, seed=0) as envs:
+        obs, info = envs.reset(seed=0)
+        assert obs.shape == (2, 4, 10, 10)

@@ -318,6 +318,39 @@ struct ActorCriticMlp : Net {
   }
 };
 
+// For image observations (EnvSpec::obs_channels x obs_height x obs_width): CleanRL's Atari PPO layout
+// scaled to small grids (MinAtar's 10 x 10): one shared trunk of two 3 x 3 convolutions (32 channels,
+// padding 1, so the grid keeps its size) and a 256-wide layer, all ReLU, orthogonal weights with gain
+// sqrt(2); heads as actor_critic_mlp's (policy 0.01, value 1.0; a Gaussian policy's log-std a
+// parameter). It does not normalise observations (images are already in [0, 1]).
+struct ActorCriticCnn : Net {
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::Linear fc{nullptr}, policy{nullptr}, value{nullptr};
+  Tensor log_std;
+  explicit ActorCriticCnn(const ModelSpec& s) {
+    if (s.norm_obs) fail("actor_critic_cnn does not normalise observations: set rl.norm_obs = false");
+    const std::int64_t policy_out = s.gaussian_dims > 0 ? s.gaussian_dims : s.num_classes;
+    conv1 = register_module("conv1", conv(nn::Conv2d(nn::Conv2dOptions(s.channels, 32, 3).padding(1))));
+    conv2 = register_module("conv2", conv(nn::Conv2d(nn::Conv2dOptions(32, 32, 3).padding(1))));
+    fc = register_module("fc", ActorCriticMlp::layer(nn::Linear(32 * s.height * s.width, 256), std::sqrt(2.0)));
+    policy = register_module("policy", ActorCriticMlp::layer(nn::Linear(256, policy_out), 0.01));
+    value = register_module("value", ActorCriticMlp::layer(nn::Linear(256, 1), 1.0));
+    if (s.gaussian_dims > 0) log_std = register_parameter("log_std", torch::zeros({s.gaussian_dims}));
+  }
+  static nn::Conv2d conv(nn::Conv2d c) {
+    torch::NoGradGuard no_grad;
+    nn::init::orthogonal_(c->weight, std::sqrt(2.0));
+    nn::init::zeros_(c->bias);
+    return c;
+  }
+  std::vector<Tensor> heads(const Tensor& x) override {
+    const Tensor h = torch::relu(fc->forward(torch::relu(conv2->forward(torch::relu(conv1->forward(x)))).flatten(1)));
+    Tensor params = policy->forward(h);
+    if (log_std.defined()) params = torch::cat({params, log_std.expand_as(params)}, 1);
+    return {params, value->forward(h).squeeze(-1)};
+  }
+};
+
 using Factory = std::function<std::shared_ptr<Net>(const ModelSpec&)>;
 
 const std::vector<std::pair<std::string, Factory>>& registry() {
@@ -326,6 +359,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"cnn", [](const ModelSpec& s) { return std::make_shared<Cnn>(s); }},
       {"resnet18", [](const ModelSpec& s) { return std::make_shared<ResNet18>(s); }},
       {"actor_critic_mlp", [](const ModelSpec& s) { return std::make_shared<ActorCriticMlp>(s); }},
+      {"actor_critic_cnn", [](const ModelSpec& s) { return std::make_shared<ActorCriticCnn>(s); }},
   };
   // The launcher validates model.name against kBuiltinModels (torch-free): the two must agree.
   static const bool same = std::equal(r.begin(), r.end(), kBuiltinModels.begin(), kBuiltinModels.end(),
