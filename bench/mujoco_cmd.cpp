@@ -23,7 +23,8 @@ void check_options(const MujocoBenchOptions& o) {
     fail("--seconds {} is out of range: use a positive number up to 600", o.seconds);
   for (int k : o.threads)
     if (k < 1 || k > o.envs) fail("--threads {} is out of range: use 1..--envs ({})", k, o.envs);
-  if (o.batch < 0 || o.batch > o.envs) fail("--batch {} is out of range: use 1..--envs ({}), or 0 for none", o.batch, o.envs);
+  if (o.batch < 0 || o.batch > o.envs)
+    fail("--batch {} is out of range: use 1..--envs ({}), or 0 for none", o.batch, o.envs);
   if (std::find(o.threads.begin(), o.threads.end(), 1) == o.threads.end())
     fail("--threads must include 1: the overhead and the scaling are measured against one thread");
 }
@@ -56,12 +57,8 @@ void print_async(Json& row, int k, const LoopRate& bare, const LoopRate& rate, c
 
 int bench_mujoco(const MujocoBenchOptions& o) {
   check_options(o);
-  Json line = {{"bench", "mujoco"},
-               {"envs", o.envs},
-               {"batch", o.batch},
-               {"seconds", o.seconds},
-               {"rounds", o.rounds},
-               {"cores", std::thread::hardware_concurrency()}};
+  Json line = {{"bench", "mujoco"},    {"envs", o.envs},     {"batch", o.batch},
+               {"seconds", o.seconds}, {"rounds", o.rounds}, {"cores", std::thread::hardware_concurrency()}};
   fmt::print(
       "MuJoCo env steps/s, {} envs, best of {} rounds of {:.1f} s per row ({} cores); an env step is frame_skip "
       "mj_step calls\n",

@@ -6,8 +6,8 @@
 
 namespace tandem::envs {
 
-AsyncVecEnv::AsyncVecEnv(std::vector<std::unique_ptr<Env>> envs, int batch_size, int threads,
-                         std::uint64_t job_seed, std::uint32_t actor_index)
+AsyncVecEnv::AsyncVecEnv(std::vector<std::unique_ptr<Env>> envs, int batch_size, int threads, std::uint64_t job_seed,
+                         std::uint32_t actor_index)
     : batch_size_(batch_size), actor_index_(actor_index), envs_(std::move(envs)), queue_(envs_.size()) {
   if (envs_.empty()) fail("an async vectorised env needs at least one env: set num_envs >= 1");
   if (batch_size < 1 || batch_size > size())
@@ -68,8 +68,8 @@ AsyncVecEnv::~AsyncVecEnv() {
 void AsyncVecEnv::reset(std::optional<std::uint64_t> job_seed) {
   check_usable("reset()");
   if (in_flight_ > 0)
-    fail("reset() with {} envs still stepping: recv() their batches first ({} envs, batch_size {})", in_flight_,
-         size(), batch_size_);
+    fail("reset() with {} envs still stepping: recv() their batches first ({} envs, batch_size {})", in_flight_, size(),
+         batch_size_);
   if (job_seed)
     for (int e = 0; e < size(); ++e) rngs_[e] = Rng(env_seed(*job_seed, actor_index_, e));
   std::vector<std::int32_t> all(envs_.size());
@@ -113,8 +113,7 @@ bool AsyncVecEnv::wait_for(std::chrono::nanoseconds limit) {
          batch_size_);
   Buffer& next = *buffers_[received_ % buffers_.size()];
   std::unique_lock lock(mutex_);
-  return batch_done_.wait_for(lock, limit,
-                              [&] { return next.filled.load(std::memory_order_acquire) == batch_size_; });
+  return batch_done_.wait_for(lock, limit, [&] { return next.filled.load(std::memory_order_acquire) == batch_size_; });
 }
 
 AsyncBatch AsyncVecEnv::recv() {
@@ -135,9 +134,9 @@ AsyncBatch AsyncVecEnv::recv() {
     }
   }
   const std::size_t rows = buffer.env_ids.size() * static_cast<std::size_t>(spec_.obs_dim);
-  return AsyncBatch{buffer.env_ids,   {buffer.obs, rows},   buffer.rewards,         buffer.final_obs,
-                    buffer.terminated, buffer.truncated,     buffer.episode_returns, buffer.episode_lengths,
-                    index};
+  return AsyncBatch{buffer.env_ids,         {buffer.obs, rows},     buffer.rewards,
+                    buffer.final_obs,       buffer.terminated,      buffer.truncated,
+                    buffer.episode_returns, buffer.episode_lengths, index};
 }
 
 void AsyncVecEnv::observe_into(int buffer, std::span<float> rows) {
@@ -167,8 +166,7 @@ void AsyncVecEnv::check_ids(std::span<const std::int32_t> env_ids, const char* c
       continue;
     }
     for (std::size_t j = 0; j < i; ++j) in_flight_flags_[env_ids[j]] = 0;  // nothing is queued after all
-    fail("{}: env id {} {}: send each env of 0..{} once, then again after recv() returns it", call, e, why,
-         size() - 1);
+    fail("{}: env id {} {}: send each env of 0..{} once, then again after recv() returns it", call, e, why, size() - 1);
   }
 }
 
@@ -202,8 +200,8 @@ void AsyncVecEnv::work() {
 
 StepRow AsyncVecEnv::env_row(int e) {
   const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
-  return {&obs_[e * dim],  &final_obs_[e * dim],    &rewards_[e], &terminated_[e], &truncated_[e],
-          &episode_returns_[e], &episode_lengths_[e]};
+  return {&obs_[e * dim], &final_obs_[e * dim], &rewards_[e],        &terminated_[e],
+          &truncated_[e], &episode_returns_[e], &episode_lengths_[e]};
 }
 
 void AsyncVecEnv::run(int e) {

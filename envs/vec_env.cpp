@@ -62,8 +62,8 @@ void VecEnv::observe_into(std::span<float> rows) {
 
 StepRow VecEnv::row(int e) {
   const std::size_t dim = static_cast<std::size_t>(spec_.obs_dim);
-  return {observations_ + e * dim, &final_obs_[e * dim], &rewards_[e], &terminated_[e], &truncated_[e],
-          &episode_returns_[e], &episode_lengths_[e]};
+  return {observations_ + e * dim, &final_obs_[e * dim], &rewards_[e],        &terminated_[e],
+          &truncated_[e],          &episode_returns_[e], &episode_lengths_[e]};
 }
 
 void VecEnv::step_one(int e, ActionRef action) {

@@ -58,8 +58,8 @@ inline void check_slot_replays(const shm::SlotView& slot, const shm::ExperienceD
     REQUIRE(std::memcmp(obs, env.observations().data(), E * O * sizeof(float)) == 0);  // row t+1 == next obs
     if (model) {
       torch::NoGradGuard no_grad;
-      const torch::Tensor x = torch::from_blob(
-          const_cast<float*>(obs), rl_model_input_shape(static_cast<std::int64_t>(E), model->spec()));
+      const torch::Tensor x = torch::from_blob(const_cast<float*>(obs),
+                                               rl_model_input_shape(static_cast<std::int64_t>(E), model->spec()));
       const auto heads = model->forward_heads(x);
       const torch::Tensor values = torch::from_blob(slot.values() + t * E, {static_cast<std::int64_t>(E)});
       CHECK(torch::allclose(heads[1].reshape({-1}), values, 1e-6, 1e-6));

@@ -90,10 +90,8 @@ Trace async_trace(const std::string& name, int n, int steps, int batch, int thre
       indices.push_back(action_index(e, t));
       for (int j = 0; j < adim; ++j) values.push_back(action_value(e, t + j));
     }
-    if (vec.spec().discrete())
-      vec.send(std::span<const std::int32_t>(indices), ids);
-    else
-      vec.send(std::span<const float>(values), ids);
+    if (vec.spec().discrete()) vec.send(std::span<const std::int32_t>(indices), ids);
+    else vec.send(std::span<const float>(values), ids);
   }
   const std::size_t per_record = static_cast<std::size_t>(dim) + 5;
   for (auto& [e, t] : trace) t.resize(per_record * (steps + 1));
@@ -147,8 +145,7 @@ class Slow final : public Env {
 
 }  // namespace
 
-TEST_CASE("envs: an async batch is the first envs to finish, so a slow env holds up no batch" *
-          doctest::timeout(60)) {
+TEST_CASE("envs: an async batch is the first envs to finish, so a slow env holds up no batch" * doctest::timeout(60)) {
   std::vector<std::unique_ptr<Env>> envs;
   envs.push_back(std::make_unique<Slow>(std::chrono::milliseconds(400)));
   for (int e = 1; e < 4; ++e) envs.push_back(std::make_unique<Slow>(std::chrono::milliseconds(0)));
@@ -184,16 +181,17 @@ TEST_CASE("envs: an async env refuses misuse in one line and queues nothing") {
   CHECK(error_of([&] { vec.reset(); }).find("recv() their batches first") != std::string::npos);
   const AsyncBatch first = vec.recv();
   const std::vector<std::int32_t> got(first.env_ids.begin(), first.env_ids.end());
-  CHECK(error_of([&] { vec.send(two, std::vector<std::int32_t>{got[0], 7}); }).find("env id 7 is out of range") !=
-        std::string::npos);
-  CHECK(error_of([&] { vec.send(zero_zero, std::vector<std::int32_t>{got[0], got[0]}); })
-            .find("is still in flight") != std::string::npos);
-  CHECK(error_of([&] { vec.send(std::vector<std::int32_t>{0, 2}, got); }).find("out of range") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          vec.send(two, std::vector<std::int32_t>{got[0], 7});
+        }).find("env id 7 is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          vec.send(zero_zero, std::vector<std::int32_t>{got[0], got[0]});
+        }).find("is still in flight") != std::string::npos);
+  CHECK(error_of([&] { vec.send(std::vector<std::int32_t>{0, 2}, got); }).find("out of range") != std::string::npos);
   CHECK(error_of([&] { vec.send(std::vector<std::int32_t>{0}, got); }).find("1 actions for 2") != std::string::npos);
   CHECK(error_of([&] { vec.send(std::vector<float>{0.5f, 0.5f}, got); }).find("not values") != std::string::npos);
   CHECK(vec.in_flight() == 2);  // the refused sends queued nothing
-  (void)vec.recv();  // the other two resets
+  (void)vec.recv();             // the other two resets
   CHECK(vec.in_flight() == 0);
   CHECK(error_of([&] { (void)vec.recv(); }).find("would wait for ever") != std::string::npos);
   vec.send(zero_zero, got);  // the ids the refused sends named are still free
@@ -223,6 +221,7 @@ class Failing final : public Env {
 
 TEST_CASE("envs: an env that throws fails the async env's recv(), and the env is refused after it") {
   std::vector<std::unique_ptr<Env>> envs;
+  envs.reserve(4);
   for (int e = 0; e < 4; ++e) envs.push_back(std::make_unique<Failing>(e == 2 ? 3 : 0));
   AsyncVecEnv vec(std::move(envs), 4, 2, 0);
   vec.reset();
@@ -252,8 +251,8 @@ TEST_CASE("envs: observe_into makes an async batch buffer write its observations
   vec.reset();
   const AsyncBatch first = vec.recv();
   CHECK(first.observations.data() == mine[first.buffer].data());
-  CHECK(std::all_of(mine[first.buffer].begin(), mine[first.buffer].end(),
-                    [](float x) { return std::abs(x) <= 0.05f; }));
+  CHECK(
+      std::all_of(mine[first.buffer].begin(), mine[first.buffer].end(), [](float x) { return std::abs(x) <= 0.05f; }));
   const int other = (first.buffer + 1) % vec.buffers();
   CHECK(error_of([&] { vec.observe_into(other, mine[other]); }).find("may be in use") != std::string::npos);
   vec.observe_into(first.buffer, fresh);

@@ -119,6 +119,7 @@ TEST_CASE("breakout: each brick the ball hits goes for +1, and the paddle under 
 TEST_CASE("breakout: a paddle that follows the ball breaks far more bricks than one that stays") {
   auto play = [](bool follow) {
     std::vector<std::unique_ptr<Env>> envs;
+    envs.reserve(8);
     for (int e = 0; e < 8; ++e) envs.push_back(make_env("Breakout"));
     VecEnv vec(std::move(envs), 7, 0);
     double returns = 0;

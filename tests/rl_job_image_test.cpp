@@ -43,8 +43,7 @@ eval_episodes = 4
 
 }  // namespace
 
-TEST_CASE("an image env trains a convolutional policy through a whole job, PPO and V-trace" *
-          doctest::timeout(180)) {
+TEST_CASE("an image env trains a convolutional policy through a whole job, PPO and V-trace" * doctest::timeout(180)) {
   for (const std::string algo : {"ppo", "vtrace"}) {
     CAPTURE(algo);
     test::RlJob job("rlimage", 2, breakout_job(algo));
@@ -58,7 +57,7 @@ TEST_CASE("an image env trains a convolutional policy through a whole job, PPO a
     CHECK(learner.back().value("env_steps", std::uint64_t{0}) == 4096u);  // 16 updates of 32 x 8 frames
     CHECK(std::isfinite(learner.back().value("loss", NAN)));
     CHECK(learner.back().value("episode_length", 0.0) >= 6.0);  // Breakout's shortest episode
-    CHECK(!job.metrics_of("actor.1").empty());                 // the evaluator played its versions
+    CHECK(!job.metrics_of("actor.1").empty());                  // the evaluator played its versions
     CHECK(job.checkpoints().size() == 1);
     CHECK(job.segments_left().empty());
   }

@@ -84,8 +84,9 @@ void check_against_reference(const Case& c) {
 
 }  // namespace
 
-TEST_CASE("rl returns: GAE and V-trace match the papers' formulas in numpy to 1e-6, across ends of episodes, "
-          "as loops and as tensor ops") {
+TEST_CASE(
+    "rl returns: GAE and V-trace match the papers' formulas in numpy to 1e-6, across ends of episodes, "
+    "as loops and as tensor ops") {
   for (const Case& c : {Case{0.99, 0.95, 1.0, 1.0, 1}, Case{0.9, 1.0, 0.5, 2.0, 2}, Case{0.97, 0.0, 3.0, 0.3, 3},
                         Case{1.0, 0.8, 1.0, 1.0, 4}}) {
     CAPTURE(c.seed);

@@ -63,8 +63,9 @@ Updated rl_updates(const std::string& env_name, Algo algo, bool capture, int upd
 
 }  // namespace
 
-TEST_CASE("a captured RL update ends with the eager update's weights and losses: PPO and V-trace, discrete and "
-          "continuous") {
+TEST_CASE(
+    "a captured RL update ends with the eager update's weights and losses: PPO and V-trace, discrete and "
+    "continuous") {
   for (const auto& [env_name, algo] : std::vector<std::pair<std::string, Algo>>{
            {"cartpole", Algo::ppo}, {"pendulum", Algo::ppo}, {"cartpole", Algo::vtrace}, {"pendulum", Algo::vtrace}}) {
     const std::string env = env_name;  // clang 14 cannot capture a structured binding (CAPTURE's lambda)

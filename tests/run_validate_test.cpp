@@ -125,7 +125,8 @@ TEST_CASE("tandem run: a job the programs would refuse at start is one line nami
   };
   const std::vector<Row> rows = {
       {{"model.num_classes=2"}, "model.num_classes = 2 but data.train_split = \"train\" holds label 2"},
-      {{"model.name=vgg"}, "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp, actor_critic_cnn)"},
+      {{"model.name=vgg"},
+       "model.name = \"vgg\" is neither a built-in (mlp, cnn, resnet18, actor_critic_mlp, actor_critic_cnn)"},
       {{"model.name=" + not_zip}, "is not a TorchScript file (not a zip archive)"},
       {{"data.name=" + cache.name + "-missing"}, "data.name = \"" + cache.name + "-missing\": "},
       {{"data.train_split=training"},

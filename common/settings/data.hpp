@@ -29,7 +29,7 @@ struct DataSettings {
 // The built-in model.name values; any other name must be a TorchScript file. The one list:
 // common/torch/models.cpp builds exactly these, and the launcher checks names against it torch-free.
 inline constexpr std::array<std::string_view, 5> kBuiltinModels = {"mlp", "cnn", "resnet18", "actor_critic_mlp",
-                                                                  "actor_critic_cnn"};
+                                                                   "actor_critic_cnn"};
 
 struct ModelSettings {
   std::string name = "cnn";  // a built-in, or an existing TorchScript (zip) file

@@ -76,8 +76,9 @@ OnDevice on_device(const EpisodeSteps& s) {
   const torch::Tensor terminated = s.terminated.to(torch::kBool), truncated = s.truncated.to(torch::kBool);
   d.ended = terminated | truncated;
   const torch::Tensor zero = torch::zeros({}, d.values.options());
-  d.next = torch::where(terminated, zero,
-                        torch::where(truncated, s.final_values.detach().to(torch::kFloat64), d.values.narrow(0, 1, d.T)));
+  d.next = torch::where(
+      terminated, zero,
+      torch::where(truncated, s.final_values.detach().to(torch::kFloat64), d.values.narrow(0, 1, d.T)));
   return d;
 }
 
@@ -113,9 +114,9 @@ VtraceResult vtrace_by_columns(const EpisodeSteps& steps, const torch::Tensor& l
   const torch::Tensor v = d.values.narrow(0, 0, d.T);
   const torch::Tensor ratio = log_rhos.detach().to(torch::kFloat64).exp();
   const torch::Tensor rho = ratio.clamp_max(rho_bar);
-  const torch::Tensor vs_minus_v = reverse_scan(rho * (d.rewards + gamma * d.next - v),
-                                                torch::where(d.ended, torch::zeros_like(ratio),
-                                                             gamma * ratio.clamp_max(c_bar)));
+  const torch::Tensor vs_minus_v = reverse_scan(
+      rho * (d.rewards + gamma * d.next - v),
+      torch::where(d.ended, torch::zeros_like(ratio), gamma * ratio.clamp_max(c_bar)));
   // v_{t+1}, the next state's target: its own inside the episode, the bootstrap itself after an end.
   if (d.T == 0) return {vs_minus_v, vs_minus_v};
   const torch::Tensor after = torch::cat({vs_minus_v.narrow(0, 1, d.T - 1), torch::zeros_like(v.narrow(0, 0, 1))});

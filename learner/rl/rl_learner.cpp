@@ -149,8 +149,9 @@ int run_rl_learner(const JobSettings& settings, shm::JobProcess& process, const 
   updater.set_before_step([&] { runtime.wait_before_update(); });
   if (settings.learner.cuda_graph) {
     if (auto why = updater.capture_minibatches()) log::info("learner.cuda_graph = true, updating eagerly: {}", *why);
-    else log::info("learner.cuda_graph: each {} minibatch step is captured after three warm-up steps and replayed",
-                   settings.learner.algo == Algo::vtrace ? "V-trace" : "PPO");
+    else
+      log::info("learner.cuda_graph: each {} minibatch step is captured after three warm-up steps and replayed",
+                settings.learner.algo == Algo::vtrace ? "V-trace" : "PPO");
   }
   rl::SlotGatherer gatherer(rings, own, slots_per_update, deterministic ? settings.slots_per_actor() : 0);
   const std::uint64_t slot_steps = std::uint64_t{s.rollout_steps} * static_cast<std::uint64_t>(settings.env.envs);

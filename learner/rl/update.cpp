@@ -191,9 +191,9 @@ UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
       const auto captured = [&](const std::vector<torch::Tensor>& f) {
         return ppo_losses({f[0], f[1], f[2], f[3], f[4], f[5]});
       };
-      if (capture_ && replay({mini.observations, mini.actions, mini.log_probs, mini.advantages, mini.returns,
-                              mini.values},
-                             lr, captured))
+      if (capture_ &&
+          replay({mini.observations, mini.actions, mini.log_probs, mini.advantages, mini.returns, mini.values}, lr,
+                 captured))
         continue;
       step(ppo_losses(mini), lr);
     }
@@ -247,8 +247,8 @@ UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
 Losses RlUpdater::vtrace_losses(const Batch& sub, FinalValues final_values_how) {
   const std::int64_t T = sub.steps();
   const auto value = [&](const torch::Tensor& o) { return heads(o).value; };
-  const torch::Tensor final_values =
-      final_values_how == FinalValues::masked ? masked_final_values(sub, value) : final_values_of(sub, value);
+  const torch::Tensor final_values = final_values_how == FinalValues::masked ? masked_final_values(sub, value)
+                                                                             : final_values_of(sub, value);
   const Heads h = heads(sub.observations);  // [T + 1, mb, P], [T + 1, mb]
   const torch::Tensor params = h.params.narrow(0, 0, T);
   const torch::Tensor lp = head_.log_prob(params, sub.actions);  // target policy, [T, mb]

@@ -63,10 +63,8 @@ class PyAsyncVecEnv {
       raise<ShapeError>("env_id holds values beyond int32: pass env indices 0..{}", size() - 1);
     const at::Tensor a = checked_actions(actions, spec_, ids.numel());
     const std::span<const std::int32_t> id_span(ids.data_ptr<std::int32_t>(), ids.numel());
-    if (spec_.discrete())
-      vec_->send(std::span<const std::int32_t>(a.data_ptr<std::int32_t>(), a.numel()), id_span);
-    else
-      vec_->send(std::span<const float>(a.data_ptr<float>(), a.numel()), id_span);
+    if (spec_.discrete()) vec_->send(std::span<const std::int32_t>(a.data_ptr<std::int32_t>(), a.numel()), id_span);
+    else vec_->send(std::span<const float>(a.data_ptr<float>(), a.numel()), id_span);
   }
 
   StepResult recv() {
@@ -96,7 +94,7 @@ class PyAsyncVecEnv {
   }
 
   EnvSpec spec_;
-  std::vector<at::Tensor> observations_;  // buffer b's next batch writes into observations_[b]
+  std::vector<at::Tensor> observations_;    // buffer b's next batch writes into observations_[b]
   std::unique_ptr<envs::AsyncVecEnv> vec_;  // last: its workers stop before the tensors they write go
 };
 
@@ -124,9 +122,9 @@ void bind_async_envs(py::module_& m) {
       .def(
           "reset",
           [](PyAsyncVecEnv& v, py::handle seed) {
-            std::optional<std::uint64_t> s;
-            if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
-            v.reset(s);
+    std::optional<std::uint64_t> s;
+    if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
+    v.reset(s);
           },
           py::arg("seed"))
       .def("send", &PyAsyncVecEnv::send, py::arg("actions"), py::arg("env_ids"))
