@@ -51,9 +51,13 @@ class PyAsyncVecEnv {
   int batch_size() const { return vec_->batch_size(); }
   int threads() const { return vec_->threads(); }
 
-  void reset(std::optional<std::uint64_t> seed) { vec_->reset(seed); }
+  void reset(std::optional<std::uint64_t> seed) {
+    one_caller_.check("reset()");
+    vec_->reset(seed);
+  }
 
   void send(const at::Tensor& actions, const at::Tensor& env_ids) {
+    one_caller_.check("send()");
     if (env_ids.device().type() != c10::DeviceType::CPU || env_ids.dim() != 1 ||
         at::isFloatingType(env_ids.scalar_type()) || env_ids.scalar_type() == at::kBool)
       raise<ShapeError>("env_id of {}: pass a 1-D array of env indices, one for each row of actions",
@@ -68,9 +72,13 @@ class PyAsyncVecEnv {
   }
 
   StepResult recv() {
+    one_caller_.check("recv()");
     (void)vec_->wait_for(std::chrono::nanoseconds(0));  // refuses here, with the GIL, when it could never end
-    sleep_until([this](std::chrono::nanoseconds limit) { return vec_->wait_for(limit); }, std::nullopt,
-                "a batch of env steps");
+    {
+      const OneCaller::Waiting waiting = one_caller_.waiting();
+      sleep_until([this](std::chrono::nanoseconds limit) { return vec_->wait_for(limit); }, std::nullopt,
+                  "a batch of env steps");
+    }
     const envs::AsyncBatch batch = vec_->recv();
     StepResult r;
     r.observations = observations_[static_cast<std::size_t>(batch.buffer)];
@@ -94,6 +102,7 @@ class PyAsyncVecEnv {
   }
 
   EnvSpec spec_;
+  OneCaller one_caller_;
   std::vector<at::Tensor> observations_;    // buffer b's next batch writes into observations_[b]
   std::unique_ptr<envs::AsyncVecEnv> vec_;  // last: its workers stop before the tensors they write go
 };

@@ -36,6 +36,11 @@ at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, I n) 
   return actions.to(torch::kFloat).contiguous();
 }
 
+void OneCaller::check(const char* call) const {
+  if (receiving_)
+    fail("{} while another thread waits in recv() on this env: call an env from one thread at a time", call);
+}
+
 py::dict spaces_of(const EnvSpec& spec) {
   py::dict d;
   d["name"] = spec.name;

@@ -41,6 +41,26 @@ at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, std::
 // "Long (3,)": a tensor as the messages show it.
 std::string described(const at::Tensor& t);
 
+// recv() waits without the GIL, so another Python thread may call the env meanwhile; the C++ envs have
+// one owner thread. Every call checks this under the GIL first and is refused while a recv() waits.
+class OneCaller {
+ public:
+  void check(const char* call) const;  // tandem.Error while a recv() waits
+  // Marks the env as waiting in recv() until the returned guard goes (on return or an exception).
+  struct Waiting {
+    bool& flag;
+    ~Waiting() { flag = false; }
+  };
+  [[nodiscard]] Waiting waiting() {
+    check("recv()");
+    receiving_ = true;
+    return Waiting{receiving_};
+  }
+
+ private:
+  bool receiving_ = false;  // read and written under the GIL only
+};
+
 // The spec as tandem.envs reads it: name, obs_dim, obs_shape ((C, H, W) for images, else (obs_dim,)),
 // num_actions, action_dim, action bounds, time limit.
 py::dict spaces_of(const EnvSpec& spec);

@@ -81,9 +81,11 @@ class PyVecEnv {
 
   StepResult recv() {
     {
+      one_caller_.check("recv()");
       std::lock_guard lock(mutex_);
       if (!pending_ && !done_) fail("recv() without a send() before it: call send(actions) first");
     }
+    const OneCaller::Waiting waiting = one_caller_.waiting();
     sleep_until(
         [this](std::chrono::nanoseconds limit) {
       std::unique_lock lock(mutex_);
@@ -107,6 +109,7 @@ class PyVecEnv {
   at::Tensor next_observations() const { return torch::empty({vec_->size(), I(spec_.obs_dim)}, torch::kFloat); }
 
   void require_idle(const char* call) const {
+    one_caller_.check(call);
     if (broken_) fail("this env raised in an earlier step and cannot step again: make a new one");
     std::lock_guard lock(mutex_);
     if (pending_ || done_) fail("{} while a step sent with send() is not received: call recv() first", call);
@@ -169,6 +172,7 @@ class PyVecEnv {
   bool done_ = false;     // stepped, not yet received
   bool broken_ = false;   // an env threw: the VecEnv must not step again (vec_env.hpp)
   std::exception_ptr error_;
+  OneCaller one_caller_;
   std::jthread stepper_;  // last: joins before the members it uses go
 };
 

@@ -95,3 +95,43 @@ def test_a_mujoco_task_steps_asynchronously(task):
             assert obs.shape == (4, envs.single_observation_space.shape[0]) and np.all(np.isfinite(obs))
             ended += int((term | trunc).sum())
         assert ended > 0
+
+
+def test_a_second_thread_is_refused_while_one_waits_in_recv_on_the_same_env():
+    import threading
+    import time
+
+    n = 128  # Ants on one thread: each step waits tens of ms in recv()
+    with tandem.envs.make("ant", num_envs=n, batch_size=n, threads=1, seed=0) as envs, \
+            tandem.envs.make("ant", num_envs=n, threads=1, seed=0) as sync:
+        envs.reset(seed=0)
+        sync.reset(seed=0)
+        actions, ids = np.zeros((n, 8), dtype=np.float32), np.arange(n)
+        for send, recv in ((lambda: envs.send(actions, ids), envs.recv), (lambda: sync.send(actions), sync.recv)):
+            for _ in range(3):
+                sent = threading.Event()
+
+                def step():
+                    send()
+                    sent.set()
+                    recv()
+
+                thread = threading.Thread(target=step)
+                thread.start()
+                sent.wait()
+                refusal = None
+                while refusal is None and thread.is_alive():
+                    try:
+                        send()  # refused: the other thread has sent and not yet received, or waits in recv()
+                    except tandem.Error as e:
+                        if "while another thread waits in recv() on this env" in str(e):
+                            refusal = str(e)
+                    time.sleep(0.001)
+                thread.join()
+                if refusal:
+                    break
+            assert refusal, "the other thread's recv() was never seen waiting"
+            assert "call an env from one thread at a time" in refusal
+        envs.send(actions, ids)  # each env goes on after the refusal
+        assert envs.recv()[0].shape == (n,) + envs.single_observation_space.shape
+        assert sync.step(actions)[0].shape == (n,) + sync.single_observation_space.shape
