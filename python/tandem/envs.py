@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from . import _args, _tandem
-from .errors import Error
+from .errors import Error, ShapeError
 from .spaces import Box, Discrete
 
 __all__ = ["VectorEnv", "AsyncVectorEnv", "make", "Box", "Discrete"]
@@ -145,7 +145,7 @@ class VectorEnv(_Envs):
     def send(self, actions) -> None:
         """Starts a step of every env with ``actions`` and returns at once; ``recv()`` returns it."""
         self._check_open()
-        self._env.send(_as_tensor(actions))
+        self._env.send(_as_tensor(actions, "actions"))
 
     def recv(self) -> Tuple[Any, Any, Any, Any, dict]:
         """Waits for the step ``send()`` started (the GIL released) and returns it as ``step()`` does."""
@@ -188,7 +188,7 @@ class AsyncVectorEnv(_Envs):
         """Queues one step of each env in ``env_id`` (one per row of ``actions``) and returns at once.
         An env must not be sent again before ``recv()`` has returned it."""
         self._check_open()
-        self._env.send(_as_tensor(actions), _as_tensor(env_id))
+        self._env.send(_as_tensor(actions, "actions"), _as_tensor(env_id, "env_id"))
 
     def recv(self) -> Tuple[Any, Any, Any, Any, dict]:
         """Waits (the GIL released) for the next ``batch_size`` envs to finish and returns them as
@@ -217,13 +217,23 @@ def _checked(name, plugin, backend) -> Tuple[str, str]:
     return name, "" if plugin is None else _args.path("tandem.envs.make plugin", plugin)
 
 
-def _as_tensor(actions) -> torch.Tensor:
-    if isinstance(actions, torch.Tensor):
-        return actions.detach()
+def _as_tensor(value, what: str) -> torch.Tensor:
+    """``value`` (a tensor, a numpy array or anything numpy reads as numbers) as a CPU-side tensor, no
+    copy where numpy or torch can share the memory; a ``tandem.ShapeError`` naming ``what`` otherwise."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
     try:
-        return torch.from_numpy(np.ascontiguousarray(actions))
-    except TypeError:
-        return torch.as_tensor(actions)
+        array = np.ascontiguousarray(value)
+        if array.dtype.kind == "u" and array.dtype.itemsize > 1:
+            array = array.astype(np.int64)  # torch has no uint16/32/64; the C++ side range-checks the values
+        return torch.from_numpy(array)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ShapeError(f"tandem.envs: {what} of type {type(value).__name__} is not an array of numbers: pass a "
+                         "numpy array or a torch tensor") from None
 
 
 def make(name: str, num_envs: int = 1, *, batch_size: Optional[int] = None, threads: int = 1, seed: int = 0,

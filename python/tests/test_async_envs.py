@@ -76,6 +76,11 @@ def test_misuse_is_a_one_line_error_and_the_env_goes_on():
         refused(tandem.Error, lambda: envs.send(np.zeros(2, dtype=np.int64), [ids[0], ids[0]]), "still in flight")
         refused(tandem.ShapeError, lambda: envs.send(np.zeros(3, dtype=np.int64), ids), "2 integers")
         refused(tandem.ShapeError, lambda: envs.send(np.zeros(2, dtype=np.int64), [0.0, 1.0]), "env_id")
+        refused(tandem.ShapeError, lambda: envs.send(np.zeros(2, dtype=np.int64), None), "env_id of type NoneType")
+        refused(tandem.ShapeError, lambda: envs.send(None, ids), "actions of type NoneType")
+        refused(tandem.ShapeError, lambda: envs.send(np.zeros(2, dtype=np.int64), ids.reshape(2, 1)), "1-D array")
+        refused(tandem.ShapeError, lambda: envs.send(np.zeros(2, dtype=np.int64), np.array([2**40, 0])),
+                "beyond int32")
         envs.recv()  # the other two resets
         refused(tandem.Error, envs.recv, "would wait for ever", "send() more first")
         envs.send(np.zeros(2, dtype=np.int64), ids)  # the refused sends queued nothing

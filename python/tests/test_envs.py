@@ -174,6 +174,8 @@ def test_wrong_arguments_are_one_line_errors_naming_them():
         refused(tandem.ShapeError, lambda: envs.step(np.zeros(3, dtype=np.int64)), "2 integers")
         refused(tandem.ShapeError, lambda: envs.step(np.array([0, 2])), "out of range", "0..1")
         refused(tandem.ShapeError, lambda: envs.step(np.zeros(2, dtype=np.float32)), "2 integers")
+        refused(tandem.ShapeError, lambda: envs.step(None), "actions of type NoneType", "numpy array or a torch tensor")
+        refused(tandem.ShapeError, lambda: envs.step("ab"), "actions of type str")
     with tandem.envs.make("pendulum", num_envs=2) as envs:
         refused(tandem.ShapeError, lambda: envs.step(np.zeros((2, 2), dtype=np.float32)), "shape (2, 1)")
     envs.close()
