@@ -34,12 +34,10 @@ using I = std::int64_t;
 
 class PyAsyncVecEnv {
  public:
-  PyAsyncVecEnv(const EnvSettings& settings, int num_envs, int batch_size, int threads, std::uint64_t seed) {
-    const envs::EnvSource source(settings);
+  PyAsyncVecEnv(const EnvRequest& r, int batch_size) {
+    const envs::EnvSource source(r.settings);
     spec_ = source.spec();
-    if (settings.is_python())
-      fail("env.name = \"python\" names a Python env: step it from Python directly, not through tandem.envs");
-    vec_ = std::make_unique<envs::AsyncVecEnv>(source.make(num_envs), batch_size, threads, seed);
+    vec_ = std::make_unique<envs::AsyncVecEnv>(source.make(r.num_envs), batch_size, r.threads, r.seed);
     for (int b = 0; b < vec_->buffers(); ++b) {
       observations_.push_back(next_observations());
       observe(b);
@@ -113,14 +111,8 @@ void bind_async_envs(py::module_& m) {
   py::class_<PyAsyncVecEnv>(m, "AsyncVecEnv")
       .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle batch_size,
                        py::handle threads, py::handle seed) {
-             EnvSettings settings;
-             settings.name = name;
-             settings.plugin = plugin;
-             const int n = integer_as<int>(num_envs, "num_envs", 1, 65536);
-             const int m = integer_as<int>(batch_size, "batch_size", 1, n);
-             const int k = integer_as<int>(threads, "threads", 1, 1024);
-             if (k > n) fail("threads={} is more than num_envs={}: use threads 1..{}", k, n, n);
-             return std::make_unique<PyAsyncVecEnv>(settings, n, m, k, integer_as<std::uint64_t>(seed, "seed"));
+             const EnvRequest r = env_request(name, plugin, num_envs, threads, seed);
+             return std::make_unique<PyAsyncVecEnv>(r, integer_as<int>(batch_size, "batch_size", 1, r.num_envs));
            }),
            py::arg("name"), py::arg("plugin"), py::arg("num_envs"), py::arg("batch_size"), py::arg("threads"),
            py::arg("seed"))
@@ -129,13 +121,7 @@ void bind_async_envs(py::module_& m) {
       .def_property_readonly("batch_size", &PyAsyncVecEnv::batch_size)
       .def_property_readonly("threads", &PyAsyncVecEnv::threads)
       .def(
-          "reset",
-          [](PyAsyncVecEnv& v, py::handle seed) {
-    std::optional<std::uint64_t> s;
-    if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
-    v.reset(s);
-          },
-          py::arg("seed"))
+          "reset", [](PyAsyncVecEnv& v, py::handle seed) { v.reset(reset_seed(seed)); }, py::arg("seed"))
       .def("send", &PyAsyncVecEnv::send, py::arg("actions"), py::arg("env_ids"))
       .def("recv", &PyAsyncVecEnv::recv);
 }

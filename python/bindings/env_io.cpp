@@ -3,11 +3,32 @@
 #include <fmt/ranges.h>
 
 #include "common/error.hpp"
+#include "python/bindings/arguments.hpp"
 #include "python/bindings/errors.hpp"
 
 namespace tandem::python {
 
 using I = std::int64_t;
+
+EnvRequest env_request(const std::string& name, const std::string& plugin, py::handle num_envs, py::handle threads,
+                       py::handle seed) {
+  EnvRequest r;
+  r.settings.name = name;
+  r.settings.plugin = plugin;
+  if (r.settings.is_python())
+    fail("env.name = \"python\" names a Python env: step it from Python directly, not through tandem.envs");
+  r.num_envs = integer_as<int>(num_envs, "num_envs", 1, 65536);
+  r.threads = integer_as<int>(threads, "threads", 1, 1024);
+  if (r.threads > r.num_envs)
+    fail("threads={} is more than num_envs={}: use threads 1..{}", r.threads, r.num_envs, r.num_envs);
+  r.seed = integer_as<std::uint64_t>(seed, "seed");
+  return r;
+}
+
+std::optional<std::uint64_t> reset_seed(py::handle seed) {
+  if (seed.is_none()) return std::nullopt;
+  return integer_as<std::uint64_t>(seed, "reset seed");
+}
 
 std::string described(const at::Tensor& t) {
   return fmt::format("{} ({}{})", c10::toString(t.scalar_type()), fmt::join(t.sizes(), ", "), t.dim() == 1 ? "," : "");

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "common/env_spec.hpp"
+#include "common/settings/actor.hpp"
 #include "python/bindings/module.hpp"
 
 namespace tandem::python {
@@ -37,6 +39,20 @@ at::Tensor copy_of(std::span<const T> values, at::ScalarType dtype) {
 // float32 for a continuous one (a [n] tensor is taken for action_dim = 1), contiguous on the CPU. A
 // tandem.ShapeError in one line for any other shape, dtype or an index out of range.
 at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, std::int64_t n);
+
+// make()'s arguments, checked alike for both kinds (tandem.Error naming the argument): a built-in env
+// or a plugin (not "python": a Python env is stepped from Python), 1..65536 envs, 1..num_envs threads,
+// a uint64 seed.
+struct EnvRequest {
+  EnvSettings settings;
+  int num_envs = 1;
+  int threads = 1;
+  std::uint64_t seed = 0;
+};
+EnvRequest env_request(const std::string& name, const std::string& plugin, py::handle num_envs, py::handle threads,
+                       py::handle seed);
+// reset()'s seed: None (the envs' streams go on) or a uint64.
+std::optional<std::uint64_t> reset_seed(py::handle seed);
 
 // "Long (3,)": a tensor as the messages show it.
 std::string described(const at::Tensor& t);

@@ -40,12 +40,10 @@ using I = std::int64_t;
 
 class PyVecEnv {
  public:
-  PyVecEnv(const EnvSettings& settings, int num_envs, int threads, std::uint64_t seed) {
-    const envs::EnvSource source(settings);
+  explicit PyVecEnv(const EnvRequest& r) {
+    const envs::EnvSource source(r.settings);
     spec_ = source.spec();
-    if (settings.is_python())
-      fail("env.name = \"python\" names a Python env: step it from Python directly, not through tandem.envs");
-    vec_ = std::make_unique<envs::VecEnv>(source.make(num_envs), seed, 0, 0, threads);
+    vec_ = std::make_unique<envs::VecEnv>(source.make(r.num_envs), r.seed, 0, 0, r.threads);
     stepper_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   }
   ~PyVecEnv() {
@@ -192,26 +190,14 @@ void bind_envs(py::module_& m) {
   py::class_<PyVecEnv>(m, "VecEnv")
       .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle threads,
                        py::handle seed) {
-             EnvSettings settings;
-             settings.name = name;
-             settings.plugin = plugin;
-             const int n = integer_as<int>(num_envs, "num_envs", 1, 65536);
-             const int k = integer_as<int>(threads, "threads", 1, 1024);
-             if (k > n) fail("threads={} is more than num_envs={}: use threads 1..{}", k, n, n);
-             return std::make_unique<PyVecEnv>(settings, n, k, integer_as<std::uint64_t>(seed, "seed"));
+             return std::make_unique<PyVecEnv>(env_request(name, plugin, num_envs, threads, seed));
            }),
            py::arg("name"), py::arg("plugin"), py::arg("num_envs"), py::arg("threads"), py::arg("seed"))
       .def_property_readonly("spec", [](const PyVecEnv& v) { return spaces_of(v.spec()); })
       .def_property_readonly("num_envs", &PyVecEnv::size)
       .def_property_readonly("threads", &PyVecEnv::threads)
       .def(
-          "reset",
-          [](PyVecEnv& v, py::handle seed) {
-    std::optional<std::uint64_t> s;
-    if (!seed.is_none()) s = integer_as<std::uint64_t>(seed, "reset seed");
-    return v.reset(s);
-          },
-          py::arg("seed"))
+          "reset", [](PyVecEnv& v, py::handle seed) { return v.reset(reset_seed(seed)); }, py::arg("seed"))
       .def("send", &PyVecEnv::send, py::arg("actions"))
       .def("recv", &PyVecEnv::recv);
 }
