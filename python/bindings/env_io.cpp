@@ -66,8 +66,11 @@ py::dict spaces_of(const EnvSpec& spec) {
   py::dict d;
   d["name"] = spec.name;
   d["obs_dim"] = spec.obs_dim;
-  d["obs_shape"] = spec.image() ? py::make_tuple(spec.obs_channels, spec.obs_height, spec.obs_width())
-                                : py::make_tuple(spec.obs_dim);
+  // Each arity of py::make_tuple is its own type in newer pybind11 (typing::Tuple<...>): no `?:`.
+  if (spec.image())
+    d["obs_shape"] = py::make_tuple(spec.obs_channels, spec.obs_height, spec.obs_width());
+  else
+    d["obs_shape"] = py::make_tuple(spec.obs_dim);
   d["num_actions"] = spec.num_actions;
   d["action_dim"] = spec.action_dim;
   d["action_low"] = spec.action_low;
