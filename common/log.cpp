@@ -33,7 +33,6 @@ constexpr std::string_view tag(Level l) {
 }  // namespace
 
 void set_role(std::string role) { g_role = std::move(role); }
-void set_level(Level l) { g_level.store(l, std::memory_order_relaxed); }
 Level level() { return g_level.load(std::memory_order_relaxed); }
 
 void write(Level l, std::string_view message) {

@@ -1,5 +1,5 @@
-// Logging on fmt. One process-wide level and role prefix, set once at startup by main() (not
-// thread-safe to change later); emitting is thread-safe (each line is one write(2) to stderr, so
+// Logging on fmt. One process-wide level, read from the environment at load, and a role prefix set
+// once at startup by main() (not thread-safe to change later); emitting is thread-safe (each line is one write(2) to stderr, so
 // lines from threads and from processes sharing the launcher's pipe never interleave mid-line).
 // The level comes from TANDEM_LOG=debug|info|warn|error (default info).
 #pragma once
@@ -14,7 +14,6 @@ namespace tandem::log {
 enum class Level { debug = 0, info = 1, warn = 2, error = 3 };
 
 void set_role(std::string role);  // e.g. "learner.0", printed before each line
-void set_level(Level level);
 Level level();
 void write(Level level, std::string_view message);
 

@@ -55,7 +55,6 @@ class DeviceChain {
   };
   // src: `bytes` on devices[0]. dst[h]: a slot on devices[h], or null to leave hop h out.
   void enqueue(const void* src, const SourceReady& ready, const std::vector<std::byte*>& dst);
-  std::size_t hops() const { return devices_.size(); }
   const cuda::Event& done(std::size_t hop) const { return done_[hop]; }
   // GPU time from the source's first piece to hop h's last chunk.
   double elapsed_ms(std::size_t hop) const { return cuda::Event::elapsed_ms(start_[hop], done_[hop]); }

@@ -158,13 +158,6 @@ JobConfig JobConfig::load(const std::filesystem::path& file, std::span<const std
   return j;
 }
 
-std::uint32_t JobConfig::actor_rows() const {
-  std::uint32_t rows = 0;
-  for (const auto& g : groups)
-    if (g.role == shm::Role::actor) rows += g.count;
-  return rows;
-}
-
 std::string JobConfig::resolved_toml() const {
   toml::table all = toml::parse(config.to_toml());
   if (toml::table* run = all["run"].as_table()) put_group_tables(group_tables, *run);

@@ -79,7 +79,6 @@ struct JobConfig {
                         const NodeFlags& nodes = {});
 
   std::uint32_t world_size() const { return nnodes * learners; }
-  std::uint32_t actor_rows() const;  // every actor group's processes: the control block's actor rows
   // The resolved config (defaults filled in, groups included) as TOML, for <run_dir>/config.toml.
   std::string resolved_toml() const;
   std::uint32_t global_rank(std::uint32_t local_rank) const { return node_rank * learners + local_rank; }

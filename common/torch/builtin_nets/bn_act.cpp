@@ -158,6 +158,5 @@ Tensor bn_act(torch::nn::BatchNorm2dImpl& bn, const Tensor& x, const Tensor& res
 
 void bn_act_allow_fused(bool allow) { fused_allowed.store(allow, std::memory_order_relaxed); }
 void bn_act_set_backend(BnBackend b) { backend.store(b, std::memory_order_relaxed); }
-BnBackend bn_act_backend() { return backend.load(std::memory_order_relaxed); }
 
 }  // namespace tandem

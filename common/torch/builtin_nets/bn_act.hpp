@@ -46,6 +46,5 @@ void bn_act_allow_fused(bool allow);
 // channels). `tandem-bench graph --bn-backend` measures each.
 enum class BnBackend { automatic, tandem, cudnn };
 void bn_act_set_backend(BnBackend backend);
-BnBackend bn_act_backend();
 
 }  // namespace tandem
