@@ -15,7 +15,7 @@
 #include "common/torch/builtin_nets/bn_act.hpp"
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 #include "learner/trainer.hpp"
 #include "bench/bench_json.hpp"
 #include "bench/graph_options.hpp"
@@ -115,7 +115,7 @@ Result measure(const std::string& name, std::int64_t batch, const std::string& p
 
   Result res{name, batch, precision, graph ? "graph" : "eager", 0, 0};
   if (graph) {
-    GraphStep step(trainer, {batch, 3, 32, 32}, gather);
+    CapturedTrainStep step(trainer, {batch, 3, 32, 32}, gather);
     res.train_ms = median_ms(
         [&] {
       step.rows().copy_(rows());

@@ -1,6 +1,6 @@
 // `tandem-bench graph`: the single-GPU supervised training step and the evaluation forward of the
 // cnn and ResNet-18 (CIFAR-shaped 3x32x32 synthetic data already on the GPU, SGD Nesterov), eager
-// against replayed from a CUDA graph (learner/graph_step.hpp, actor/graph_eval.hpp: fused BatchNorm,
+// against replayed from a CUDA graph (learner/captured_train_step.hpp, actor/graph_eval.hpp: fused BatchNorm,
 // fused optimizer, folded evaluation), at batch 128 and 512, in float32 and bf16 (Model::set_precision),
 // the median of --steps CUDA-event-timed steps after --warmup. With --peer, the same in PyTorch
 // (bench/peers/graph_step_peer.py: eager and torch.compile(mode="reduce-overhead"), under

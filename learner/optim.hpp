@@ -59,7 +59,7 @@ class Optimizer {
 
   // One update of every parameter that has a gradient, with learning rate `lr`.
   void step(double lr);
-  // A step that can be captured in a CUDA graph (learner/graph_step.hpp), which would bake step()'s
+  // A step that can be captured in a CUDA graph (learner/captured_train_step.hpp), which would bake step()'s
   // host-side lr and bias corrections into its kernels. set_step_coefficients(lr) counts the step and
   // writes them into a small device tensor, on the current stream and never waiting; step_captured()
   // reads them there, so one capture serves every step. Call set_step_coefficients outside the

@@ -22,7 +22,7 @@
 #include "learner/ddp/session.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/host_feed.hpp"
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 #include "learner/runtime.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_check.hpp"
@@ -201,15 +201,16 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
   for (std::uint64_t i = 0; i < start % epoch_steps; ++i) feed.next();  // the resumed epoch's done steps
 
   // learner.cuda_graph: one graph per run; where it cannot be, one line says why and training is eager.
-  std::unique_ptr<GraphStep> graph;
+  std::unique_ptr<CapturedTrainStep> graph;
   if (settings.learner.cuda_graph) {
-    if (auto why = GraphStep::unsupported(trainer, sync ? &*sync : nullptr)) {
+    if (auto why = CapturedTrainStep::unsupported(trainer, sync ? &*sync : nullptr)) {
       log::info("learner.cuda_graph = true, training eagerly: {}", *why);
     } else {
-      GraphStep::Gather gather;
+      CapturedTrainStep::Gather gather;
       if (feed.device) gather = [&](const torch::Tensor& rows, feed::Batch& out) { feed.device->gather(rows, out); };
-      graph = std::make_unique<GraphStep>(trainer, feed::describe_feed(cache, fopts).batch_shape(fopts.batch_size),
-                                          std::move(gather), 3, sync ? &*sync : nullptr);
+      graph = std::make_unique<CapturedTrainStep>(trainer,
+                                                  feed::describe_feed(cache, fopts).batch_shape(fopts.batch_size),
+                                                  std::move(gather), 3, sync ? &*sync : nullptr);
       log::info("learner.cuda_graph: the training step is captured after its warm-up and replayed");
     }
   }

@@ -58,7 +58,7 @@ StepMetrics Trainer::train_step(const torch::Tensor& x, const torch::Tensor& y) 
   const auto [loss, correct] = cross_entropy_and_correct(logits, y);
   loss.backward();
   if (before_update_) before_update_();
-  if (optimizer_.fused()) {  // the kernels a captured step uses (graph_step.hpp): the two agree exactly
+  if (optimizer_.fused()) {  // the kernels a captured step uses (captured_train_step.hpp): the two agree exactly
     optimizer_.set_step_coefficients(lr);
     std::vector<torch::Tensor> grads;
     for (const torch::Tensor& p : optimizer_.parameters()) grads.push_back(p.grad());

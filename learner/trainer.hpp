@@ -69,7 +69,7 @@ class Trainer {
   void set_before_update(std::function<void()> fn) { before_update_ = std::move(fn); }
   WindowMetrics take_window();
 
-  // For a step that runs outside train_step, captured in a CUDA graph (learner/graph_step.hpp):
+  // For a step that runs outside train_step, captured in a CUDA graph (learner/captured_train_step.hpp):
   // the window's device sums (loss * batch, float64; correct, int64), which keep their addresses
   // (take_window zeroes them in place) so a graph may add to them; and the host-side bookkeeping of
   // one such step (step count, window samples, lr).

@@ -23,7 +23,7 @@
 #include "actor/evaluator.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/torch/models.hpp"
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 #include "learner/optim.hpp"
 #include "learner/trainer.hpp"
 #include "tests/harness.hpp"
@@ -90,7 +90,7 @@ TEST_CASE("a TorchScript model falls back to eager with one line") {
   model.to(device);
 
   Trainer trainer(model, {.optimizer = {}, .schedule = {.kind = "constant"}});
-  const auto why = GraphStep::unsupported(trainer);
+  const auto why = CapturedTrainStep::unsupported(trainer);
   REQUIRE(why.has_value());
   CHECK(why->find("TorchScript") != std::string::npos);
 

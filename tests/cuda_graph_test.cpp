@@ -1,4 +1,4 @@
-// GPU: training steps and evaluation replayed from CUDA graphs (learner/graph_step.hpp,
+// GPU: training steps and evaluation replayed from CUDA graphs (learner/captured_train_step.hpp,
 // actor/graph_eval.hpp: fused BatchNorm, fused optimizer, folded evaluation) against the eager ones
 // with ATen's unfused ops. Without a GPU this binary prints SKIP and exits 77.
 #include <torch/torch.h>
@@ -18,7 +18,7 @@
 #include "common/torch/models.hpp"
 #include "learner/feed/device_feed.hpp"
 #include "learner/feed/synthetic_dataset.hpp"
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 #include "learner/trainer.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/segment.hpp"
@@ -82,7 +82,7 @@ TrainerConfig sgd(double lr, const ScheduleConfig& schedule) {
 }
 
 // Trains `steps` steps on batches gathered from a fixed GPU pool in a fixed order, eagerly or
-// through a GraphStep; returns the final flat parameters and the last step's lr per step.
+// through a CapturedTrainStep; returns the final flat parameters and the last step's lr per step.
 struct Trained {
   torch::Tensor params;
   std::vector<double> lrs;
@@ -126,15 +126,15 @@ Trained train(const std::string& name, Mode mode, const TrainerConfig& base, con
   Trained out;
   feed::Batch b{torch::empty({batch, 3, 32, 32}, pool_x.options()), torch::empty({batch}, pool_y.options())};
   if (mode == Mode::graph_gathers) {
-    REQUIRE_FALSE(GraphStep::unsupported(t).has_value());
-    GraphStep g(t, {batch, 3, 32, 32}, gather);
+    REQUIRE_FALSE(CapturedTrainStep::unsupported(t).has_value());
+    CapturedTrainStep g(t, {batch, 3, 32, 32}, gather);
     for (int s = 0; s < steps; ++s) {
       g.rows().copy_(order[s]);
       out.lrs.push_back(g.step().lr);
     }
     out.captured = g.captured();
   } else if (mode == Mode::graph_copies) {
-    GraphStep g(t, {batch, 3, 32, 32});
+    CapturedTrainStep g(t, {batch, 3, 32, 32});
     for (int s = 0; s < steps; ++s) {
       gather(order[s], b);
       out.lrs.push_back(g.step(b.x, b.y).lr);

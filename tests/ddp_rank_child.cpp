@@ -23,7 +23,7 @@
 #include "common/torch/flat_params.hpp"
 #include "common/torch/models.hpp"
 #include "learner/ddp/session.hpp"
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 #include "learner/trainer.hpp"
 #include "tests/harness.hpp"
 
@@ -90,10 +90,10 @@ int train_rank() {
       for (auto& [name, t] : trainer.optimizer().state_tensors()) state.push_back(t);
       sync->broadcast_from_rank0(state);
     }
-    std::unique_ptr<GraphStep> graph;
+    std::unique_ptr<CapturedTrainStep> graph;
     if (kv["cuda_graph"] == "1")
-      graph = std::make_unique<GraphStep>(trainer, std::vector<std::int64_t>{batch, 1, 28, 28}, GraphStep::Gather{}, 3,
-                                          sync ? &*sync : nullptr);
+      graph = std::make_unique<CapturedTrainStep>(trainer, std::vector<std::int64_t>{batch, 1, 28, 28},
+                                                  CapturedTrainStep::Gather{}, 3, sync ? &*sync : nullptr);
     for (int i = 0; i < steps; ++i) {
       torch::manual_seed(1000 + static_cast<std::uint64_t>(i));
       const torch::Tensor x = torch::randn({batch * world, 1, 28, 28});

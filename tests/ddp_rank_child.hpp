@@ -26,7 +26,7 @@ struct RankRun {
   int steps = 50;
   int stop_vote_at = -1;            // rank 1 votes to stop from this step on (-1: never)
   std::string device = "cpu";       // cpu | cuda (cuda:rank)
-  bool cuda_graph = false;          // cuda: the step captured with its all-reduces (GraphStep); the
+  bool cuda_graph = false;          // cuda: the step captured with its all-reduces (CapturedTrainStep); the
                                     // child fails if it ran eagerly
   std::string collectives = "shm";  // ddp.cpu_collectives: shm | gloo; shm-thread | shm-caller also
                                     // pin ddp.shm_progress (shm alone leaves it at auto)

@@ -58,7 +58,7 @@ class Communicator {
   // on its own timeout or through the watchdog, so this only marks the communicator broken).
   virtual void abort() = 0;
   virtual const char* backend() const = 0;  // for the log: what carries the collectives
-  // Whether its ops can be recorded into a CUDA graph (a captured data-parallel step, graph_step.hpp):
+  // Whether its ops can be recorded into a CUDA graph (a captured data-parallel step, captured_train_step.hpp):
   // NCCL's can; an op issued while the compute stream captures is recorded, not watched.
   virtual bool capturable() const { return false; }
   // After each replay of a captured step: watch the collectives it ran, as an eager op is watched

@@ -25,7 +25,7 @@
 // collective. On CPUs stop_agreed() answers for this step's vote; on GPUs for the vote of two steps
 // before (copied to the host behind the all-reduce, so no step waits for the device), the same lag
 // on every rank: a stop takes effect two steps after it was voted.
-// Captured (learner.cuda_graph with NCCL, learner/graph_step.hpp): forward, backward with its hooks'
+// Captured (learner.cuda_graph with NCCL, learner/captured_train_step.hpp): forward, backward with its hooks'
 // all-reduces, finish_on_device() and the update are recorded once and replayed; after each replay
 // after_replay() reads the vote (same lag) and has the communicator watch the replay's collectives.
 // A replay reads the vote from pinned memory when it gets there, so a vote must stay cast once cast

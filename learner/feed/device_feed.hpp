@@ -45,7 +45,7 @@ class DeviceFeed {
   // The current CUDA stream of the feed's GPU, as an opaque id (0 without CUDA).
   std::uintptr_t current_stream() const;
 
-  // For a training step captured in a CUDA graph (learner/graph_step.hpp), which gathers from a fixed
+  // For a training step captured in a CUDA graph (learner/captured_train_step.hpp), which gathers from a fixed
   // index buffer. next_rows() advances exactly like next() but, instead of gathering, copies the
   // step's rows (batch_size * consumers int64 row numbers, split-relative) into `rows`, a fixed int64
   // tensor on the feed's GPU, with one D2D copy on the current stream; the Step it returns has no

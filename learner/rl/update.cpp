@@ -129,7 +129,7 @@ std::optional<std::string> RlUpdater::capture_minibatches() {
   if (!model_.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
   if (after_backward_) return "learner ranks synchronise their gradients between backward and the update, on the host";
-  if (auto why = StepGraph::unsupported(model_.device())) return why;
+  if (auto why = GraphCapture::unsupported(model_.device())) return why;
   capture_ = true;
   return std::nullopt;
 }
@@ -140,7 +140,7 @@ bool RlUpdater::replay(const std::vector<torch::Tensor>& inputs, double lr,
                        const std::function<Losses(const std::vector<torch::Tensor>&)>& losses_of) {
   if (!graph_) {
     for (const torch::Tensor& t : inputs) fixed_.push_back(torch::empty_like(t, torch::MemoryFormat::Contiguous));
-    graph_ = std::make_unique<StepGraph>(model_.device(), 3);
+    graph_ = std::make_unique<GraphCapture>(model_.device(), 3);
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].sizes() != fixed_[i].sizes()) return false;  // another minibatch size: eager
@@ -148,7 +148,7 @@ bool RlUpdater::replay(const std::vector<torch::Tensor>& inputs, double lr,
   if (before_step_) before_step_();  // the publisher's fence, before the graph's update as before the eager one
   const std::int64_t before = optimizer_.steps_taken();
   optimizer_.set_step_coefficients(lr);
-  const StepGraph::Ran ran = graph_->run([&] {
+  const GraphCapture::Ran ran = graph_->run([&] {
     const Losses l = losses_of(fixed_);
     if (!one_.defined()) one_ = torch::ones_like(l.total);
     l.total.backward(one_);
@@ -157,7 +157,7 @@ bool RlUpdater::replay(const std::vector<torch::Tensor>& inputs, double lr,
     optimizer_.zero_grad();
     add_to_sums(l);
   });
-  if (ran != StepGraph::Ran::refused) return true;
+  if (ran != GraphCapture::Ran::refused) return true;
   log::warn("learner.cuda_graph: capturing the {} minibatch step failed ({}); updating eagerly from here",
             algo_ == Algo::vtrace ? "V-trace" : "PPO", graph_->why_refused());
   optimizer_.set_steps_taken(before);  // the refused step is taken again, eagerly

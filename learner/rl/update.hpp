@@ -22,7 +22,7 @@
 #include "common/torch/models.hpp"
 #include "common/torch/policy.hpp"
 #include "learner/optim.hpp"
-#include "learner/step_graph.hpp"
+#include "learner/graph_capture.hpp"
 #include "learner/rl/rl_setup.hpp"
 #include "learner/rl/slot_gather.hpp"
 
@@ -73,7 +73,7 @@ class RlUpdater {
   UpdateStats update(const Batch& batch, double lr);
 
   // learner.cuda_graph: from now on every minibatch step (forward, the targets, losses, backward,
-  // clipping, the optimizer's update) is one CUDA graph replay (learner/step_graph.hpp) after three
+  // clipping, the optimizer's update) is one CUDA graph replay (learner/graph_capture.hpp) after three
   // eager warm-up steps, the minibatch copied into the graph's fixed inputs first. PPO's targets are
   // the update's (GAE, outside the graph); V-trace's are each minibatch's own, inside it (on the
   // device: returns.hpp), its final observations all valued and masked where they do not
@@ -120,7 +120,7 @@ class RlUpdater {
   torch::Tensor sums_;  // f32 [4] on the model's device: the update's loss sums, read once at its end
   // learner.cuda_graph: the captured minibatch step and its fixed inputs (capture_minibatches()).
   bool capture_ = false;
-  std::unique_ptr<StepGraph> graph_;
+  std::unique_ptr<GraphCapture> graph_;
   std::vector<torch::Tensor> fixed_;
   torch::Tensor one_;  // d loss / d loss, made in the first warm-up step rather than inside the graph
 };

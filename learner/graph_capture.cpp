@@ -1,4 +1,4 @@
-#include "learner/step_graph.hpp"
+#include "learner/graph_capture.hpp"
 
 #include <algorithm>
 
@@ -13,7 +13,7 @@
 
 namespace tandem {
 
-std::optional<std::string> StepGraph::unsupported(torch::Device device) {
+std::optional<std::string> GraphCapture::unsupported(torch::Device device) {
   if (!device.is_cuda()) return "the learner trains on the CPU (CUDA graphs need learner.device = \"cuda\")";
 #ifndef TANDEM_TORCH_CUDA
   return "this build's LibTorch has no CUDA";
@@ -23,7 +23,7 @@ std::optional<std::string> StepGraph::unsupported(torch::Device device) {
 
 #ifdef TANDEM_TORCH_CUDA
 
-struct StepGraph::Impl {
+struct GraphCapture::Impl {
   c10::DeviceIndex device;
   int warmup_left;
   c10::cuda::CUDAStream side;
@@ -96,34 +96,34 @@ struct StepGraph::Impl {
   }
 };
 
-StepGraph::StepGraph(torch::Device device, int warmup_steps) {
+GraphCapture::GraphCapture(torch::Device device, int warmup_steps) {
   if (auto why = unsupported(device)) fail("a captured step is not possible here: {}", *why);
   impl_ = std::make_unique<Impl>(device, warmup_steps);
 }
-StepGraph::Ran StepGraph::run(const std::function<void()>& body) { return impl_->run(body); }
-void StepGraph::on_side_stream(const std::function<void()>& fn) {
+GraphCapture::Ran GraphCapture::run(const std::function<void()>& body) { return impl_->run(body); }
+void GraphCapture::on_side_stream(const std::function<void()>& fn) {
   c10::cuda::CUDAGuard guard(impl_->device);
   impl_->on_side_stream(fn);
 }
-bool StepGraph::captured() const { return impl_->graph != nullptr; }
-const std::string& StepGraph::why_refused() const { return impl_->why; }
+bool GraphCapture::captured() const { return impl_->graph != nullptr; }
+const std::string& GraphCapture::why_refused() const { return impl_->why; }
 
 #else
 
-struct StepGraph::Impl {
+struct GraphCapture::Impl {
   std::string why = "this build's LibTorch has no CUDA";
 };
 
-StepGraph::StepGraph(torch::Device, int) {
+GraphCapture::GraphCapture(torch::Device, int) {
   fail("a captured step (learner.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
 }
-StepGraph::Ran StepGraph::run(const std::function<void()>&) { return Ran::refused; }
-void StepGraph::on_side_stream(const std::function<void()>& fn) { fn(); }
-bool StepGraph::captured() const { return false; }
-const std::string& StepGraph::why_refused() const { return impl_->why; }
+GraphCapture::Ran GraphCapture::run(const std::function<void()>&) { return Ran::refused; }
+void GraphCapture::on_side_stream(const std::function<void()>& fn) { fn(); }
+bool GraphCapture::captured() const { return false; }
+const std::string& GraphCapture::why_refused() const { return impl_->why; }
 
 #endif
 
-StepGraph::~StepGraph() = default;
+GraphCapture::~GraphCapture() = default;
 
 }  // namespace tandem

@@ -1,9 +1,9 @@
-// StepGraph: one training step's device work, warmed up eagerly, captured once in a CUDA graph and
-// replayed every step after. GraphStep (the supervised step) and the RL update's PPO minibatch
+// GraphCapture: one training step's device work, warmed up eagerly, captured once in a CUDA graph and
+// replayed every step after. CapturedTrainStep (the supervised step) and the RL update's PPO minibatch
 // (learner/rl/update.hpp) build on it.
 //
-//   StepGraph g(device, 3);
-//   switch (g.run([&] { body(); })) { case StepGraph::Ran::refused: /* run the step eagerly */ ... }
+//   GraphCapture g(device, 3);
+//   switch (g.run([&] { body(); })) { case GraphCapture::Ran::refused: /* run the step eagerly */ ... }
 //
 // The first `warmup_steps` calls run the body eagerly on a side stream (cuDNN and cuBLAS make their
 // handles and workspaces, autograd allocates the gradients), as PyTorch's CUDA-graph notes require;
@@ -27,15 +27,15 @@
 
 namespace tandem {
 
-class StepGraph {
+class GraphCapture {
  public:
   // Why a step on `device` cannot be captured (a CPU device, a build without CUDA), or nullopt.
   static std::optional<std::string> unsupported(torch::Device device);
 
-  StepGraph(torch::Device device, int warmup_steps);
-  ~StepGraph();
-  StepGraph(const StepGraph&) = delete;
-  StepGraph& operator=(const StepGraph&) = delete;
+  GraphCapture(torch::Device device, int warmup_steps);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
 
   enum class Ran { warmup, replayed, refused };
   // refused: the capture failed this call; nothing ran, and every later call is refused too.

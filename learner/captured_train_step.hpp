@@ -1,9 +1,9 @@
-// GraphStep: the supervised training step captured once in a CUDA graph and replayed every step.
+// CapturedTrainStep: the supervised training step captured once in a CUDA graph and replayed every step.
 //
-//   if (auto why = GraphStep::unsupported(trainer)) log::info("... eager: {}", *why);
-//   GraphStep g(trainer, {batch, 3, 32, 32}, [&](auto& rows, auto& out) { feed.gather(rows, out); });
+//   if (auto why = CapturedTrainStep::unsupported(trainer)) log::info("... eager: {}", *why);
+//   CapturedTrainStep g(trainer, {batch, 3, 32, 32}, [&](auto& rows, auto& out) { feed.gather(rows, out); });
 //   feed.next_rows(g.rows()); g.step();        // DeviceFeed: the gather is part of the graph
-//   GraphStep h(trainer, {batch, 3, 32, 32}); h.step(b.x, b.y);   // any batch: copied in first
+//   CapturedTrainStep h(trainer, {batch, 3, 32, 32}); h.step(b.x, b.y);   // any batch: copied in first
 //
 // What the graph holds: the gather from the fixed index buffer rows() into the fixed batch (when a
 // gather is given), forward, cross-entropy, backward, the optimizer update, and the additions to the
@@ -13,7 +13,7 @@
 // (Optimizer::set_step_coefficients: the schedule keeps working), the caller's rows copy or the
 // batch copy, and the host-side step count. Nothing in a step reads the device back.
 //
-// Warm-up, capture and replay are StepGraph's (learner/step_graph.hpp): the first `warmup_steps` steps
+// Warm-up, capture and replay are GraphCapture's (learner/graph_capture.hpp): the first `warmup_steps` steps
 // run eagerly on a side stream, the next is captured there and replayed on the caller's stream, as is
 // every later one. A capture that throws has changed no weight: that step and all later ones then run
 // eagerly through Trainer::train_step, after one log line saying why.
@@ -49,7 +49,7 @@ class GradSync;
 
 namespace tandem {
 
-class GraphStep {
+class CapturedTrainStep {
  public:
   // Fills `out` (the fixed batch) from `rows` (the fixed index buffer) with capturable kernels only.
   using Gather = std::function<void(const torch::Tensor& rows, feed::Batch& out)>;
@@ -59,11 +59,11 @@ class GraphStep {
   static std::optional<std::string> unsupported(Trainer& trainer, const ddp::GradSync* sync = nullptr);
 
   // batch_shape: [batch, sample shape...] of the inputs every step has (full batches only).
-  GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather = {}, int warmup_steps = 3,
-            ddp::GradSync* sync = nullptr);
-  ~GraphStep();
-  GraphStep(const GraphStep&) = delete;
-  GraphStep& operator=(const GraphStep&) = delete;
+  CapturedTrainStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather = {},
+                    int warmup_steps = 3, ddp::GradSync* sync = nullptr);
+  ~CapturedTrainStep();
+  CapturedTrainStep(const CapturedTrainStep&) = delete;
+  CapturedTrainStep& operator=(const CapturedTrainStep&) = delete;
 
   const torch::Tensor& rows();  // int64 [batch] on the model's GPU: where the gather reads its rows
   StepMetrics step();           // with a gather: the rows are in rows()

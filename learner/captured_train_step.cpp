@@ -1,4 +1,4 @@
-#include "learner/graph_step.hpp"
+#include "learner/captured_train_step.hpp"
 
 #include <torch/torch.h>
 
@@ -7,7 +7,7 @@
 #include "common/torch/cross_entropy.hpp"
 #include "learner/ddp/grad_sync.hpp"
 
-#include "learner/step_graph.hpp"
+#include "learner/graph_capture.hpp"
 
 #ifdef TANDEM_TORCH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -15,11 +15,11 @@
 
 namespace tandem {
 
-std::optional<std::string> GraphStep::unsupported(Trainer& trainer, const ddp::GradSync* sync) {
+std::optional<std::string> CapturedTrainStep::unsupported(Trainer& trainer, const ddp::GradSync* sync) {
   Model& model = trainer.model();
   if (!model.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
-  if (auto why = StepGraph::unsupported(model.device())) return why;
+  if (auto why = GraphCapture::unsupported(model.device())) return why;
   if (sync && !sync->capturable())
     return "this gradient sync's collectives cannot be recorded into a graph (only NCCL's can)";
   if (trainer.has_before_update() && !sync)
@@ -29,7 +29,7 @@ std::optional<std::string> GraphStep::unsupported(Trainer& trainer, const ddp::G
 
 #ifdef TANDEM_TORCH_CUDA
 
-struct GraphStep::Impl {
+struct CapturedTrainStep::Impl {
   Trainer& trainer;
   Gather gather;
   c10::DeviceIndex device;
@@ -39,7 +39,7 @@ struct GraphStep::Impl {
   // d loss / d loss, made once in the first eager warm-up step: autograd would otherwise fill a new
   // one inside the graph on every replay.
   torch::Tensor one;
-  std::optional<StepGraph> graph;
+  std::optional<GraphCapture> graph;
   bool fallen_back = false;
   ddp::GradSync* sync;  // data-parallel: its all-reduces are part of the step
 
@@ -99,7 +99,7 @@ struct GraphStep::Impl {
     Optimizer& opt = trainer.mutable_optimizer();
     const std::int64_t before = opt.steps_taken();
     opt.set_step_coefficients(lr);
-    if (graph->run([&] { body(); }) == StepGraph::Ran::refused) {
+    if (graph->run([&] { body(); }) == GraphCapture::Ran::refused) {
       // Its collectives' bookkeeping (and NCCL's) is mid-step: no eager retry.
       if (sync)
         fail(
@@ -123,14 +123,14 @@ struct GraphStep::Impl {
   }
 };
 
-GraphStep::GraphStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather, int warmup_steps,
-                     ddp::GradSync* sync)
+CapturedTrainStep::CapturedTrainStep(Trainer& trainer, const std::vector<std::int64_t>& batch_shape, Gather gather,
+                                     int warmup_steps, ddp::GradSync* sync)
     : impl_(std::make_unique<Impl>(trainer, batch_shape, std::move(gather), warmup_steps, sync)) {}
-GraphStep::~GraphStep() = default;
+CapturedTrainStep::~CapturedTrainStep() = default;
 
-const torch::Tensor& GraphStep::rows() { return impl_->rows_; }
-StepMetrics GraphStep::step() { return impl_->run(); }
-StepMetrics GraphStep::step(const torch::Tensor& x, const torch::Tensor& y) {
+const torch::Tensor& CapturedTrainStep::rows() { return impl_->rows_; }
+StepMetrics CapturedTrainStep::step() { return impl_->run(); }
+StepMetrics CapturedTrainStep::step(const torch::Tensor& x, const torch::Tensor& y) {
   if (x.sizes() != impl_->fixed.x.sizes() || y.sizes() != impl_->fixed.y.sizes())
     fail("a captured training step takes batches of {} samples, got {}: use drop_last", impl_->fixed.y.size(0),
          y.size(0));
@@ -139,23 +139,25 @@ StepMetrics GraphStep::step(const torch::Tensor& x, const torch::Tensor& y) {
   impl_->fixed.y.copy_(y, /*non_blocking=*/true);
   return impl_->run();
 }
-bool GraphStep::captured() const { return impl_->graph->captured() && !impl_->fallen_back; }
-bool GraphStep::eager() const { return impl_->fallen_back; }
+bool CapturedTrainStep::captured() const { return impl_->graph->captured() && !impl_->fallen_back; }
+bool CapturedTrainStep::eager() const { return impl_->fallen_back; }
 
 #else
 
-struct GraphStep::Impl {};
+struct CapturedTrainStep::Impl {};
 
 // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink parameter, which the CUDA build's constructor keeps
-GraphStep::GraphStep(Trainer&, const std::vector<std::int64_t>&, Gather, int, ddp::GradSync*) {
+CapturedTrainStep::CapturedTrainStep(Trainer&, const std::vector<std::int64_t>&, Gather, int, ddp::GradSync*) {
   fail("a captured training step (learner.cuda_graph) needs a CUDA build: this build's LibTorch has no CUDA");
 }
-GraphStep::~GraphStep() = default;
-const torch::Tensor& GraphStep::rows() { fail("GraphStep needs a CUDA build"); }
-StepMetrics GraphStep::step() { fail("GraphStep needs a CUDA build"); }
-StepMetrics GraphStep::step(const torch::Tensor&, const torch::Tensor&) { fail("GraphStep needs a CUDA build"); }
-bool GraphStep::captured() const { return false; }
-bool GraphStep::eager() const { return true; }
+CapturedTrainStep::~CapturedTrainStep() = default;
+const torch::Tensor& CapturedTrainStep::rows() { fail("CapturedTrainStep needs a CUDA build"); }
+StepMetrics CapturedTrainStep::step() { fail("CapturedTrainStep needs a CUDA build"); }
+StepMetrics CapturedTrainStep::step(const torch::Tensor&, const torch::Tensor&) {
+  fail("CapturedTrainStep needs a CUDA build");
+}
+bool CapturedTrainStep::captured() const { return false; }
+bool CapturedTrainStep::eager() const { return true; }
 
 #endif
 
