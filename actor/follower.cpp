@@ -85,8 +85,7 @@ void Follower::attach_device_slab(const std::string& slab_name, int device) {
 }
 
 bool Follower::exporter_alive() const {
-  const auto id = process_identity(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
-  return id && !id->exited();
+  return process_alive(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
 }
 
 void Follower::fall_back_to_host_slab() {
