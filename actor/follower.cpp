@@ -134,6 +134,8 @@ std::optional<std::uint64_t> Follower::update() {
   return version_;
 }
 
+// No still_valid() check after the copy: a held lease pins its slot, and the writer never clears a
+// live owner's lease (it frees only an entry it claimed from the owner word it found dead).
 void Follower::load_copy(const shm::ReadLease& lease) {
   const at::Tensor& flat = params_.buffer();
   torch::NoGradGuard no_grad;
