@@ -85,8 +85,7 @@ void Follower::attach_device_slab(const std::string& slab_name, int device) {
 }
 
 bool Follower::exporter_alive() const {
-  const auto id = process_identity(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
-  return id && !id->exited();
+  return process_alive(static_cast<std::uint32_t>(device_reader_->device_info().exporter_pid));
 }
 
 void Follower::fall_back_to_host_slab() {
@@ -135,6 +134,8 @@ std::optional<std::uint64_t> Follower::update() {
   return version_;
 }
 
+// No still_valid() check after the copy: a held lease pins its slot, and the writer never clears a
+// live owner's lease (it frees only an entry it claimed from the owner word it found dead).
 void Follower::load_copy(const shm::ReadLease& lease) {
   const at::Tensor& flat = params_.buffer();
   torch::NoGradGuard no_grad;

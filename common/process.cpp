@@ -12,10 +12,6 @@
 
 namespace tandem {
 
-bool process_alive(std::uint32_t pid) {
-  return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
-
 std::optional<ProcessIdentity> process_identity(std::uint32_t pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -33,6 +29,16 @@ std::optional<ProcessIdentity> process_identity(std::uint32_t pid) {
   id.start_ticks = std::stoull(field);
   return id;
 }
+
+bool process_alive(std::uint32_t pid, std::uint64_t start_ticks, std::uint64_t start_mask) {
+  if (pid == 0) return false;
+  const std::optional<ProcessIdentity> id = process_identity(pid);
+  if (!id) return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;  // gone, or hidden from /proc
+  if (id->state == 'Z' || id->state == 'X') return false;
+  return ((id->start_ticks ^ start_ticks) & start_mask) == 0;
+}
+
+bool process_alive(std::uint32_t pid) { return process_alive(pid, 0, 0); }  // no start time to compare
 
 std::filesystem::path self_exe() { return std::filesystem::read_symlink("/proc/self/exe"); }
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <thread>
 
 #include "common/error.hpp"
@@ -74,9 +73,7 @@ void remove_if_writer_dead(const std::string& name, shm::Kind kind) {
           "weight slab /{} is being written by live process {} (this one: another publisher of this job is still "
           "open): close it first (Python: pub.close(), or make it in a with-block) or use another job name",
           name, info.creator_pid);
-    const std::optional<ProcessIdentity> writer = process_identity(info.creator_pid);
-    const bool alive = writer && !writer->exited() && !this_process;
-    if (alive)
+    if (process_alive(info.creator_pid) && !this_process)
       fail(
           "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
           "0), and job names must be unique; stop that process or use another job name",

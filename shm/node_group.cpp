@@ -255,8 +255,7 @@ int NodeGroup::first_rank_behind(std::uint64_t barrier) const {
 bool NodeGroup::lane_exited(int rank) const {
   const std::uint32_t pid = lane(rank).pid.load();
   if (pid == 0) return false;  // not attached yet: only the deadline can tell
-  const auto id = process_identity(pid);
-  return !id || id->exited() || id->start_ticks != lane(rank).start_ticks.load();
+  return !process_alive(pid, lane(rank).start_ticks.load());
 }
 
 NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>()>& holdup,

@@ -228,8 +228,7 @@ WeightSlabReader WeightSlabReader::attach_kind(const std::string& name, std::uin
   check_descriptor(name, d, r.segment_);
   if (device) {
     const DeviceSlabInfo& info = slab::device_info_of(r.segment_);
-    const auto exporter = process_identity(static_cast<std::uint32_t>(info.exporter_pid));
-    if (!exporter || exporter->exited())
+    if (!process_alive(static_cast<std::uint32_t>(info.exporter_pid)))
       fail(
           "device weight slab '/{}' was exported by process {}, which has exited (its GPU memory is gone): remove "
           "it (`tandem shm rm {}`) and restart the learner",

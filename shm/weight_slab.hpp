@@ -20,16 +20,17 @@
 //    (acquire) must be even, read, acquire fence, seq again (relaxed): equal = the read is one
 //    complete version, else discard it. This alone makes a torn read impossible (a Python reader
 //    relies on nothing else); leases only make a read impossible to *lose*.
-//  * Leases. A reader owns lease entries (owner = pid | start-time << 32, claimed by CAS). To lease,
-//    it stores (pid << 32 | slot + 1) in its entry, issues a seq_cst fence, then checks that the
-//    slot's seq is even and its version is the one `latest` named. The writer marks a slot odd,
-//    issues a seq_cst fence, then re-scans the leases: by this Dekker pairing either the writer
-//    sees the lease (and backs off, restoring seq) or the reader sees the odd seq (and retries).
-//    A held lease therefore pins its slot's bytes until released (store 0, release).
+//  * Leases. A reader owns lease entries (owner = pid | start-time << 32), claimed by CAS from 0 or a
+//    dead owner's word. To lease, it stores (pid << 32 | slot + 1) in its entry, issues a seq_cst fence,
+//    then checks that the slot's seq is even and its version is the one `latest` named. The writer marks
+//    a slot odd, issues a seq_cst fence, then re-scans the leases: by this Dekker pairing either the
+//    writer sees the lease (and backs off, restoring seq) or the reader sees the odd seq (and retries). A
+//    held lease therefore pins its slot's bytes until released (store 0, release); nobody else clears it.
 //  * The writer never waits. It never picks the latest slot or a leased one, prefers the free slot
 //    holding the oldest version, and with no free slot returns nothing from begin_write() and
-//    counts a skip. Before skipping it reclaims leases whose owner process is dead (pid gone or
-//    reused: the start time differs); readers reclaim dead entries when they claim one.
+//    counts a skip. Before skipping it frees dead owners' entries (process_alive: gone, a zombie, a
+//    reused pid): CAS owner from the word found dead to its own (acq_rel; a reader that claimed the
+//    entry meanwhile keeps it, lease and all), then lease = 0, owner = 0 (release).
 //  * Readers map the segment read-write (needed to open it for the lease table) and immediately
 //    mprotect everything but the lease pages read-only: one object with one lifetime, yet a stray
 //    write into the payload by a reader faults instead of corrupting the weights everyone runs.
@@ -38,14 +39,14 @@
 //  * Misuse: committing a version not above the latest one, or a slot not begun, throws
 //    std::logic_error; a second writer cannot exist (create is exclusive); a reader that ignores
 //    leases can only see reads fail validation, never a torn one accepted.
-//  * Device slab (/tandem.<job>.weights.cuda, kind weights_cuda): the same descriptor, control
-//    block, lease table and tensor table, but the slots live in one cudaMalloc'ed buffer on the
-//    writer's GPU, exported with cudaIpcGetMemHandle; DeviceSlabInfo (descriptor bytes [256, +128), covered
-//    by the segment's header checksum like the rest of the descriptor)
-//    records the handle, the GPU and the buffer, and slots_offset is 0 (no payload in the segment).
-//    The seqlock and lease protocol is unchanged: only where slot i's bytes lie differs. This code
-//    never touches device memory: the writer is handed the device pointer, a reader binds the one
-//    it mapped (common/cuda_ipc.hpp); copy_latest() is host-only and refuses a device slab.
+//  * Device slab (/tandem.<job>.weights.cuda, kind weights_cuda): the same descriptor, control block,
+//    lease table and tensor table, but the slots live in one cudaMalloc'ed buffer on the writer's GPU,
+//    exported with cudaIpcGetMemHandle; DeviceSlabInfo (descriptor bytes [256, +128), covered by the
+//    segment's header checksum like the rest of the descriptor) records the handle, the GPU and the
+//    buffer, and slots_offset is 0 (no payload in the segment). The seqlock and lease protocol is
+//    unchanged: only where slot i's bytes lie differs. This code never touches device memory: the
+//    writer is handed the device pointer, a reader binds the one it mapped (common/cuda_ipc.hpp);
+//    copy_latest() is host-only and refuses a device slab.
 //  * Waiting. A reader may sleep in FUTEX_WAIT (shared, any process) on the low 32 bits of `latest`,
 //    which change with every commit; the writer issues FUTEX_WAKE on that word after each commit.
 //    A reader therefore learns of a version when it is committed, without polling; a waiter that
@@ -123,7 +124,7 @@ struct alignas(64) SlotHeader {
   std::uint64_t reserved[2];
 };
 
-// One per reader lease; readers write their own entries, the writer clears dead owners' ones.
+// One per reader lease; readers write their own entries, the writer frees dead owners' ones.
 struct alignas(64) LeaseEntry {
   std::atomic<std::uint64_t> owner;    // 0 = free, else pid | (start time ticks & 0xffffffff) << 32
   std::atomic<std::uint64_t> lease;    // 0 = none, else pid << 32 | (slot + 1)

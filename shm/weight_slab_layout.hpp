@@ -1,4 +1,4 @@
-// Private to the weight slab's .cpp files: where each region of a mapped slab lies (from its
+// Private to the weight slab's .cpp files and its tests: where each region of a mapped slab lies (from its
 // descriptor), the lease-owner words, and the checks shared by the writer and reader sides.
 // The layout and the meaning of every atomic are weight_slab.hpp's contract; nothing here adds to it.
 #pragma once
@@ -42,11 +42,15 @@ void wait_for_commit(const SlabControl& control, std::uint64_t seen, std::chrono
 
 // This process's owner word: pid | (start ticks & 0xffffffff) << 32 (see LeaseEntry).
 std::uint64_t own_owner_word();
-// Dead = gone, a zombie (killed but not yet reaped), or the pid now names another process.
+// Dead = not alive by process_alive's rule (gone, a zombie, or the pid now names another process).
 bool owner_dead(std::uint64_t owner);
 // Claims up to `wanted` entries whose owner is absent or dead (CAS), clearing their leases.
 std::vector<LeaseEntry*> claim_lease_entries(LeaseEntry* table, std::uint32_t count, std::uint32_t wanted,
                                              std::uint64_t owner);
+// Frees `entry`, whose owner word was `dead_owner` when found dead, clearing its lease (true when it
+// held one): CAS owner dead_owner -> `reclaimer` (the writer's own word), clear lease, owner = 0
+// (release). Does nothing (false) when the owner word changed meanwhile: a reader claimed the entry.
+bool reclaim_entry(LeaseEntry& entry, std::uint64_t dead_owner, std::uint64_t reclaimer);
 // Bit s set = some entry leases slot s (acquire loads; the writer's half of the Dekker pairing).
 std::uint32_t leased_slots(const LeaseEntry* table, const SlabDescriptor& d);
 

@@ -24,8 +24,7 @@ std::uint64_t own_owner_word() {
 }
 
 bool owner_dead(std::uint64_t owner) {
-  auto id = process_identity(static_cast<std::uint32_t>(owner & 0xffffffffu));
-  return !id || id->exited() || (id->start_ticks & 0xffffffffu) != (owner >> 32);
+  return !process_alive(static_cast<std::uint32_t>(owner & 0xffffffffu), owner >> 32, 0xffffffffu);
 }
 
 std::vector<LeaseEntry*> claim_lease_entries(LeaseEntry* table, std::uint32_t count, std::uint32_t wanted,
@@ -40,6 +39,18 @@ std::vector<LeaseEntry*> claim_lease_entries(LeaseEntry* table, std::uint32_t co
     claimed.push_back(&table[i]);
   }
   return claimed;
+}
+
+bool reclaim_entry(LeaseEntry& entry, std::uint64_t dead_owner, std::uint64_t reclaimer) {
+  // Claim first: once `owner` holds the writer's (live) word no reader can take the entry, and only
+  // the dead owner ever wrote its lease, so the lease cleared next is the dead owner's. A reader that
+  // claimed the entry between the writer's check and this CAS (its pid may be the dead owner's,
+  // reused) makes the CAS fail and keeps the entry and its lease.
+  if (!entry.owner.compare_exchange_strong(dead_owner, reclaimer, std::memory_order_acq_rel)) return false;
+  const bool had_lease = entry.lease.exchange(0, std::memory_order_relaxed) != 0;
+  entry.version.store(0, std::memory_order_relaxed);
+  entry.owner.store(0, std::memory_order_release);  // free: a claimer sees the cleared lease
+  return had_lease;
 }
 
 std::uint32_t leased_slots(const LeaseEntry* table, const SlabDescriptor& d) {
@@ -58,15 +69,12 @@ std::uint32_t WeightSlabWriter::reclaim_dead() {
   const SlabDescriptor& d = descriptor();
   LeaseEntry* leases = slab::leases_of(segment_, d);
   std::uint32_t cleared = 0;
+  std::uint64_t self = 0;  // this process's owner word, read from /proc once a dead owner turns up
   for (std::uint32_t i = 0; i < d.num_leases; ++i) {
-    std::uint64_t owner = leases[i].owner.load(std::memory_order_acquire);
+    const std::uint64_t owner = leases[i].owner.load(std::memory_order_acquire);
     if (owner == 0 || !slab::owner_dead(owner)) continue;
-    std::uint64_t lease = leases[i].lease.load(std::memory_order_acquire);
-    // Only a lease carrying the dead owner's pid is cleared: a new owner's lease never matches.
-    if (lease != 0 && (lease >> 32) == (owner & 0xffffffffu) &&
-        leases[i].lease.compare_exchange_strong(lease, 0, std::memory_order_acq_rel))
-      ++cleared;
-    leases[i].owner.compare_exchange_strong(owner, 0, std::memory_order_acq_rel);
+    if (self == 0) self = slab::own_owner_word();
+    if (slab::reclaim_entry(leases[i], owner, self)) ++cleared;
   }
   if (cleared > 0) slab::control_of(segment_, d).reclaimed.fetch_add(cleared, std::memory_order_relaxed);
   return cleared;

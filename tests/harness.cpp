@@ -102,6 +102,25 @@ void Child::kill(int sig) {
   if (pid_ > 0) ::kill(pid_, sig);
 }
 
+bool became_zombie(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const auto id = process_identity(static_cast<std::uint32_t>(pid));
+    if (id && id->state == 'Z') return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Child zombie_child() {
+  const pid_t pid = ::fork();
+  if (pid < 0) TANDEM_FAIL_SYS(errno, "fork");
+  if (pid == 0) ::_exit(0);
+  Child child(pid);
+  if (!became_zombie(pid)) throw std::runtime_error(fmt::format("child {} did not become a zombie in 10 s", pid));
+  return child;
+}
+
 Child spawn_program(const std::vector<std::string>& argv_s, int output_fd) {
   std::vector<std::string> copy = argv_s;
   std::vector<char*> argv;

@@ -46,6 +46,11 @@ class Child {
 };
 
 Child spawn_child(const std::string& name, const std::vector<std::string>& args = {});
+// Waits (10 s at most) until `pid`, a child of this process, is a zombie: exited, not yet reaped.
+bool became_zombie(pid_t pid);
+// A forked child that exits at once and that nobody waits for: a zombie (Z in /proc/<pid>/stat) from
+// the return of this call until its Child reaps it.
+Child zombie_child();
 // Runs another program (argv[0] is its path); with output_fd >= 0 its stdout and stderr go there.
 Child spawn_program(const std::vector<std::string>& argv, int output_fd = -1);
 

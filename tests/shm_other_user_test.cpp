@@ -157,3 +157,26 @@ TEST_CASE("shm gc removes a valid segment whose creator died and only reports a 
   Segment::unlink(orphan);
   Segment::unlink(junk);
 }
+
+TEST_CASE("shm gc removes a job segment whose creator has exited but is not yet reaped (a zombie)" *
+          doctest::timeout(60)) {
+  if (!have_root()) return;
+  const std::string tandem = test::tandem_binary();
+  // A SIGKILLed launcher's orphaned learner is one until pid 1 reaps it; kill(pid, 0) still finds it.
+  test::Child zombie = test::zombie_child();
+  const std::string orphan = shm::job_segment_name(test::unique_name("owned"), shm::Kind::control);
+  {
+    Segment s = Segment::create(orphan, shm::Kind::control, shm::kControlLayoutVersion, 4096, "");
+    s.header().creator_pid = static_cast<std::uint32_t>(zombie.pid());
+    s.mark_ready();
+    s.persist();
+    REQUIRE(::fchown(s.fd(), kNobody, kNobody) == 0);
+  }
+  auto gc = test::run_command(as_nobody(tandem + " shm gc"));
+  INFO(gc.output);
+  CHECK(gc.status == 0);
+  CHECK(gc.output.find(fmt::format("removed /{} (ready, creator pid {} is gone)", orphan, zombie.pid())) !=
+        std::string::npos);
+  CHECK_FALSE(Segment::exists(orphan));
+  Segment::unlink(orphan);
+}

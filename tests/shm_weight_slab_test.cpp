@@ -13,6 +13,7 @@
 #include "learner/publisher.hpp"
 #include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
+#include "shm/weight_slab_layout.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -105,6 +106,37 @@ TEST_CASE("weight slab: the writer skips (and counts) instead of waiting when ev
   CHECK(slot->index == a->slot());
   w.abort(*slot);
   CHECK(b->still_valid());
+}
+
+TEST_CASE(
+    "weight slab: a reader that takes a dead owner's entry, pid and all, before the writer frees it keeps its lease") {
+  // The race, one step at a time: the writer finds entry 0's owner dead; before it acts, a new reader
+  // whose pid is the dead owner's (reused) claims the entry and leases a slot; then the writer acts on
+  // the owner word it found dead (slab::reclaim_entry, reclaim_dead's step for one entry).
+  std::string name = test::unique_name("tandem.test-slab");
+  shm::SlabSpec spec = spec_of(4096, 2);
+  spec.num_leases = 1;
+  WeightSlabWriter w = WeightSlabWriter::create(name, spec);
+  publish(w, 1, 4096);
+  shm::Segment seg = shm::Segment::attach(name, shm::Kind::weights, shm::kWeightSlabLayoutVersion,
+                                          shm::Segment::Access::read_write, "");
+  shm::LeaseEntry& entry = shm::slab::leases_of(seg, seg.descriptor_as<shm::SlabDescriptor>())[0];
+  const std::uint64_t self = shm::slab::own_owner_word();
+  const std::uint64_t dead = self ^ (std::uint64_t{1} << 32);  // this pid, another start time
+  entry.owner.store(dead);
+  REQUIRE(shm::slab::owner_dead(dead));
+
+  WeightSlabReader r = WeightSlabReader::attach(name, 1);  // takes entry 0: its owner is dead
+  REQUIRE(entry.owner.load() == self);
+  auto lease = r.lease_latest();
+  REQUIRE(lease);
+  CHECK_FALSE(shm::slab::reclaim_entry(entry, dead, self));
+  CHECK(entry.owner.load() == self);
+  CHECK(entry.lease.load() != 0);
+  publish(w, 2, 4096);           // into the other slot
+  CHECK_FALSE(w.begin_write());  // version 1's slot is leased, version 2's is the latest
+  CHECK(lease->still_valid());
+  CHECK(shm::check_verify_pattern(lease->data(), lease->bytes(), 1));
 }
 
 TEST_CASE("weight slab: the writer never rewrites the latest slot and rotates through the oldest") {

@@ -227,11 +227,7 @@ TEST_CASE("weight slab: a reader killed between leasing and reading leaves nothi
   REQUIRE(pub.publish(2).outcome == Outcome::committed);  // 2 slots: latest + leased
   CHECK(pub.publish(3).outcome == Outcome::skipped);
   holder.kill(SIGKILL);
-  REQUIRE(wait_until([&] {  // dead but unreaped: /proc/<pid>/stat says Z
-    std::ifstream in(fmt::format("/proc/{}/stat", holder.pid()));
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return s.find(") Z ") != std::string::npos;
-  }));
+  REQUIRE(test::became_zombie(holder.pid()));
   CHECK(pub.publish(4).outcome == Outcome::committed);
   CHECK(w.stats().reclaimed == 1);
 }
