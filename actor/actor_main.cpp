@@ -67,10 +67,12 @@ int run_evaluator(const JobSettings& settings, const actor::ActorContext& ctx) {
                                          .cuda_graph = a.cuda_graph});
 
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
-  actor::Follower follower = actor::wait_for_follower(slab, flat, settings.model.name, a.wait_weights_s, ctx);
+  std::optional<actor::Follower> follower = actor::wait_for_follower(slab, flat, settings.model.name, a.wait_weights_s,
+                                                                     ctx);
+  if (!follower) return 0;
   log::info("evaluator: {} on {} test samples of '{}', following /{}", model.describe(), evaluator.num_samples(),
             settings.data.name, slab);
-  return actor::run_evaluation_loop(follower, ctx, a.min_interval_s, [&](const std::function<bool()>& abandon) {
+  return actor::run_evaluation_loop(*follower, ctx, a.min_interval_s, [&](const std::function<bool()>& abandon) {
     const EvalResult r = evaluator.evaluate(model, abandon);
     const auto samples = static_cast<std::uint64_t>(r.samples);
     return actor::Evaluation{

@@ -6,6 +6,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "shm/segment.hpp"
 
 namespace tandem::actor {
@@ -13,12 +14,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// nullopt when a stop came first.
 template <class Attach>
 auto wait_and_attach(const std::string& segment, const char* what, double wait_s, const ActorContext& ctx,
-                     Attach attach) {
+                     Attach attach) -> std::optional<decltype(attach())> {
   const auto t0 = Clock::now();
+  auto stopped = [&] {
+    if (!ctx.stopping()) return false;
+    log::info("stop requested while waiting for the {} /{}: exiting", what, segment);
+    return true;
+  };
   while (!shm::Segment::exists(segment)) {
-    if (ctx.stopping()) fail("stopped while waiting for the {} /{}", what, segment);
+    if (stopped()) return std::nullopt;
     if (seconds_since(t0) > wait_s)
       fail("the {} /{} did not appear within actor.wait_weights_s = {} s: is the learner running?", what, segment,
            wait_s);
@@ -29,7 +36,8 @@ auto wait_and_attach(const std::string& segment, const char* what, double wait_s
     try {
       return attach();
     } catch (const UserError&) {
-      if (seconds_since(t0) > wait_s || ctx.stopping()) throw;
+      if (stopped()) return std::nullopt;
+      if (seconds_since(t0) > wait_s) throw;
       ctx.beat();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -38,12 +46,12 @@ auto wait_and_attach(const std::string& segment, const char* what, double wait_s
 
 }  // namespace
 
-Follower wait_for_follower(const std::string& slab, FlatParams& flat, const std::string& model, double wait_s,
-                           const ActorContext& ctx) {
+std::optional<Follower> wait_for_follower(const std::string& slab, FlatParams& flat, const std::string& model,
+                                          double wait_s, const ActorContext& ctx) {
   return wait_and_attach(slab, "weight slab", wait_s, ctx, [&] { return Follower(slab, flat, {.model = model}); });
 }
 
-shm::ExperienceWriter wait_for_rings(const ActorContext& ctx, double wait_s) {
+std::optional<shm::ExperienceWriter> wait_for_rings(const ActorContext& ctx, double wait_s) {
   return wait_and_attach(shm::job_segment_name(ctx.job, shm::Kind::experience), "experience rings", wait_s, ctx,
                          [&] { return shm::ExperienceWriter::attach(ctx.job, ctx.index); });
 }

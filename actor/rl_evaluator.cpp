@@ -89,12 +89,14 @@ int run_rl_evaluator(const JobSettings& settings, const ActorContext& ctx) {
   Model model = make_rl_model(settings.model, settings.rl, source.spec());
   FlatParams flat = FlatParams::flatten(model);
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
-  Follower follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s, ctx);
+  std::optional<Follower> follower = wait_for_follower(slab, flat, settings.model.name, settings.actor.wait_weights_s,
+                                                       ctx);
+  if (!follower) return 0;
   const std::int64_t episodes = settings.actor.eval_episodes;
   const std::uint64_t seed = envs::eval_seed(settings.env.seed);
   log::info("RL evaluator: {} greedy episodes of '{}' per version with {}, following /{}", episodes, source.spec().name,
             model.describe(), slab);
-  return run_evaluation_loop(follower, ctx, settings.actor.min_interval_s, [&](const std::function<bool()>& abandon) {
+  return run_evaluation_loop(*follower, ctx, settings.actor.min_interval_s, [&](const std::function<bool()>& abandon) {
     const EpisodeStats r = play_greedy(model, head, source, episodes, seed, ctx.index, abandon);
     return Evaluation{
         .complete = r.complete,

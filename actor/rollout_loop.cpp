@@ -176,8 +176,12 @@ int run_rollout_actor(const JobSettings& settings, const ActorContext& ctx) {
   FlatParams flat = FlatParams::flatten(model);
   const double wait_s = settings.actor.wait_weights_s;
   const std::string slab = shm::job_segment_name(ctx.job, shm::Kind::weights);
-  Follower follower = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);
-  shm::ExperienceWriter writer = wait_for_rings(ctx, wait_s);
+  std::optional<Follower> attached = wait_for_follower(slab, flat, settings.model.name, wait_s, ctx);
+  if (!attached) return 0;
+  Follower& follower = *attached;
+  std::optional<shm::ExperienceWriter> rings = wait_for_rings(ctx, wait_s);
+  if (!rings) return 0;
+  shm::ExperienceWriter& writer = *rings;
   const shm::ExperienceDescriptor& d = writer.descriptor();
 
   // A restart draws new episodes and actions rather than replaying the killed incarnation's.

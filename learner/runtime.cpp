@@ -114,6 +114,7 @@ void LearnerRuntime::checkpoint_if_due(std::int64_t step, const std::string& whe
 void LearnerRuntime::checkpoint(std::int64_t step, const std::string& where) {
   if (rank_.rank != 0) return;  // the replicas are equal: one writer
   const std::string path = checkpoint_path(run_dir(), step);
+  const auto busy = process_.busy();  // a large model on a slow disk may take minutes: not a hang
   save_(path, {{"version", std::to_string(published_version())}});
   prune_checkpoints(run_dir(), settings_.checkpoint.keep);
   log::info("checkpoint {} ({})", path, where);

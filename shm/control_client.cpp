@@ -53,8 +53,7 @@ ControlClient::ControlClient(ControlClient&& other) noexcept
     : block_(std::move(other.block_)),
       role_(other.role_),
       index_(other.index_),
-      row_(other.row_),
-      local_stop_(other.local_stop_.load()) {}
+      row_(other.row_) {}
 
 std::string ControlClient::name() const { return fmt::format("{}.{}", role_name(role_), index_); }
 
@@ -80,9 +79,7 @@ void ControlClient::report(ProcessMetrics metrics) {
   block_.write_metrics(row_, metrics);
 }
 
-bool ControlClient::should_stop() const {
-  return local_stop_.load(std::memory_order_relaxed) || block_.stop_requested();
-}
+bool ControlClient::should_stop() const { return block_.stop_requested(); }
 
 void ControlClient::publish_nccl_id(std::span<const std::byte> id) const {
   if (id.size() > kNcclIdBytes) throw std::logic_error("an NCCL unique id is at most 128 bytes");

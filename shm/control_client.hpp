@@ -9,7 +9,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -48,8 +47,7 @@ class ControlClient {
   void set_state(ProcessState state) const;  // running or stopping
   void saw_version(std::uint64_t version) const;
   void report(ProcessMetrics metrics);  // sets updated_ns; any thread (serialised)
-  bool should_stop() const;             // the launcher's stop request, or a local request_stop()
-  void request_stop_locally() { local_stop_.store(true, std::memory_order_relaxed); }
+  bool should_stop() const;             // the launcher's stop request
 
   // Single-node NCCL rendezvous: rank 0 publishes its ncclUniqueId once; the others wait for it.
   void publish_nccl_id(std::span<const std::byte> id) const;
@@ -63,7 +61,6 @@ class ControlClient {
   std::uint32_t index_;
   std::uint32_t row_;
   std::mutex report_mutex_;
-  std::atomic<bool> local_stop_{false};
 };
 
 }  // namespace tandem::shm

@@ -12,9 +12,20 @@ HeartbeatThread::HeartbeatThread(const ControlClient& client, std::chrono::milli
   client_.heartbeat();
 }
 
+HeartbeatThread::Busy::Busy(HeartbeatThread* thread) : thread_(thread) {
+  if (thread_) thread_->busy_.fetch_add(1, std::memory_order_relaxed);
+}
+
+HeartbeatThread::Busy::~Busy() {
+  if (!thread_) return;
+  thread_->tick();  // before the count drops: the limit counts from the end of the long call
+  thread_->busy_.fetch_sub(1, std::memory_order_release);
+}
+
 bool HeartbeatThread::beats_at(std::uint64_t now_ns) const {
+  if (stall_limit_ns_ == 0 || busy_.load(std::memory_order_acquire) > 0) return true;
   const std::uint64_t last = last_tick_ns_.load(std::memory_order_relaxed);
-  return stall_limit_ns_ == 0 || now_ns <= last || now_ns - last < stall_limit_ns_;
+  return now_ns <= last || now_ns - last < stall_limit_ns_;
 }
 
 void HeartbeatThread::run(const std::stop_token& stop) {

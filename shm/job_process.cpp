@@ -8,7 +8,7 @@
 
 namespace tandem::shm {
 
-JobProcess::JobProcess(std::string_view role_by_hand)
+JobProcess::JobProcess(std::string_view role_by_hand, std::chrono::milliseconds stall_limit)
     : client_(ControlClient::from_env()),
       job_(client_ ? client_->job() : "local"),
       run_dir_(client_ ? client_->run_dir() : std::string(".")) {
@@ -18,7 +18,7 @@ JobProcess::JobProcess(std::string_view role_by_hand)
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   log::set_role(client_->name());
-  heartbeat_.emplace(*client_, std::chrono::milliseconds(500), std::chrono::seconds(120));
+  heartbeat_.emplace(*client_, std::chrono::milliseconds(500), stall_limit);
 }
 
 bool JobProcess::stop_requested() const { return stop_signal() != 0 || (client_ && client_->should_stop()); }

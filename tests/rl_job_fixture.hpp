@@ -70,6 +70,7 @@ restart_backoff_s = 0.1
     REQUIRE(fd.get() >= 0);
     child_ = spawn_program(argv, fd.get());
   }
+  void interrupt() { child_.kill(SIGINT); }  // the user's Ctrl-C
   // The job's exit code, or -1 if it still runs after `limit`.
   int wait(std::chrono::seconds limit) {
     int status = 0;

@@ -31,6 +31,11 @@ Exited hung_and_killed(std::string why) {
 Exited signalled_for_stop(int sig) {
   return Exited{.status = {.signal = sig}, .hung = {}, .signalled_for_stop = true, .last_line = {}};
 }
+// It exited after the stop began without having reported itself running (a stop during its start-up).
+Exited stopped_while_starting(Exited e) {
+  e.stopped_while_starting = true;
+  return e;
+}
 
 ProcessHistory actor(std::uint32_t restarts = 0, std::uint32_t crashes_in_row = 0, std::chrono::nanoseconds up = 1s) {
   return {.role = Role::actor,
@@ -88,6 +93,18 @@ TEST_CASE("restart policy: each exit and hang gets the decision the supervisor's
        "exited with status 2 while stopping"},
       {"an actor that needed SIGTERM to stop fails the job", signalled_for_stop(SIGTERM), actor(), JobPhase::stopping,
        Action::fail_job, "did not exit after the stop request and was killed by SIGTERM"},
+      // A signal's stop that comes during a process's start-up cuts it short: that is no failure.
+      {"an actor still starting at the stop that exits 1 was stopped", stopped_while_starting(exit_code(1)), actor(),
+       JobPhase::stopping, Action::done, "", 0ns, 0,
+       "exited with status 1 while still starting: the job was asked to stop first, so it was stopped, not failed"},
+      {"a learner still starting at the stop that exits 1 was stopped", stopped_while_starting(exit_code(1)), learner(),
+       JobPhase::stopping, Action::done, "", 0ns, 0,
+       "exited with status 1 while still starting: the job was asked to stop first, so it was stopped, not failed"},
+      {"one still starting that needed SIGTERM to stop fails the job",
+       stopped_while_starting(signalled_for_stop(SIGTERM)), learner(), JobPhase::stopping, Action::fail_job,
+       "did not exit after the stop request and was killed by SIGTERM"},
+      {"one still starting after a failure's stop is not excused", stopped_while_starting(exit_code(1)), learner(),
+       JobPhase::failed, Action::fail_job, "exited with status 1"},
       {"after a failure, another actor's crash is not reported again", exit_code(2), actor(), JobPhase::failed,
        Action::done},
       {"after a failure, a crash is not restarted", killed_by(SIGKILL), actor(), JobPhase::failed, Action::done},

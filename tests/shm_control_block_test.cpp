@@ -1,6 +1,7 @@
 // The control block in one process: layout, row lifecycle, the metrics seqlock, the client's
-// environment contract and the heartbeat thread. No assertion waits out a timed window: threads are
-// awaited on conditions with generous deadlines, and the stall rule is driven with explicit times. Cross-process behaviour: shm_control_block_multiproc_test.
+// environment contract, the heartbeat thread and JobProcess's stall limit. No assertion waits out a
+// timed window: threads are awaited on conditions with generous deadlines, and the stall rule is
+// driven with explicit times. Cross-process behaviour: shm_control_block_multiproc_test.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "shm/control_block.hpp"
 #include "shm/control_client.hpp"
 #include "shm/heartbeat_thread.hpp"
+#include "shm/job_process.hpp"
 #include "tests/harness.hpp"
 
 using namespace tandem;
@@ -322,4 +324,49 @@ TEST_CASE("heartbeat thread: with a stall limit it beats only within that limit 
   CHECK(stalls.beats_at(now + kStallNs - kStallNs / 2));
   shm::HeartbeatThread always(client, 1h);
   CHECK(always.beats_at(now + 100 * kStallNs));
+}
+
+TEST_CASE("heartbeat thread: a Busy scope keeps it beating past the stall limit, which counts again from its end" *
+          doctest::timeout(60)) {
+  const std::string job = test::unique_name("ctl");
+  ControlBlock block = make(job, 1, 0);
+  ControlClient client = ControlClient::attach(job, Role::learner, 0);
+  constexpr std::uint64_t kStallNs = 10'000'000'000;
+  shm::HeartbeatThread stalls(client, 1h, 10s);
+  stalls.tick();
+  const std::uint64_t now = monotonic_ns();
+  CHECK_FALSE(stalls.beats_at(now + kStallNs + 1'000'000));
+  {
+    const shm::HeartbeatThread::Busy outer(&stalls);
+    {
+      const shm::HeartbeatThread::Busy inner(&stalls);  // scopes nest
+    }
+    CHECK(stalls.beats_at(now + 100 * kStallNs));
+  }
+  const std::uint64_t end = monotonic_ns();
+  CHECK(stalls.beats_at(end + kStallNs / 2));  // the scope's end was a tick
+  CHECK_FALSE(stalls.beats_at(end + kStallNs + 1'000'000));
+}
+
+// A learner's checkpoint is one call inside one step (learner/runtime.cpp holds busy() around it).
+TEST_CASE("job process: a step longer than the stall limit spent in busy() (a checkpoint) keeps the heartbeat" *
+          doctest::timeout(60)) {
+  const std::string job = test::unique_name("ctl");
+  ControlBlock block = make(job, 1, 0);
+  ::setenv("TANDEM_JOB", job.c_str(), 1);
+  ::setenv("TANDEM_ROLE", "learner", 1);
+  ::setenv("TANDEM_INDEX", "0", 1);
+  constexpr std::uint64_t kStallNs = 200'000'000;
+  shm::JobProcess process("learner", 200ms);
+  for (const char* name : {"TANDEM_JOB", "TANDEM_ROLE", "TANDEM_INDEX"}) ::unsetenv(name);
+  REQUIRE(process.heartbeat() != nullptr);
+  process.tick();
+  const std::uint64_t t0 = monotonic_ns();
+  CHECK_FALSE(process.heartbeat()->beats_at(t0 + kStallNs + 1'000'000));  // a loop that stopped ticking: hung
+  {
+    const auto checkpoint = process.busy();
+    // Without ticking, the heartbeat thread (every 500 ms) beats well past the stall limit.
+    CHECK(eventually([&] { return block.row(0).heartbeat_ns.load() > t0 + 5 * kStallNs; }));
+  }
+  CHECK(process.heartbeat()->beats_at(monotonic_ns() + kStallNs / 2));
 }

@@ -50,6 +50,11 @@ Decision on_exit(const Exited& e, const ProcessHistory& p, JobPhase phase, const
   const bool ok = e.status.success() && e.hung.empty();
   std::string what = e.hung.empty() ? e.status.describe() : e.hung;
   if (!ok && e.signalled_for_stop) what = "did not exit after the stop request and " + what;
+  if (phase == JobPhase::stopping && !ok && e.stopped_while_starting && !e.signalled_for_stop && e.hung.empty()) {
+    Decision d = make(Action::done);
+    d.note = what + " while still starting: the job was asked to stop first, so it was stopped, not failed";
+    return d;
+  }
 
   if (p.role == Role::learner) {
     if (!ok) return make(Action::fail_job, what);

@@ -18,7 +18,9 @@
 //    the job. Once every process exited, unmet_duty() names each actor that never reported the
 //    final version, and the job fails saying so: success never depends on when an actor died.
 //  - While the job stops for a signal or a failure, exits are final: a failing one fails the job
-//    unless it already failed.
+//    unless it already failed. One exception: a signal's stop that comes while a process is still
+//    starting (it never reported itself running) cuts its start short, so however it then exits on
+//    its own it was stopped, not failed; one the launcher had to SIGTERM or SIGKILL still fails it.
 //  - A process that has not reported itself running within start_timeout_s of its start, or whose
 //    heartbeat is older than heartbeat_timeout_s, is killed as hung (0 turns either check off);
 //    its exit then comes back as an Exit carrying why.
@@ -65,9 +67,10 @@ struct ProcessHistory {
 // The process was reaped.
 struct Exited {
   ExitStatus status;
-  std::string hung;                 // why the launcher killed it as hung, when it did
-  bool signalled_for_stop = false;  // the launcher sent it SIGTERM/SIGKILL because it did not stop
-  std::string last_line;            // the last line it printed ("" = none)
+  std::string hung;                     // why the launcher killed it as hung, when it did
+  bool signalled_for_stop = false;      // the launcher sent it SIGTERM/SIGKILL because it did not stop
+  std::string last_line;                // the last line it printed ("" = none)
+  bool stopped_while_starting = false;  // it exited after the stop began, never having reported itself running
 };
 
 // A periodic look at a live process's row in the control block.

@@ -76,8 +76,8 @@ void add_run_commands(CLI::App& app) {
   auto* run = app.add_subcommand("run", "run a job: spawn and supervise its learner ranks and actors");
   run->footer(
       "Exit status: 0 when the job succeeded (every learner finished and every evaluator evaluated the final\n"
-      "version), 128+N when signal N (Ctrl-C: 130) stopped it and every process\n"
-      "exited cleanly (learners checkpoint on the way), 1 when it failed or a config value is bad.\n"
+      "version), 128+N when signal N (Ctrl-C: 130) stopped it, during start-up or later, and no\n"
+      "process failed (learners checkpoint on the way), 1 when it failed or a config value is bad.\n"
       "Without a config file the embedded defaults apply. `tandem run --explain` lists every key.");
   static std::string config_file;
   static std::vector<std::string> overrides;

@@ -131,7 +131,7 @@ int run_job(const std::filesystem::path& config_file, std::span<const std::strin
       return 0;
     case JobResult::Outcome::interrupted:
       console.message(fmt::format("{}", last));
-      console.message(fmt::format("job {} stopped by {} after {}; every process exited cleanly; run dir {}", job.id,
+      console.message(fmt::format("job {} stopped by {} after {}; no process failed; run dir {}", job.id,
                                   signal_name(result.signal), clock_text(result.elapsed_s), job.run_dir.string()));
       return 128 + result.signal;
     case JobResult::Outcome::failed:

@@ -11,8 +11,10 @@
 //    then after run.kill_timeout_s SIGKILL. A second signal sends SIGTERM at once, a third SIGKILL.
 //  - The job succeeded when every learner exited 0 before any stop request, every process exited 0
 //    after it, and every actor reported the learners' final version (else the job fails naming each
-//    actor that did not, whenever it died). It was interrupted (exit 128 + signal) when a signal stopped it and every process
-//    still exited 0. Anything else failed, naming the first process that failed and its last lines.
+//    actor that did not, whenever it died). It was interrupted (exit 128 + signal) when a signal stopped it
+//    and no process failed: each exited 0, or was still starting when the stop came and ended on its
+//    own (policy.hpp), at whatever moment of start-up the signal came. Anything else failed, naming
+//    the first process that failed and its last lines.
 // Threads: one, running the io_context; children are reaped on SIGCHLD and on a 100 ms tick.
 #pragma once
 

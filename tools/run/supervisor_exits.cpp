@@ -27,6 +27,8 @@ void Supervisor::Impl::reap_all() {
   for (auto& s : slots) {
     if (auto status = s->child.try_wait()) {
       s->pending_exit = status;
+      // Noted now: an exit before the stop is not excused by a stop that comes while its pipes drain.
+      s->exited_while_stopping = stop.stopping();
       s->exit_deadline_ns = monotonic_ns() + kExitDrainNs;
       complete_exit_if_drained(*s);
     }
@@ -75,7 +77,11 @@ void Supervisor::Impl::on_exit(Slot& s, const ExitStatus& reaped) {
         "false in {}",
         s.name, s.last_pid, status.describe(), group_table(s.group)));
   const auto& tail = s.output.tail().lines();
-  const Exited exited{status, s.hung, s.signalled_for_stop, tail.empty() ? std::string() : tail.back()};
+  const Exited exited{.status = status,
+                      .hung = s.hung,
+                      .signalled_for_stop = s.signalled_for_stop,
+                      .last_line = tail.empty() ? std::string() : tail.back(),
+                      .stopped_while_starting = s.exited_while_stopping && state == ProcessState::starting};
   Decision d = decide(exited, history(s), phase(), limits);
   // An actor stepping a user's env plugin that dies by a fault signal most likely died inside it: the
   // line says so and what to do, rather than leave the user to guess from "killed by SIGSEGV".

@@ -41,6 +41,7 @@ struct Supervisor::Impl {
     pid_t last_pid = 0;
     ChildOutput output;
     std::optional<ExitStatus> pending_exit;  // reaped, waiting for its pipes to drain
+    bool exited_while_stopping = false;      // the job was stopping when it was reaped
     std::uint64_t exit_deadline_ns = 0;
     std::uint32_t restarts = 0;
     std::uint32_t crashes_in_row = 0;
