@@ -134,6 +134,9 @@ def test_the_words_of_a_message_do_not_choose_its_class():
     with pytest.raises(tandem.Error) as e:
         tandem._tandem._raise_error("general", "x is corrupt, does not exist and already exists: fix")
     assert type(e.value) is tandem.Error
-    with pytest.raises(tandem.Error) as e:  # a name the user chose, quoted in a general refusal
+
+
+def test_a_refusal_quoting_a_name_the_user_chose_keeps_its_class():
+    with pytest.raises(tandem.Error) as e:
         tandem.envs.make("a corrupt env that does not exist")
-    assert type(e.value) is tandem.Error, e.value
+    assert type(e.value) is tandem.Error and "is not one of" in str(e.value), repr(e.value)
