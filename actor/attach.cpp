@@ -27,7 +27,8 @@ auto wait_and_attach(const std::string& segment, const char* what, double wait_s
   while (!shm::Segment::exists(segment)) {
     if (stopped()) return std::nullopt;
     if (seconds_since(t0) > wait_s)
-      fail("the {} /{} did not appear within actor.wait_weights_s = {} s: is the learner running?", what, segment,
+      fail(ErrorKind::segment_not_found,
+           "the {} /{} did not appear within actor.wait_weights_s = {} s: is the learner running?", what, segment,
            wait_s);
     ctx.beat();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

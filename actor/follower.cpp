@@ -22,10 +22,10 @@ Follower::Follower(const std::string& slab_name, FlatParams& params, FollowerOpt
       options_(std::move(options)) {
   const shm::SlabDescriptor& d = reader_.descriptor();
   if (d.model_signature != params_.signature())
-    fail(
-        "weight slab '/{}' holds model '{}' with signature {:016x}, but this actor's model '{}' has signature {}: "
-        "build the actor with the learner's model (same architecture, sizes and dtypes)",
-        slab_name, d.model, d.model_signature, options_.model, params_.signature_hex());
+    fail(ErrorKind::shape,
+         "weight slab '/{}' holds model '{}' with signature {:016x}, but this actor's model '{}' has signature {}: "
+         "build the actor with the learner's model (same architecture, sizes and dtypes)",
+         slab_name, d.model, d.model_signature, options_.model, params_.signature_hex());
   bf16_ = d.publish_dtype == shm::DType::bf16;
   const at::Tensor& flat = params_.buffer();
   if (options_.mode == LoadMode::zero_copy && (bf16_ || !flat.is_cpu()))

@@ -2,7 +2,8 @@
 //
 //  - UserError: something the user can fix (bad input, a config value, a stale segment, no GPU). Its
 //    message is one line that names the thing and the fix; run_main prints `<program>: <message>`
-//    and exits 1. Raise it with fail("...").
+//    and exits 1, whatever its kind. Raise it with fail("...") or, where the failure is one a caller
+//    (Python) tells apart by its exception class, fail(ErrorKind::..., "...").
 //  - CallError: a call into the system, the CUDA runtime or NCCL failed in a way the user cannot fix
 //    from the message alone. It carries the call's text, the library's own error string and code,
 //    file:line, pid and host, so one line from any rank of any node says where and what. run_main
@@ -27,14 +28,42 @@
 
 namespace tandem {
 
+// What kind of UserError it is, set where it is thrown: python/bindings/errors.cpp maps each kind to
+// one Python exception class (tandem.errors; timeout to the built-in TimeoutError), never the words
+// of the message. A new kind needs its row there (a static_assert checks one row per kind, counting
+// up to timeout, the last) and its class in python/tandem/errors.py.
+enum class ErrorKind {
+  general,            // anything else: a config value, an argument, a missing file
+  no_space,           // /dev/shm has too little room for a segment
+  owner,              // a segment belongs to another user
+  segment_not_found,  // a segment does not exist (or was removed, or never appeared)
+  segment_exists,     // a segment's name is taken (by a cache, or a slab whose writer runs)
+  foreign_segment,    // the name holds something else: not Tandem's, another kind, another layout
+  corrupt_segment,    // a segment is damaged or unfinished: a header, a descriptor, a checksum
+  dtype,              // a tensor's dtype does not fit a segment, or torch lacks the segment's
+  shape,              // a tensor or model does not match a segment: a shape, a count, a signature
+  not_in_job,         // tandem.job() in a program that `tandem run` did not start
+  timeout,            // a wait given a timeout ran out; stays last
+};
+
 class UserError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UserError(const std::string& message, ErrorKind kind = ErrorKind::general)
+      : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
 };
 
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw UserError(fmt::format(format, std::forward<Args>(args)...));
+}
+
+template <class... Args>
+[[noreturn]] void fail(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
+  throw UserError(fmt::format(format, std::forward<Args>(args)...), kind);
 }
 
 // Where a failed call was made; the macros fill it in.

@@ -59,25 +59,26 @@ void remove_if_writer_dead(const std::string& name, shm::Kind kind) {
     const bool tandem_made = info.valid || info.problem == "corrupt header" || info.problem.starts_with("abandoned") ||
                              info.problem == "being written";
     if (!tandem_made)
-      fail(
-          "'/dev/shm/{}' is not a Tandem segment ({}): Tandem removes only what it made; remove it yourself if "
-          "nothing needs it (rm /dev/shm/{}) or use another job name",
-          name, info.problem == "not a Tandem segment" ? "no Tandem header" : info.problem, name);
+      fail(ErrorKind::foreign_segment,
+           "'/dev/shm/{}' is not a Tandem segment ({}): Tandem removes only what it made; remove it yourself if "
+           "nothing needs it (rm /dev/shm/{}) or use another job name",
+           name, info.problem == "not a Tandem segment" ? "no Tandem header" : info.problem, name);
     if (info.valid && info.kind != kind)
       fail(
+          ErrorKind::foreign_segment,
           "shared-memory segment '/{}' holds a {} segment, not a {} one: remove it (`tandem shm rm {}`) or use another job name",
           name, shm::kind_name(info.kind), shm::kind_name(kind), name);
     const bool this_process = info.creator_pid == static_cast<std::uint32_t>(::getpid());
     if (this_process && shm::WeightSlabWriter::live_in_this_process(name))
-      fail(
-          "weight slab /{} is being written by live process {} (this one: another publisher of this job is still "
-          "open): close it first (Python: pub.close(), or make it in a with-block) or use another job name",
-          name, info.creator_pid);
+      fail(ErrorKind::segment_exists,
+           "weight slab /{} is being written by live process {} (this one: another publisher of this job is still "
+           "open): close it first (Python: pub.close(), or make it in a with-block) or use another job name",
+           name, info.creator_pid);
     if (process_alive(info.creator_pid) && !this_process)
-      fail(
-          "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
-          "0), and job names must be unique; stop that process or use another job name",
-          name, info.creator_pid);
+      fail(ErrorKind::segment_exists,
+           "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
+           "0), and job names must be unique; stop that process or use another job name",
+           name, info.creator_pid);
     shm::Segment::unlink(name);
   }
 }
@@ -153,10 +154,10 @@ void ModelPublisher::check_source() {
   for (const OwnedDeviceSlab& d : device_slabs_)
     if (removed == nullptr && !d.writer.linked()) removed = &d.writer;
   if (removed != nullptr)
-    fail(
-        "weight slab '/{}' was removed while this publisher was writing it (`tandem shm rm` or gc, or a replacement): "
-        "no reader can attach to what it publishes; close this publisher and make a new one",
-        removed->name());
+    fail(ErrorKind::segment_not_found,
+         "weight slab '/{}' was removed while this publisher was writing it (`tandem shm rm` or gc, or a replacement): "
+         "no reader can attach to what it publishes; close this publisher and make a new one",
+         removed->name());
   for (std::size_t i = 0; i < params_->table().size(); ++i)
     if (!params_->in_place(i)) {
       publisher_->wait_before_update();  // a copy in flight may still read the buffer adopt() writes

@@ -101,15 +101,17 @@ ControlBlock ControlBlock::attach(std::string_view job, Segment::Access access) 
   if (d.row_bytes != sizeof(ProcessRow) || d.rows_offset != kJobBytes || d.job_offset != 0 || d.learner_count < 1 ||
       d.learner_count > kMaxLearners || d.actor_count > kMaxActors || d.row_count != d.learner_count + d.actor_count ||
       needed > block.segment_.payload_size())
-    fail("control block '/{}' has an inconsistent descriptor ({} rows of {} bytes): {}", block.segment_.name(),
-         d.row_count, d.row_bytes, kAttachFix);
+    fail(ErrorKind::corrupt_segment, "control block '/{}' has an inconsistent descriptor ({} rows of {} bytes): {}",
+         block.segment_.name(), d.row_count, d.row_bytes, kAttachFix);
   if (strnlen(d.job, sizeof d.job) == sizeof d.job || strnlen(d.run_dir, sizeof d.run_dir) == sizeof d.run_dir)
-    fail("control block '/{}' has an unterminated job id or run directory: {}", block.segment_.name(), kAttachFix);
+    fail(ErrorKind::corrupt_segment, "control block '/{}' has an unterminated job id or run directory: {}",
+         block.segment_.name(), kAttachFix);
   for (std::uint32_t i = 0; i < d.row_count; ++i) {  // rows are laid out learners first (the format)
     const ProcessRow& r = block.row(i);
     const bool learner = i < d.learner_count;
     if (r.role != (learner ? Role::learner : Role::actor) || r.index != (learner ? i : i - d.learner_count))
-      fail("control block '/{}' has row {} out of place: {}", block.segment_.name(), i, kAttachFix);
+      fail(ErrorKind::corrupt_segment, "control block '/{}' has row {} out of place: {}", block.segment_.name(), i,
+           kAttachFix);
   }
   return block;
 }

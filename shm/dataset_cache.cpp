@@ -86,7 +86,7 @@ DatasetWriter DatasetWriter::create(const DatasetSpec& spec, bool force) {
 
   const std::uint64_t payload_bytes = offset - align_up(kHeaderBytes, kPayloadAlignment);
   if (force && Segment::remove(seg_name).result == Segment::Removal::denied)
-    fail("dataset cache '{}' cannot be replaced ({}): choose another name", spec.name,
+    fail(ErrorKind::segment_exists, "dataset cache '{}' cannot be replaced ({}): choose another name", spec.name,
          Segment::foreign_owner(seg_name).empty() ? "permission denied" : Segment::foreign_owner(seg_name));
   Segment seg = Segment::create(
       seg_name, Kind::dataset, kDatasetLayoutVersion, payload_bytes,
@@ -159,7 +159,7 @@ DatasetCache DatasetCache::attach(std::string_view name) {
                                               : fmt::format("run `tandem data preload {} --from PATH`", name);
   Segment seg = Segment::attach(seg_name, Kind::dataset, kDatasetLayoutVersion, Segment::Access::read_only, fix);
   if (std::string problem = check_descriptor(seg.descriptor_as<DatasetDescriptor>(), seg); !problem.empty())
-    fail("dataset cache '{}' is invalid: {}: {}", name, problem, preload_fix(name));
+    fail(ErrorKind::corrupt_segment, "dataset cache '{}' is invalid: {}: {}", name, problem, preload_fix(name));
   return DatasetCache(std::move(seg));
 }
 

@@ -54,10 +54,10 @@ constexpr std::array kDerived = {
 void check_positions(const std::string& segment, std::uint32_t actor, std::uint64_t head, std::uint64_t tail,
                      std::uint32_t slots) {
   if (head < tail || head - tail > slots)
-    fail(
-        "experience rings '/{}': ring {} has head {} and tail {} ({} slots), which no writer produces: the segment "
-        "is corrupt; restart the job",
-        segment, actor, head, tail, slots);
+    fail(ErrorKind::corrupt_segment,
+         "experience rings '/{}': ring {} has head {} and tail {} ({} slots), which no writer produces: the segment "
+         "is corrupt; restart the job",
+         segment, actor, head, tail, slots);
 }
 
 Segment attach_checked(std::string_view job, std::uint32_t* actor) {
@@ -67,17 +67,19 @@ Segment attach_checked(std::string_view job, std::uint32_t* actor) {
   ExperienceDescriptor expected{};
   std::memcpy(&expected, &d, offsetof(ExperienceDescriptor, max_episodes));  // the shape fields
   if (std::string problem = layout_experience(expected, seg.header().payload_offset); !problem.empty())
-    fail("experience rings '/{}' have a bad descriptor: {}: {}", seg.name(), problem, kAttachFix);
+    fail(ErrorKind::corrupt_segment, "experience rings '/{}' have a bad descriptor: {}: {}", seg.name(), problem,
+         kAttachFix);
   if (d.max_episodes != expected.max_episodes || d.ring_bytes != expected.ring_bytes)
-    fail("experience rings '/{}' have a bad descriptor: max_episodes {} and ring_bytes {} should be {} and {}: {}",
+    fail(ErrorKind::corrupt_segment,
+         "experience rings '/{}' have a bad descriptor: max_episodes {} and ring_bytes {} should be {} and {}: {}",
          seg.name(), d.max_episodes, d.ring_bytes, expected.max_episodes, expected.ring_bytes, kAttachFix);
   for (const auto& f : kDerived)
     if (d.*f.member != expected.*f.member)
-      fail("experience rings '/{}' have a bad descriptor: {} is {}, the shape gives {}: {}", seg.name(), f.name,
-           d.*f.member, expected.*f.member, kAttachFix);
+      fail(ErrorKind::corrupt_segment, "experience rings '/{}' have a bad descriptor: {} is {}, the shape gives {}: {}",
+           seg.name(), f.name, d.*f.member, expected.*f.member, kAttachFix);
   const auto end = checked_add(d.rings_offset, experience_payload_bytes(expected));
   if (!end || *end > seg.size())
-    fail("experience rings '/{}' need {} bytes but the segment has {}: {}", seg.name(),
+    fail(ErrorKind::corrupt_segment, "experience rings '/{}' need {} bytes but the segment has {}: {}", seg.name(),
          end ? fmt::format("{}", *end) : std::string("more than 2^64"), seg.size(), kAttachFix);
   if (actor && *actor >= d.num_actors)
     fail(

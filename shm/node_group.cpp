@@ -127,10 +127,10 @@ NodeGroup NodeGroup::attach(const std::string& name, int rank, int world) {
   if (d.chunk_bytes == 0 || d.chunk_bytes % 64 != 0 || d.chunk_bytes > seg.payload_size() || d.slot_bytes % 64 != 0 ||
       d.slot_bytes > seg.payload_size() || d.data_offset != data_offset(world) ||
       payload_bytes(world, d.chunk_bytes, d.slot_bytes) > seg.payload_size())
-    fail(
-        "node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, slots {} bytes, payload {} "
-        "bytes): {}",
-        name, d.chunk_bytes, d.data_offset, d.slot_bytes, seg.payload_size(), fix);
+    fail(ErrorKind::corrupt_segment,
+         "node reduce group '/{}' has a corrupt descriptor (chunk {} bytes, data at {}, slots {} bytes, payload {} "
+         "bytes): {}",
+         name, d.chunk_bytes, d.data_offset, d.slot_bytes, seg.payload_size(), fix);
   return NodeGroup(std::move(seg), rank);
 }
 

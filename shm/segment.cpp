@@ -77,11 +77,11 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   const std::uint64_t total = payload_offset + align_up(payload_bytes, 4096);
   const std::uint64_t free = shm_free_bytes();
   auto too_small = [&](std::uint64_t available) {
-    fail(
-        "not enough shared memory for '/{}': it needs {}, /dev/shm has {} free: enlarge /dev/shm "
-        "(docker run --shm-size=..., or mount -o remount,size=... /dev/shm) or remove segments with "
-        "`tandem shm gc` / `tandem data rm`",
-        name, format_bytes(total), format_bytes(available));
+    fail(ErrorKind::no_space,
+         "not enough shared memory for '/{}': it needs {}, /dev/shm has {} free: enlarge /dev/shm "
+         "(docker run --shm-size=..., or mount -o remount,size=... /dev/shm) or remove segments with "
+         "`tandem shm gc` / `tandem data rm`",
+         name, format_bytes(total), format_bytes(available));
   };
   if (total > free) too_small(free);
 
@@ -97,7 +97,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
     }
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::already_exists_error)
-      fail("shared-memory segment '/{}' already exists: {}", name, exists_fix);
+      fail(ErrorKind::segment_exists, "shared-memory segment '/{}' already exists: {}", name, exists_fix);
     fail("cannot create shared-memory segment '/{}': {}", name, e.what());
   }
   seg.name_ = name;
@@ -132,53 +132,59 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
   Segment seg;
   seg.name_ = name;
   if (std::string owner = foreign_owner(name); !owner.empty())
-    fail(
-        "shared-memory segment '/{}' is {}, not by this user (uid {}): it is another user's; run as that "
-        "user or choose another name",
-        name, owner, ::getuid());
+    fail(ErrorKind::owner,
+         "shared-memory segment '/{}' is {}, not by this user (uid {}): it is another user's; run as that "
+         "user or choose another name",
+         name, owner, ::getuid());
   try {
     bip::shared_memory_object object(bip::open_only, name.c_str(),
                                      access == Access::read_write ? bip::read_write : bip::read_only);
     seg.fd_.reset(::fcntl(object.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0));
     if (!seg.fd_) TANDEM_FAIL_SYS(errno, "fcntl(F_DUPFD_CLOEXEC, /dev/shm/" + name + ")");
   } catch (const bip::interprocess_exception& e) {
-    if (e.get_error_code() == bip::not_found_error) fail("shared-memory segment '/{}' does not exist: {}", name, fix);
+    if (e.get_error_code() == bip::not_found_error)
+      fail(ErrorKind::segment_not_found, "shared-memory segment '/{}' does not exist: {}", name, fix);
     fail("cannot open shared-memory segment '/{}': {}: {}", name, e.what(), fix);
   }
   struct stat st {};
   TANDEM_CHECK_SYS(::fstat(seg.fd_.get(), &st));
   if (st.st_uid != ::getuid())  // replaced between the check above and the open
-    fail(
-        "shared-memory segment '/{}' is owned by uid {}, not by this user (uid {}): it is another user's; "
-        "run as that user or choose another name",
-        name, st.st_uid, ::getuid());
+    fail(ErrorKind::owner,
+         "shared-memory segment '/{}' is owned by uid {}, not by this user (uid {}): it is another user's; "
+         "run as that user or choose another name",
+         name, st.st_uid, ::getuid());
   if (static_cast<std::size_t>(st.st_size) < kHeaderBytes)
-    fail("shared-memory segment '/{}' is truncated ({} bytes, less than its header): {}", name, st.st_size, fix);
+    fail(ErrorKind::corrupt_segment, "shared-memory segment '/{}' is truncated ({} bytes, less than its header): {}",
+         name, st.st_size, fix);
   seg.size_ = static_cast<std::size_t>(st.st_size);
   seg.base_ = map(seg.fd_.get(), seg.size_, access, name);
 
   const SegmentHeader& h = seg.header();
-  if (h.magic != kMagic) fail("shared-memory segment '/{}' is not a Tandem segment (bad magic): {}", name, fix);
+  if (h.magic != kMagic)
+    fail(ErrorKind::foreign_segment, "shared-memory segment '/{}' is not a Tandem segment (bad magic): {}", name, fix);
   if (h.ready.load(std::memory_order_acquire) != static_cast<std::uint32_t>(Ready::ready)) {
     bool alive = process_alive(h.creator_pid);
-    fail("shared-memory segment '/{}' is not ready: {}: {}", name,
+    fail(ErrorKind::corrupt_segment, "shared-memory segment '/{}' is not ready: {}: {}", name,
          alive ? fmt::format("its creator (pid {}) is still writing it", h.creator_pid)
                : fmt::format("its creator (pid {}) died before finishing it", h.creator_pid),
          fix);
   }
   if (h.header_checksum != header_checksum(seg.base_))
-    fail("shared-memory segment '/{}' has a corrupt header (checksum mismatch): {}", name, fix);
-  if (h.kind != kind)
-    fail("shared-memory segment '/{}' holds a {} segment, not a {} one: {}", name, kind_name(h.kind), kind_name(kind),
+    fail(ErrorKind::corrupt_segment, "shared-memory segment '/{}' has a corrupt header (checksum mismatch): {}", name,
          fix);
+  if (h.kind != kind)
+    fail(ErrorKind::foreign_segment, "shared-memory segment '/{}' holds a {} segment, not a {} one: {}", name,
+         kind_name(h.kind), kind_name(kind), fix);
   if (h.layout_version != layout_version)
-    fail("shared-memory segment '/{}' was written by layout {}, this build reads {}: {}", name, h.layout_version,
-         layout_version, fix);
+    fail(ErrorKind::foreign_segment, "shared-memory segment '/{}' was written by layout {}, this build reads {}: {}",
+         name, h.layout_version, layout_version, fix);
   if (h.total_size != seg.size_)
-    fail("shared-memory segment '/{}' is {} bytes but its header says {}: {}", name, seg.size_, h.total_size, fix);
+    fail(ErrorKind::corrupt_segment, "shared-memory segment '/{}' is {} bytes but its header says {}: {}", name,
+         seg.size_, h.total_size, fix);
   // The payload starts on its own 2 MiB boundary after the header, inside the object.
   if (h.payload_offset < kHeaderBytes || h.payload_offset % kPayloadAlignment != 0 || h.payload_offset > h.total_size)
-    fail("shared-memory segment '/{}' has a payload offset {} outside its {} bytes (or not 2 MiB aligned): {}", name,
+    fail(ErrorKind::corrupt_segment,
+         "shared-memory segment '/{}' has a payload offset {} outside its {} bytes (or not 2 MiB aligned): {}", name,
          h.payload_offset, seg.size_, fix);
   return seg;
 }

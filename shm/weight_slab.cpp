@@ -156,7 +156,8 @@ std::string descriptor_problem(const SlabDescriptor& d, const Segment& seg) {
 
 void check_descriptor(const std::string& name, const SlabDescriptor& d, const Segment& seg) {
   if (std::string problem = descriptor_problem(d, seg); !problem.empty())
-    fail("weight slab '/{}' has an invalid descriptor ({}): remove it (`tandem shm rm {}`) and restart the learner",
+    fail(ErrorKind::corrupt_segment,
+         "weight slab '/{}' has an invalid descriptor ({}): remove it (`tandem shm rm {}`) and restart the learner",
          name, problem, name);
 }
 
@@ -182,7 +183,7 @@ WeightSlabWriter WeightSlabWriter::create_segment(const std::string& name, const
                                                   const DeviceSlabInfo* device, std::byte* device_slots) {
   check_spec(name, spec);
   if (force && Segment::remove(name).result == Segment::Removal::denied)
-    fail("weight slab '/{}' cannot be replaced ({}): choose another job name", name,
+    fail(ErrorKind::segment_exists, "weight slab '/{}' cannot be replaced ({}): choose another job name", name,
          Segment::foreign_owner(name).empty() ? "permission denied" : Segment::foreign_owner(name));
 
   SlabDescriptor d = place_regions(spec, device != nullptr);

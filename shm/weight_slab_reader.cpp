@@ -26,7 +26,8 @@ namespace {
 // `latest` and a slot's byte count live in memory any process of this uid may write: a slot index
 // past num_slots or a count past slot_bytes is refused, never used to address memory.
 [[noreturn]] void corrupt(const std::string& name, std::string_view what) {
-  fail("weight slab '/{}' is corrupt ({}): remove it (`tandem shm rm {}`) and restart the learner", name, what, name);
+  fail(ErrorKind::corrupt_segment,
+       "weight slab '/{}' is corrupt ({}): remove it (`tandem shm rm {}`) and restart the learner", name, what, name);
 }
 
 void check_slot(const std::string& name, const SlabDescriptor& d, std::uint32_t slot) {

@@ -1,5 +1,5 @@
 // The error family (common/error.hpp): one CallError for system, CUDA and NCCL calls, carrying the
-// call, the library's string, file:line, pid and host; run_main's exit codes.
+// call, the library's string, file:line, pid and host; a UserError's kind; run_main's exit codes.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -88,8 +88,24 @@ TEST_CASE(
     "errors: run_main exits 1 for a UserError, 70 for a CallError or anything else, and the body's code otherwise") {
   CHECK(run_main("t", [] { return 3; }) == 3);
   CHECK(run_main("t", []() -> int { fail("bad value: fix it"); }) == 1);
+  CHECK(run_main("t", []() -> int { fail(ErrorKind::corrupt_segment, "segment 'x' is corrupt: fix it"); }) == 1);
   CHECK(run_main("t", []() -> int { TANDEM_FAIL_SYS(EIO, "read"); }) == 70);
   CHECK(run_main("t", []() -> int { throw std::logic_error("bug"); }) == 70);
+}
+
+TEST_CASE("errors: a UserError carries the kind it was raised with, general when fail() names none") {
+  auto kind_of = [](auto raise) {
+    try {
+      raise();
+    } catch (const UserError& e) {
+      return e.kind();
+    }
+    return ErrorKind::timeout;  // not raised: no kind below expects this one
+  };
+  CHECK(kind_of([] { fail("segment 'x' is corrupt and does not exist: fix it"); }) == ErrorKind::general);
+  CHECK(kind_of([] { fail(ErrorKind::segment_not_found, "segment '{}' is gone: fix it", "x"); }) ==
+        ErrorKind::segment_not_found);
+  CHECK(kind_of([] { throw UserError("a shape: fix it", ErrorKind::shape); }) == ErrorKind::shape);
 }
 
 TEST_CASE("units: sizes parse with one rule (K, M, G, T are powers of 1024) and print the same way") {

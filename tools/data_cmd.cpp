@@ -141,10 +141,10 @@ int verify(const std::string& name, unsigned threads) {
   const std::uint64_t sum = cache.compute_checksum(threads ? threads
                                                            : std::max(1u, std::thread::hardware_concurrency()));
   if (sum != d.payload_checksum)
-    fail(
-        "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
-        "`tandem data preload {} --from {} --force`",
-        name, sum, d.payload_checksum, name, text(d.source));
+    fail(ErrorKind::corrupt_segment,
+         "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
+         "`tandem data preload {} --from {} --force`",
+         name, sum, d.payload_checksum, name, text(d.source));
   const double secs = seconds_since(start);
   fmt::print("dataset cache '{}' is intact: {} hash to xxh3:{:016x} ({:.2f} s)\n", name, format_bytes(bytes), sum,
              secs);
@@ -156,10 +156,10 @@ int remove_dataset(const std::string& name) {
   if (r.result == shm::Segment::Removal::absent)
     fail("there is no dataset cache '{}': `tandem data ls` lists them", name);
   if (r.result == shm::Segment::Removal::denied)
-    fail(
-        "cannot remove dataset cache '{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem data rm "
-        "{}` as that user",
-        name, r.owner_uid, ::getuid(), std::strerror(r.error), name);
+    fail(ErrorKind::owner,
+         "cannot remove dataset cache '{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem data rm "
+         "{}` as that user",
+         name, r.owner_uid, ::getuid(), std::strerror(r.error), name);
   // Root may remove another user's cache; say whose it was.
   fmt::print("removed dataset cache '{}'{}\n", name,
              r.owner_uid != ::getuid() ? fmt::format(" (owned by uid {})", r.owner_uid) : "");

@@ -98,7 +98,8 @@ int remove_segment(const std::string& name) {
   const auto r = shm::Segment::remove(bare);
   if (r.result == shm::Segment::Removal::absent) fail("no segment '/{}' in /dev/shm: `tandem shm ls` lists them", bare);
   if (r.result == shm::Segment::Removal::denied)
-    fail("cannot remove '/{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem shm rm` as that user",
+    fail(ErrorKind::owner,
+         "cannot remove '/{}': it is owned by uid {}, not by this user (uid {}) ({}): run `tandem shm rm` as that user",
          bare, r.owner_uid, ::getuid(), std::strerror(r.error));
   fmt::print("removed /{}{}\n", bare, r.owner_uid != ::getuid() ? fmt::format(" (owned by uid {})", r.owner_uid) : "");
   return 0;

@@ -189,11 +189,11 @@ void FlatParams::adopt(std::size_t i, const at::Tensor& t, Values values) {
   const FlatTensorInfo& info = table_[i];
   if (!t.defined() || t.scalar_type() != info.dtype || t.device() != info.device || t.layout() != c10::kStrided ||
       t.sizes() != c10::IntArrayRef(info.shape))
-    fail(
-        "model tensor {} no longer matches the layout it was flattened into: it is now {}, it was {}; convert the "
-        "model before making its publisher or follower, or close that one and make a new one",
-        quote_escaped(info.name), t.defined() ? describe(t.scalar_type(), t.sizes(), t.device()) : "gone",
-        describe(info.dtype, info.shape, info.device));
+    fail(ErrorKind::shape,
+         "model tensor {} no longer matches the layout it was flattened into: it is now {}, it was {}; convert the "
+         "model before making its publisher or follower, or close that one and make a new one",
+         quote_escaped(info.name), t.defined() ? describe(t.scalar_type(), t.sizes(), t.device()) : "gone",
+         describe(info.dtype, info.shape, info.device));
   torch::NoGradGuard no_grad;
   at::Tensor view = view_of(flat_[flat_of_[i]], info);
   if (values == Values::copy && view.data_ptr() != t.data_ptr()) view.copy_(t);

@@ -25,7 +25,6 @@
 #include "envs/env_source.hpp"
 #include "python/bindings/arguments.hpp"
 #include "python/bindings/blocking.hpp"
-#include "python/bindings/errors.hpp"
 
 namespace tandem::python {
 namespace {
@@ -58,11 +57,11 @@ class PyAsyncVecEnv {
     one_caller_.check("send()");
     if (env_ids.device().type() != c10::DeviceType::CPU || env_ids.dim() != 1 ||
         at::isFloatingType(env_ids.scalar_type()) || env_ids.scalar_type() == at::kBool)
-      raise<ShapeError>("env_id of {}: pass a 1-D array of env indices, one for each row of actions",
-                        described(env_ids));
+      fail(ErrorKind::shape, "env_id of {}: pass a 1-D array of env indices, one for each row of actions",
+           described(env_ids));
     const at::Tensor ids = env_ids.to(torch::kInt).contiguous();
     if (!env_ids.eq(ids.to(env_ids.scalar_type())).all().item<bool>())
-      raise<ShapeError>("env_id holds values beyond int32: pass env indices 0..{}", size() - 1);
+      fail(ErrorKind::shape, "env_id holds values beyond int32: pass env indices 0..{}", size() - 1);
     const at::Tensor a = checked_actions(actions, spec_, ids.numel());
     const std::span<const std::int32_t> id_span(ids.data_ptr<std::int32_t>(), ids.numel());
     if (spec_.discrete()) vec_->send(std::span<const std::int32_t>(a.data_ptr<std::int32_t>(), a.numel()), id_span);

@@ -10,7 +10,7 @@
 #include <future>
 #include <thread>
 
-#include "python/bindings/errors.hpp"
+#include "common/error.hpp"
 #include "python/bindings/module.hpp"
 
 namespace tandem::python {
@@ -61,7 +61,7 @@ void poll_until(const std::function<bool()>& ready, std::optional<double> timeou
   while (!ready()) {
     const auto now = Clock::now();
     if (timeout_s && now - start >= std::chrono::duration<double>(*timeout_s))
-      raise<WaitTimeout>("{} did not happen within {} s", what, *timeout_s);
+      fail(ErrorKind::timeout, "{} did not happen within {} s", what, *timeout_s);
     if (now >= next_check) {
       check_signals();
       next_check = now + kSignalCheck;
@@ -82,7 +82,7 @@ void sleep_until(const std::function<bool(std::chrono::nanoseconds)>& wait, std:
                                                                              (Clock::now() - start));
       if (left <= std::chrono::nanoseconds::zero()) {
         if (wait(std::chrono::nanoseconds::zero())) return;
-        raise<WaitTimeout>("{} did not happen within {} s", what, *timeout_s);
+        fail(ErrorKind::timeout, "{} did not happen within {} s", what, *timeout_s);
       }
       slice = std::min(slice, left);
     }

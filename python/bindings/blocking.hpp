@@ -20,8 +20,8 @@ namespace tandem::python {
 void run_interruptible(const std::function<void(const std::atomic<bool>& cancel)>& work);
 
 // Calls ready() without the GIL until it returns true, sleeping 20 us growing to 1 ms between tries.
-// timeout_s: nullopt waits for ever; else WaitTimeout("<what> did not happen within <t> s") when it
-// runs out.
+// timeout_s: nullopt waits for ever; else a UserError of kind timeout ("<what> did not happen within
+// <t> s"; Python's TimeoutError) when it runs out.
 void poll_until(const std::function<bool()>& ready, std::optional<double> timeout_s, std::string_view what);
 
 // As poll_until, for a condition with a way to sleep on it: wait(limit) returns true once it holds, else

@@ -76,10 +76,10 @@ std::uint64_t verify(const DatasetAttachment& a, unsigned threads) {
   }
   const auto& d = a.cache().descriptor();
   if (sum != d.payload_checksum)
-    fail(
-        "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
-        "`tandem data preload {} --from {} --force`",
-        a.name(), sum, d.payload_checksum, a.name(), text(d.source));
+    fail(ErrorKind::corrupt_segment,
+         "dataset cache '{}' is corrupt: its payload hashes to xxh3:{:016x}, it was written as xxh3:{:016x}: run "
+         "`tandem data preload {} --from {} --force`",
+         a.name(), sum, d.payload_checksum, a.name(), text(d.source));
   return sum;
 }
 
@@ -175,11 +175,12 @@ void bind_dataset(py::module_& m) {
       [](const std::string& name) {
     const auto r = shm::Segment::remove(shm::dataset_segment_name(name));
     if (r.result == shm::Segment::Removal::absent)
-      fail("shared-memory segment '/{}' does not exist: `tandem data ls` lists the caches",
+      fail(ErrorKind::segment_not_found,
+           "shared-memory segment '/{}' does not exist: `tandem data ls` lists the caches",
            shm::dataset_segment_name(name));
     if (r.result == shm::Segment::Removal::denied)
-      fail("cannot remove dataset cache '{}': it is owned by uid {}, not by this user ({})", name, r.owner_uid,
-           std::strerror(r.error));
+      fail(ErrorKind::owner, "cannot remove dataset cache '{}': it is owned by uid {}, not by this user ({})", name,
+           r.owner_uid, std::strerror(r.error));
       },
       py::arg("name"));
 }

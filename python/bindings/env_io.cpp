@@ -4,7 +4,6 @@
 
 #include "common/error.hpp"
 #include "python/bindings/arguments.hpp"
-#include "python/bindings/errors.hpp"
 
 namespace tandem::python {
 
@@ -39,21 +38,21 @@ at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, I n) 
     fail("actions on {}: pass them on the CPU (actions.cpu())", actions.device().str());
   if (spec.discrete()) {
     if (actions.dim() != 1 || actions.size(0) != n || at::isFloatingType(actions.scalar_type()))
-      raise<ShapeError>("actions of {} for {} envs of {} actions: pass {} integers, one an env", described(actions), n,
-                        spec.num_actions, n);
+      fail(ErrorKind::shape, "actions of {} for {} envs of {} actions: pass {} integers, one an env",
+           described(actions), n, spec.num_actions, n);
     at::Tensor a = actions.to(torch::kInt).contiguous();
     const auto bad = (a < 0).logical_or(a >= spec.num_actions);
     if (bad.any().item<bool>())
-      raise<ShapeError>("action {} is out of range for env '{}': use 0..{}", a.index({bad}).index({0}).item<int>(),
-                        spec.name, spec.num_actions - 1);
+      fail(ErrorKind::shape, "action {} is out of range for env '{}': use 0..{}", a.index({bad}).index({0}).item<int>(),
+           spec.name, spec.num_actions - 1);
     return a;
   }
   const I dim = spec.action_dim;
   const bool shaped = (actions.dim() == 2 && actions.size(0) == n && actions.size(1) == dim) ||
                       (dim == 1 && actions.dim() == 1 && actions.size(0) == n);
   if (!shaped || !at::isFloatingType(actions.scalar_type()))
-    raise<ShapeError>("actions of {} for {} envs of {} continuous dims: pass a float array of shape ({}, {})",
-                      described(actions), n, dim, n, dim);
+    fail(ErrorKind::shape, "actions of {} for {} envs of {} continuous dims: pass a float array of shape ({}, {})",
+         described(actions), n, dim, n, dim);
   return actions.to(torch::kFloat).contiguous();
 }
 

@@ -30,7 +30,6 @@
 #include "envs/vec_env.hpp"
 #include "python/bindings/arguments.hpp"
 #include "python/bindings/blocking.hpp"
-#include "python/bindings/errors.hpp"
 #include "python/bindings/module.hpp"
 
 namespace tandem::python {

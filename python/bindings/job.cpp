@@ -13,7 +13,7 @@
 #include <string>
 
 #include "python/bindings/arguments.hpp"
-#include "python/bindings/errors.hpp"
+#include "common/error.hpp"
 #include "python/bindings/module.hpp"
 #include "shm/control_client.hpp"
 #include "shm/heartbeat_thread.hpp"
@@ -69,9 +69,9 @@ class PyJob {
     } else if (auto c = shm::ControlClient::from_env()) {
       client_.emplace(std::move(*c));
     } else {
-      raise<NotInJobError>(
-          "not in a Tandem job: TANDEM_JOB is not set (start this program with `tandem run`, as "
-          "run.learner_program or run.actor_program, or pass job=, role= and index=)");
+      fail(ErrorKind::not_in_job,
+           "not in a Tandem job: TANDEM_JOB is not set (start this program with `tandem run`, as "
+           "run.learner_program or run.actor_program, or pass job=, role= and index=)");
     }
     stall_limit_ = std::chrono::milliseconds(hang_timeout_s ? static_cast<std::int64_t>(*hang_timeout_s * 1000) : 0);
   }

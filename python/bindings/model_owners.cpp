@@ -26,13 +26,13 @@ void ModelOwners::check(const FlatParams& params, const std::function<void(std::
     if (now == nullptr && PyErr_Occurred()) throw py::error_already_set();
     const std::string& name = params.table()[o.index].name;
     if (now == nullptr || !THPVariable_Check(now))
-      fail(
-          "model tensor {} no longer matches the layout it was flattened into: the model holds {} under that name "
-          "now; keep the model's tensors, or close this publisher or follower and make a new one",
-          quote_escaped(name),
-          now == nullptr   ? std::string("nothing")
-          : now == Py_None ? std::string("None")
-                           : fmt::format("a {}", Py_TYPE(now)->tp_name));
+      fail(ErrorKind::shape,
+           "model tensor {} no longer matches the layout it was flattened into: the model holds {} under that name "
+           "now; keep the model's tensors, or close this publisher or follower and make a new one",
+           quote_escaped(name),
+           now == nullptr   ? std::string("nothing")
+           : now == Py_None ? std::string("None")
+                            : fmt::format("a {}", Py_TYPE(now)->tp_name));
     adopt(o.index, THPVariable_Unpack(now));
     o.held = py::reinterpret_borrow<py::object>(now);
   }

@@ -17,7 +17,6 @@
 #include "common/error.hpp"
 #include "python/bindings/arguments.hpp"
 #include "python/bindings/blocking.hpp"
-#include "python/bindings/errors.hpp"
 #include "python/bindings/module.hpp"
 #include "python/bindings/tensors.hpp"
 #include "shm/experience_ring.hpp"
@@ -44,7 +43,7 @@ class PySlot {
   void set_episodes(py::handle value) {
     const auto n = integer_as<std::uint32_t>(value, "Slot episodes");
     if (n > d_.max_episodes)
-      raise<ShapeError>("a slot records at most {} finished episodes (steps x envs), not {}", d_.max_episodes, n);
+      fail(ErrorKind::shape, "a slot records at most {} finished episodes (steps x envs), not {}", d_.max_episodes, n);
     view_.header().episodes = n;
   }
 

@@ -3,7 +3,7 @@
 #include <torch/types.h>
 #include <torch/version.h>
 
-#include "python/bindings/errors.hpp"
+#include "common/error.hpp"
 
 namespace tandem::python {
 
@@ -24,10 +24,10 @@ at::ScalarType scalar_type_of(shm::DType dtype, std::string_view what) {
 #endif
     default: break;
   }
-  raise<DTypeError>(
-      "{} is {}, which this torch ({}) has no dtype for: read it with tools/tandem_shm.py (numpy), or use "
-      "torch >= 2.3",
-      what, shm::dtype_name(dtype), TORCH_VERSION);
+  fail(ErrorKind::dtype,
+       "{} is {}, which this torch ({}) has no dtype for: read it with tools/tandem_shm.py (numpy), or use "
+       "torch >= 2.3",
+       what, shm::dtype_name(dtype), TORCH_VERSION);
 }
 
 shm::DType format_dtype_of(at::ScalarType type, std::string_view what) {
@@ -43,10 +43,10 @@ shm::DType format_dtype_of(at::ScalarType type, std::string_view what) {
     case at::kBFloat16: return shm::DType::bf16;
     default: break;
   }
-  raise<DTypeError>(
-      "{} is {}, which Tandem's segments cannot hold: use one of uint8, int8, int16, int32, int64, "
-      "float16, bfloat16, float32, float64",
-      what, c10::toString(type));
+  fail(ErrorKind::dtype,
+       "{} is {}, which Tandem's segments cannot hold: use one of uint8, int8, int16, int32, int64, "
+       "float16, bfloat16, float32, float64",
+       what, c10::toString(type));
 }
 
 at::Tensor view_of(std::shared_ptr<const void> owner, const std::byte* data, const std::vector<std::int64_t>& shape,

@@ -1,6 +1,6 @@
 # Type stubs of the extension tandem._tandem (python/bindings/). Use the `tandem` package, which wraps
 # these in PyTorch's idiom; docs/PYTHON.md describes it.
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, NoReturn, Optional, Tuple, Union
 
 import torch
 
@@ -222,7 +222,8 @@ class AsyncVecEnv:
     def recv(self) -> StepResult: ...
 
 def job_segment_name(job: str, kind: str) -> str: ...
-def _error_class_of(message: str) -> str: ...
+_error_kinds: List[str]
+def _raise_error(kind: str, message: str) -> NoReturn: ...
 
 class _testing:
     @staticmethod

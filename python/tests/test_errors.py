@@ -111,14 +111,32 @@ def test_outside_a_job_is_not_in_job(monkeypatch):
     one_line(tandem.NotInJobError, tandem.job, "TANDEM_JOB is not set")
 
 
-@pytest.mark.parametrize("message,error_class", [
-    ("shared-memory segment '/tandem.x.exp' is not ready: its creator (pid 1) died before finishing it: fix",
-     "CorruptSegmentError"),
-    ("shared-memory segment '/tandem.x.ctl' was written by layout 2, this build reads 1: fix", "ForeignSegmentError"),
-    ("experience rings '/tandem.x.exp' have a bad descriptor: steps is 0: fix", "CorruptSegmentError"),
-    ("weight slab '/tandem.x.weights' is corrupt (latest names slot 40): fix", "CorruptSegmentError"),
-    ("dataset cache 'x' cannot be replaced (in use): choose another name", "SegmentExistsError"),
-    ("config: learner.lr = -1 is out of range", "Error"),
-])
-def test_each_refusal_of_the_cpp_side_maps_to_its_class(message, error_class):
-    assert tandem._tandem._error_class_of(message) == error_class
+# Each C++ error kind (common/error.hpp) and the class it raises; a kind added there without a class
+# here fails the first test.
+KIND_CLASSES = {
+    "general": tandem.Error, "no_space": tandem.NoSpaceError, "owner": tandem.OwnerError,
+    "segment_not_found": tandem.SegmentNotFoundError, "segment_exists": tandem.SegmentExistsError,
+    "foreign_segment": tandem.ForeignSegmentError, "corrupt_segment": tandem.CorruptSegmentError,
+    "dtype": tandem.DTypeError, "shape": tandem.ShapeError, "not_in_job": tandem.NotInJobError,
+    "timeout": TimeoutError,
+}
+
+
+def test_each_kind_of_cpp_error_raises_its_class_with_the_message():
+    assert sorted(tandem._tandem._error_kinds) == sorted(KIND_CLASSES)
+    for kind, error_class in KIND_CLASSES.items():
+        with pytest.raises(error_class) as e:
+            tandem._tandem._raise_error(kind, f"a {kind} error: fix")
+        assert type(e.value) is error_class and str(e.value) == f"a {kind} error: fix"
+
+
+def test_the_words_of_a_message_do_not_choose_its_class():
+    with pytest.raises(tandem.Error) as e:
+        tandem._tandem._raise_error("general", "x is corrupt, does not exist and already exists: fix")
+    assert type(e.value) is tandem.Error
+
+
+def test_a_refusal_quoting_a_name_the_user_chose_keeps_its_class():
+    with pytest.raises(tandem.Error) as e:
+        tandem.envs.make("a corrupt env that does not exist")
+    assert type(e.value) is tandem.Error and "is not one of" in str(e.value), repr(e.value)
