@@ -8,7 +8,7 @@
 // as a JSON line to <run_dir>/eval.jsonl: job, actor, version, step, episode_return (mean),
 // episode_return_min, episode_return_max, episode_length (mean), episodes, seconds, unix_s. On a
 // stop it evaluates the final version unless the job failed: that is its duty, which the launcher
-// checks (tools/run/policy.hpp unmet_duty) before it calls the job a success; a stop signal abandons
+// checks (tools/run/exit_policy.hpp unmet_duty) before it calls the job a success; a stop signal abandons
 // that last evaluation.
 #pragma once
 

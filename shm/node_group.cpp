@@ -76,9 +76,9 @@ void sum_rows(float* __restrict out, const float* const* rows, int world, std::s
 std::string NodeGroup::Outcome::describe() const {
   switch (status) {
     case Status::ok: return "ok";
-    case Status::peer_exited: return fmt::format("rank {} exited", peer);
-    case Status::timed_out: return fmt::format("rank {} did not arrive in time (it hangs, or never started)", peer);
-    case Status::aborted: return peer < 0 ? std::string("the group was aborted") : fmt::format("rank {} aborted", peer);
+    case Status::rank_exited: return fmt::format("rank {} exited", rank);
+    case Status::timed_out: return fmt::format("rank {} did not arrive in time (it hangs, or never started)", rank);
+    case Status::aborted: return rank < 0 ? std::string("the group was aborted") : fmt::format("rank {} aborted", rank);
   }
   return "unknown";
 }
@@ -178,7 +178,7 @@ NodeGroup::Outcome NodeGroup::all_reduce_sum(float* data, std::size_t count, flo
     if (world_ == 2) {
       // Both ranks sum both parts, in rank order, straight into their own data: the same bits on
       // both, one barrier a round instead of two and no copy out. The parity buffers make it safe:
-      // a rank can only write this round's slot again two rounds on, past a barrier its peer reaches
+      // a rank can only write this round's slot again two rounds on, past a barrier the other rank reaches
       // only after these reads.
       const float* both[2] = {reinterpret_cast<const float*>(in(rounds_, 0)),
                               reinterpret_cast<const float*>(in(rounds_, 1))};
@@ -278,7 +278,7 @@ NodeGroup::Outcome NodeGroup::wait_while(const std::function<std::optional<int>(
     }
     if (now >= next_check) {
       for (int r = 0; r < world_; ++r)
-        if (r != rank_ && (*behind < 0 || r == *behind) && lane_exited(r)) return {Status::peer_exited, r};
+        if (r != rank_ && (*behind < 0 || r == *behind) && lane_exited(r)) return {Status::rank_exited, r};
       next_check = now + kLivenessSlice;
     }
     if (now >= deadline) return {Status::timed_out, *behind};

@@ -35,13 +35,13 @@
 // then counts it in `pieces_summed`; the op is done when all its pieces are. So the rank that
 // finished backward first sums what the other has already handed over (the first buckets) while that
 // one is still in backward. A rank writes its own slot's range of an op only before starting it
-// (backward) and after finishing it (the optimizer, zeroing): peers touch it only in between.
+// (backward) and after finishing it (the optimizer, zeroing): other ranks touch it only in between.
 // Riders alternate between two buffers: the root rewrites one only two riding ops later, after every
 // rank started the op between, which each did after copying the first out.
 //
 // Barrier k: a rank stores `arrived` = k (seq_cst), increments `bell` and wakes the bell's sleepers
 // (FUTEX_WAKE on the shared mapping: C++20 atomic wait uses process-private futexes), then waits
-// until every lane's `arrived` >= k: a spin of up to 200 us (a peer that is about to arrive costs no
+// until every lane's `arrived` >= k: a spin of up to 200 us (a rank that is about to arrive costs no
 // futex round trip, whose wake-up alone takes tens of us), then FUTEX_WAIT on `bell` in slices of at most
 // 100 ms, checking between slices whether a rank it waits for has exited (its pid and start time in
 // /proc, so a reused pid is not mistaken for it) or whether a rank aborted.
@@ -49,7 +49,7 @@
 // Every wait (a slots op's too) works this way.
 //
 // Threads: one thread per rank calls join() and the collectives, in the same order on every rank;
-// abort() may be called from any thread, and makes this rank's and every peer's waits fail at once.
+// abort() may be called from any thread, and makes this rank's and every other rank's waits fail at once.
 // Failure is a [[nodiscard]] Outcome naming the rank that exited, timed out or aborted; after one,
 // the group is broken and every later collective fails.
 #pragma once
@@ -115,9 +115,9 @@ struct RidingBroadcast {
 class NodeGroup {
  public:
   struct Outcome {
-    enum class Status { ok, peer_exited, timed_out, aborted };
+    enum class Status { ok, rank_exited, timed_out, aborted };
     Status status = Status::ok;
-    int peer = -1;  // the rank that exited, was not there in time, or aborted (-1: not known)
+    int rank = -1;  // the rank that exited, was not there in time, or aborted (-1: not known)
     explicit operator bool() const { return status == Status::ok; }
     std::string describe() const;  // "rank 1 exited", ...
   };
@@ -184,7 +184,7 @@ class NodeGroup {
   [[nodiscard]] Outcome barrier(Clock::time_point deadline);
   void check_root(int root) const;
   // Waits until `holdup()` returns nullopt, else the rank that holds things up (-1: not known),
-  // failing when it (or, unknown, any peer) exited, a rank aborted, or the deadline passed.
+  // failing when it (or, unknown, any other rank) exited, a rank aborted, or the deadline passed.
   [[nodiscard]] Outcome wait_while(const std::function<std::optional<int>()>& holdup, Clock::time_point deadline);
   void ring();  // wakes every rank sleeping on the bell
   void sum_piece(const SlotsOp& op, std::uint64_t piece);

@@ -124,7 +124,7 @@ TEST_CASE(
     MESSAGE(collectives << ": rank 0 exited " << f.status << " " << f.took << " s after rank 1 was killed");
     CHECK(f.status != 0);
     CHECK(f.status < 126);
-    CHECK(f.log.find("peer rank(s) 1") != std::string::npos);
+    CHECK(f.log.find("other rank(s) 1") != std::string::npos);
     CHECK(f.leftovers.empty());
   }
 }

@@ -36,9 +36,9 @@ TEST_CASE("house: each forbidden include, a stray benchmark and an overlong file
   write(tree, "tools/e.cpp", "#include \"learner/feed/host_feed.hpp\"\n");
   write(tree, "tools/ok.cpp", "#include \"datasets/preload.hpp\"\n");
   write(tree, "bench/ok.cpp", "#include \"learner/feed/host_feed.hpp\"\n");
-  write(tree, "bench/i.cpp", "#include \"tools/run/policy.hpp\"\n");
+  write(tree, "bench/i.cpp", "#include \"tools/run/exit_policy.hpp\"\n");
   write(tree, "python/j.cpp", "#include \"tools/data/preload.hpp\"\n");
-  write(tree, "tests/ok_test.cpp", "#include \"tools/run/policy.hpp\"\n");
+  write(tree, "tests/ok_test.cpp", "#include \"tools/run/exit_policy.hpp\"\n");
   write(tree, "envs/f.cpp", "#include <ATen/ATen.h>\n#include \"actor/follower.hpp\"\n");
   write(tree, "common/torch/builtin_nets/k.cpp", "#include \"common/torch/models.hpp\"\n");
   write(tree, "common/torch/builtin_nets/ok.cpp", "#include \"common/torch/model_spec.hpp\"\n");

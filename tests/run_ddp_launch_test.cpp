@@ -76,7 +76,7 @@ int join_rendezvous(int rank) {
   return -1;
 }
 
-// Rank 0's view of its peers, like Gloo's: a connection closed before the peer said it was done
+// Rank 0's view of its other ranks, like Gloo's: a connection closed before the peer said it was done
 // (a 'd') means the peer died, and this rank fails at once with an error of its own.
 bool lost_a_peer(const std::vector<int>& peers, std::vector<bool>& done, int wait_ms) {
   std::vector<pollfd> fds;
@@ -95,7 +95,7 @@ bool lost_a_peer(const std::vector<int>& peers, std::vector<bool>& done, int wai
 }  // namespace
 
 // mode=print: prints its variables and exits. Otherwise rendezvouses, trains `steps` steps of
-// `step_ms` with a heartbeat, and finishes together with its peers (or stops on a stop request).
+// `step_ms` with a heartbeat, and finishes together with its other ranks (or stops on a stop request).
 TANDEM_CHILD("fake-rank") {
   auto opt = child_options();
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -126,7 +126,7 @@ TANDEM_CHILD("fake-rank") {
   for (int step = 1; step <= steps && !client->should_stop(); ++step) {
     if (rank == 0 ? lost_a_peer(peers, done, step_ms)
                   : (std::this_thread::sleep_for(std::chrono::milliseconds(step_ms)), false)) {
-      std::printf("lost a peer rank: failing\n");
+      std::printf("lost another rank: failing\n");
       return 1;
     }
     shm::ProcessMetrics m;
@@ -138,7 +138,7 @@ TANDEM_CHILD("fake-rank") {
   for (int i = 0; i < 100; ++i) {
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return 0;
     if (lost_a_peer(peers, done, 100)) {
-      std::printf("lost a peer rank: failing\n");
+      std::printf("lost another rank: failing\n");
       return 1;
     }
   }
@@ -211,7 +211,7 @@ TEST_CASE(
   CAPTURE(out);
   CHECK(status == 1);
   CHECK(took < 10s);
-  CHECK(out.find("[learner.0] lost a peer rank: failing") != std::string::npos);
+  CHECK(out.find("[learner.0] lost another rank: failing") != std::string::npos);
   CHECK(out.find(fmt::format("failed after")) != std::string::npos);
   CHECK(out.find(fmt::format("learner.1 (pid {}) was killed by SIGKILL; its last", victim)) != std::string::npos);
   CHECK(out.find("  | step 10") != std::string::npos);

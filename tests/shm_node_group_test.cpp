@@ -225,7 +225,7 @@ TEST_CASE("node group: the rank that is idle sums every piece a late rank handed
   CHECK(r1.wait() == 0);  // and finds its slot summed
 }
 
-TEST_CASE("node group: a rank that exits before handing its slot over fails its peer's finish within a second" *
+TEST_CASE("node group: a rank that exits before handing its slot over fails the other rank's finish within a second" *
           doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk, kSlotFloats);
   test::Child r1 = spawn_rank("rank-that-exits-after-join", group, 1);
@@ -233,8 +233,8 @@ TEST_CASE("node group: a rank that exits before handing its slot over fails its 
   CHECK(r1.wait() == 0);
   const auto t0 = std::chrono::steady_clock::now();
   const NodeGroup::Outcome outcome = group.finish_slots(group.start_slots(0, 10, 1.0f), 20s);
-  CHECK(outcome.status == Status::peer_exited);
-  CHECK(outcome.peer == 1);
+  CHECK(outcome.status == Status::rank_exited);
+  CHECK(outcome.rank == 1);
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
 }
 
@@ -243,18 +243,18 @@ TEST_CASE("node group: a slots op outside the slots is refused") {
   CHECK(test::error_of([&] { (void)group.start_slots(100, 20, 1.0f); }).find("a slot holds") != std::string::npos);
 }
 
-TEST_CASE("node group: a rank that exits mid-run fails its peers' next collective within a second, naming it" *
+TEST_CASE("node group: a rank that exits mid-run fails the other ranks' next collective within a second, naming it" *
           doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
   const Timed t = reduce_beside(group, "rank-that-exits-after-join", 20s, [](test::Child& r1) {
     CHECK(r1.wait() == 0);  // reaped: gone from /proc, the case a launcher leaves
   });
-  CHECK(t.outcome.status == Status::peer_exited);
-  CHECK(t.outcome.peer == 1);
+  CHECK(t.outcome.status == Status::rank_exited);
+  CHECK(t.outcome.rank == 1);
   CHECK(t.outcome.describe() == "rank 1 exited");
   CHECK(t.seconds < 1.0);
   std::vector<float> data(10, 1.0f);
-  CHECK(group.broadcast(data.data(), 4, 0, 20s).status == Status::peer_exited);  // broken for good
+  CHECK(group.broadcast(data.data(), 4, 0, 20s).status == Status::rank_exited);  // broken for good
 }
 
 TEST_CASE("node group: a rank that exited but is not yet reaped counts as exited" * doctest::timeout(30)) {
@@ -262,14 +262,14 @@ TEST_CASE("node group: a rank that exited but is not yet reaped counts as exited
   const Timed t = reduce_beside(group, "rank-that-exits-after-join", 20s, [](test::Child&) {
     std::this_thread::sleep_for(300ms);  // a zombie now: nobody has waited for it
   });
-  CHECK(t.outcome.status == Status::peer_exited);
+  CHECK(t.outcome.status == Status::rank_exited);
 }
 
 TEST_CASE("node group: a rank that hangs makes the collective time out naming it" * doctest::timeout(30)) {
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
   const Timed t = reduce_beside(group, "rank-that-sleeps-after-join", 400ms);
   CHECK(t.outcome.status == Status::timed_out);
-  CHECK(t.outcome.peer == 1);
+  CHECK(t.outcome.rank == 1);
   CHECK(t.seconds >= 0.4);
   CHECK(t.seconds < 1.5);
 }
@@ -279,7 +279,7 @@ TEST_CASE("node group: abort on one rank fails the others at once, naming the ra
   NodeGroup group = NodeGroup::create(test::unique_name("reduce"), 2, kSmallChunk);
   const Timed t = reduce_beside(group, "rank-that-aborts-after-join", 20s);
   CHECK(t.outcome.status == Status::aborted);
-  CHECK(t.outcome.peer == 1);
+  CHECK(t.outcome.rank == 1);
   CHECK(t.seconds < 1.0);
 }
 
@@ -289,7 +289,7 @@ TEST_CASE("node group: a rank that never attaches fails the join at its deadline
   REQUIRE(shm::Segment::exists(name));
   const NodeGroup::Outcome o = group.join(300ms);
   CHECK(o.status == Status::timed_out);
-  CHECK(o.peer == 1);
+  CHECK(o.rank == 1);
   CHECK_FALSE(shm::Segment::exists(name));
 }
 

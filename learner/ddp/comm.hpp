@@ -15,8 +15,8 @@
 // Threads: one thread issues ops at a time (the training thread, or the autograd thread while it runs
 // backward for that training thread: never both at once). Pending::wait may run on the issuing thread
 // only. abort() may be called from any thread (the watchdog's): afterwards every op fails.
-// Failure: a dead peer, a hung peer past the timeout, or an abort make wait() throw a UserError that
-// says which op failed; the caller adds the step and the peers.
+// Failure: a dead rank, a hung rank past the timeout, or an abort make wait() throw a UserError that
+// says which op failed; the caller adds the step and the other ranks.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -19,7 +19,7 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, std::chrono::milliseconds timeout)
       : group_(std::move(group)), timeout_(timeout) {}
   ~GlooCommunicator() override {
-    // ~ProcessGroupGloo drains its queue: after a peer failed that can block once per op in flight,
+    // ~ProcessGroupGloo drains its queue: after another rank failed that can block once per op in flight,
     // each up to the timeout. A broken group is left to the process's exit instead.
     if (broken_) (void)group_.release();
   }

@@ -129,14 +129,14 @@ class Watchdog {
     while (!closing_) {
       wake_.wait_for(lock, std::chrono::milliseconds(200));
       if (armed_ && Clock::now() - since_ > limit_) {
-        std::string peers;
+        std::string others;
         for (int r = 0; r < world_; ++r)
-          if (r != rank_) peers += (peers.empty() ? "" : ", ") + std::to_string(r);
+          if (r != rank_) others += (others.empty() ? "" : ", ") + std::to_string(r);
         std::fprintf(stderr,
                      "tandem-learner: rank %d: the gradient all-reduce of step %lld has not completed in %.0f s: "
-                     "peer rank(s) %s died or hang; exiting\n",
+                     "other rank(s) %s died or hang; exiting\n",
                      rank_, static_cast<long long>(step_) + 1, std::chrono::duration<double>(limit_).count(),
-                     peers.c_str());
+                     others.c_str());
         std::fflush(stderr);
         std::_Exit(1);
       }
@@ -369,11 +369,11 @@ void GradSync::finish_on_device(std::int64_t step) {
   } catch (const UserError& e) {
     local_->watchdog->disarm();
     s.comm->abort();
-    std::string peers;
+    std::string others;
     for (int r = 0; r < s.world; ++r)
-      if (r != local_->rank) peers += (peers.empty() ? "" : ", ") + std::to_string(r);
-    fail("rank {}: step {}: gradient all-reduce with peer rank(s) {} failed (a peer died or hangs): {}", local_->rank,
-         step + 1, peers, e.what());
+      if (r != local_->rank) others += (others.empty() ? "" : ", ") + std::to_string(r);
+    fail("rank {}: step {}: gradient all-reduce with other rank(s) {} failed (one died or hangs): {}", local_->rank,
+         step + 1, others, e.what());
   }
   local_->watchdog->disarm();
   times_.exposed_s = issued_during_backward_s + seconds_since(backward_done);

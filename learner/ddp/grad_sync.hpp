@@ -33,7 +33,7 @@
 //
 // Threads: the training thread calls everything; the hooks run on the autograd thread that executes
 // backward for it (the same thread on CPU), never concurrently with those calls. A watchdog thread
-// ends the process with one line naming the step and the peers if finish() is still waiting
+// ends the process with one line naming the step and the other ranks if finish() is still waiting
 // collective_timeout + 5 s after it began (the communicator's own timeout should have fired first).
 // Lifetime: hooks stay registered on the model's AccumulateGrad nodes after GradSync is destroyed;
 // they then do nothing.

@@ -2,7 +2,7 @@
 // the rendezvous store; ncclCommInitRank), collectives on a stream of its own. An op is fenced both
 // ways with events: the comm stream waits for the compute stream's work so far, and wait() makes the
 // compute stream wait for the op; the host never blocks. A watchdog thread polls each op's completion
-// event: one still pending after the timeout (a dead or stopped peer) ends the process with one line,
+// event: one still pending after the timeout (a dead or stopped rank) ends the process with one line,
 // since CUDA work queued behind it cannot finish.
 // Ops issued while the compute stream captures a CUDA graph are recorded into it (NCCL supports
 // capture); each replay is then watched as one op.
@@ -154,7 +154,7 @@ class NcclCommunicator final : public Communicator {
         // waits for the graphs that hold NCCL work (a captured step's) to be released, which the
         // training thread, stuck behind the hung op, never does.
         std::fprintf(stderr,
-                     "tandem-learner: rank %d: NCCL %s did not complete within %.0f s: a peer rank died or "
+                     "tandem-learner: rank %d: NCCL %s did not complete within %.0f s: another rank died or "
                      "hangs; exiting\n",
                      rank_, in_flight_.front().what, std::chrono::duration<double>(timeout_).count());
         std::_Exit(1);

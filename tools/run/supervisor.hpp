@@ -1,6 +1,6 @@
 // The launcher's supervisor: starts a job's processes, watches them, and ends the job.
 //
-// What it does about exits and hangs is policy.hpp's decide(); this carries it out:
+// What it does about exits and hangs is exit_policy.hpp's decide(); this carries it out:
 //  - Learner ranks and actors are spawned at start; their output lines are shown with their name.
 //  - Crashed or hung actors are restarted with backoff up to run.max_restarts; a learner's failure,
 //    an actor past its restarts, or one failing the same way kSameFailureLimit times in a row, fails
@@ -13,7 +13,7 @@
 //    after it, and every actor reported the learners' final version (else the job fails naming each
 //    actor that did not, whenever it died). It was interrupted (exit 128 + signal) when a signal stopped it
 //    and no process failed: each exited 0, or was still starting when the stop came and ended on its
-//    own (policy.hpp), at whatever moment of start-up the signal came. Anything else failed, naming
+//    own (exit_policy.hpp), at whatever moment of start-up the signal came. Anything else failed, naming
 //    the first process that failed and its last lines.
 // Threads: one, running the io_context; children are reaped on SIGCHLD and on a 100 ms tick.
 #pragma once

@@ -3,7 +3,7 @@
 //   supervisor_exits.cpp  reaping, draining a dead child's pipes, acting on the policy's decision
 //   supervisor_stop.cpp   the stop: request, SIGTERM/SIGKILL escalation, signals to the launcher
 //   supervisor_watch.cpp  hang checks (start timeout, heartbeat timeout)
-// What to do about an exit or a hang is decided in policy.hpp; these files carry it out.
+// What to do about an exit or a hang is decided in exit_policy.hpp; these files carry it out.
 // Threads: everything runs on the one thread that runs `io`.
 #pragma once
 
@@ -21,7 +21,7 @@
 #include "tools/run/job_segments.hpp"
 #include "tools/run/dashboard_routes.hpp"
 #include "tools/run/metrics_log.hpp"
-#include "tools/run/policy.hpp"
+#include "tools/run/exit_policy.hpp"
 #include "tools/run/stop_sequence.hpp"
 #include "tools/run/supervisor.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/run/policy.hpp"
+#include "tools/run/exit_policy.hpp"
 
 using namespace tandem;
 using namespace tandem::run;

@@ -1,4 +1,4 @@
-#include "tools/run/policy.hpp"
+#include "tools/run/exit_policy.hpp"
 
 #include <fmt/format.h>
 
