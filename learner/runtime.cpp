@@ -29,8 +29,8 @@ LearnerRuntime::LearnerRuntime(const JobSettings& settings, shm::JobProcess& pro
 
 // The other GPUs that this job's CUDA actors run on (rollout actors on the GPU of the rank that consumes
 // their ring, evaluators on cuda:0 or the one named) and that can read `learner_gpu` directly: the device
-// slabs the chain fills there let them load without crossing GPUs at all. A GPU with no peer path is
-// left to the host slab.
+// slabs that the device chain (peer copies GPU to GPU, learner/device_chain.hpp) fills there let them
+// load without crossing GPUs at all. A GPU with no peer path is left to the host slab.
 std::vector<int> LearnerRuntime::actor_gpus_beside(int learner_gpu) const {
   std::vector<int> gpus;
   if (!settings_.actor.device.cuda) return gpus;

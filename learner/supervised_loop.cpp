@@ -269,8 +269,8 @@ int run_supervised_learner(const JobSettings& settings, shm::JobProcess& process
     return shm::ProcessMetrics{.step = static_cast<std::uint64_t>(trainer.step()),
                                .samples = static_cast<std::uint64_t>(samples),
                                .samples_per_s = w.samples_per_s,
-                               .loss = w.steps > 0 ? w.loss : shm::kNaN,
-                               .accuracy = w.steps > 0 ? w.accuracy : shm::kNaN,
+                               .loss = w.loss,
+                               .accuracy = w.accuracy,
                                .lr = trainer.current_lr()};
       },
       at_step());

@@ -105,7 +105,7 @@ WindowMetrics Trainer::take_window() {
     w.accuracy = static_cast<double>(window_correct_.item<std::int64_t>()) / static_cast<double>(window_samples_);
   }
   w.seconds = seconds_since(window_start_);
-  w.samples_per_s = w.seconds > 0.0 ? static_cast<double>(w.samples) / w.seconds : 0.0;
+  if (w.steps > 0 && w.seconds > 0.0) w.samples_per_s = static_cast<double>(w.samples) / w.seconds;
   reset_window();
   return w;
 }

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,16 +48,18 @@ struct StepMetrics {
   torch::Tensor correct;     // 0-dim int64, on the device: how many predictions were right
 };
 
-// Averages since the previous take_window() (or construction / checkpoint load).
+// Averages since the previous take_window() (or construction / checkpoint load). A window without
+// steps measured nothing: its loss, accuracy and samples/s are NaN (so the learner's final record,
+// taken after the last step was reported, is no throughput of 0).
 struct WindowMetrics {
   std::int64_t step = 0;
   std::int64_t steps = 0;
   std::int64_t samples = 0;
-  double loss = 0.0;  // mean over samples
-  double accuracy = 0.0;
+  double loss = std::numeric_limits<double>::quiet_NaN();  // mean over samples
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
   double lr = 0.0;       // of the last step
   double seconds = 0.0;  // wall time of the window
-  double samples_per_s = 0.0;
+  double samples_per_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 class Trainer {

@@ -95,7 +95,8 @@ std::string_view stop_reason_name(StopReason reason);
 //             env_share stepping its envs, compute_share running its policy, wait_share waiting on a
 //             full ring; RL learner: compute_share in its updates (batch, update, publish), wait_share
 //             waiting for slots. The rest (reports, weight loads, gathering) is in none of them.
-// A double that was not measured is NaN; `updated_ns` is set by report() (0 = no record yet).
+// A double that was not measured is NaN; `updated_ns` is set by report() (0 = no record yet). The
+// fields by name, for every path that names them: shm/metric_fields.hpp.
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct ProcessMetrics {
   std::uint64_t updated_ns = 0;

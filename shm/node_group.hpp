@@ -24,7 +24,8 @@
 // rank copies out[p] back. Two ranks stop after the first barrier: each sums in[p][0] + in[p][1] into
 // its own buffer (the same operation on the same bits on both, so no out[p], second barrier or copy
 // back). Broadcast round: the root copies into in[p][root]; barrier; the others copy it out. A
-// broadcast that rides with an all-reduce goes behind the root's part in its last round (at the
+// rider is a broadcast that rides with an all-reduce (a step's BatchNorm buffers with its gradients,
+// say): its bytes go behind the root's part in the all-reduce's last round (at the
 // part's end rounded up to 64 bytes), copied out by the others after that round's first barrier:
 // one round, one sync point, for a step's gradients and BatchNorm buffers together.
 // Slots op (start_slots/finish_slots): the gradients already live in the slots, so nothing is copied

@@ -1,11 +1,16 @@
 // The RL and data-parallel figures in the status views (job_view.hpp): the status line, `tandem
 // status`'s table, the Prometheus text and the JSON of `tandem status --json` and /api/state, from a
-// control block whose rows report them as the RL learner, rollout actors and DDP ranks do.
+// control block whose rows report them as the RL learner, rollout actors and DDP ranks do; and every
+// metric of shm/metric_fields.hpp through each of them and metrics.jsonl's row.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include "shm/control_client.hpp"
+#include "shm/metric_fields.hpp"
 #include "tests/harness.hpp"
 #include "tools/run/job_view.hpp"
+#include "tools/run/metrics_log.hpp"
 
 using namespace tandem;
 using shm::ControlBlock;
@@ -105,4 +110,39 @@ TEST_CASE("status views: a supervised job on one rank keeps samples/s and shows 
   const auto json = run::status_json(block);
   CHECK(json["summary"]["env_steps_per_s"].is_null());
   CHECK(!json["processes"][0].contains("episode_return"));
+}
+
+TEST_CASE(
+    "status views: every metric of the field table, written by its name, reads back by that name in metrics.jsonl's "
+    "row, the JSON and /metrics") {
+  const std::string job = test::unique_name("views");
+  ControlBlock block = ControlBlock::create({.job = job, .learners = 1, .actors = 0, .run_dir = "/nonexistent"});
+  block.begin_spawn(0, 0);
+  ProcessMetrics m;
+  auto value = [](std::size_t i) { return 100.0 + static_cast<double>(i); };  // each field its own
+  for (std::size_t i = 0; i < shm::kMetricFields.size(); ++i) {
+    const shm::MetricField& f = shm::kMetricFields[i];
+    if (f.kind == shm::MetricKind::measure) shm::set_measure(m, f, value(i) + 0.5);
+    else shm::set_count(m, f, static_cast<std::uint64_t>(value(i)));
+  }
+  CHECK(m.step == 100);  // the table's first entry is the record's first field after updated_ns
+  CHECK(m.wait_share == value(shm::kMetricFields.size() - 1) + 0.5);
+  ControlClient::attach(job, Role::learner, 0).report(m);
+
+  const auto record = run::metrics_record(block.snapshot(0), 1.0);
+  const auto shown = run::status_json(block)["processes"][0];
+  const std::string prom = run::prometheus_text(block);
+  for (std::size_t i = 0; i < shm::kMetricFields.size(); ++i) {
+    const shm::MetricField& f = shm::kMetricFields[i];
+    const std::string name(f.name);
+    const double want = f.kind == shm::MetricKind::measure ? value(i) + 0.5 : value(i);
+    CAPTURE(name);
+    REQUIRE(record.contains(name));
+    CHECK(record[name].get<double>() == want);
+    REQUIRE(shown.contains(name));
+    CHECK(shown[name].get<double>() == want);
+    if (!f.family.empty())
+      CHECK(
+          has(prom, fmt::format("{}{{job=\"{}\",process=\"learner.0\",role=\"learner\"}} {}\n", f.family, job, want)));
+  }
 }

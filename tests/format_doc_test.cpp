@@ -16,6 +16,7 @@
 #include "shm/dataset_cache.hpp"
 #include "shm/dtype.hpp"
 #include "shm/experience_ring_format.hpp"
+#include "shm/metric_fields.hpp"
 #include "shm/node_group.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/case_check.hpp"
@@ -259,19 +260,9 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                 MEMBER(ProcessRow, restarts), MEMBER(ProcessRow, exit_status), MEMBER(ProcessRow, spawned_ns),
                 MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, group),
                 MEMBER(ProcessRow, no_heartbeat), MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
-  // clang-format off
-  check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics),
-               {MEMBER(ProcessMetrics, updated_ns), MEMBER(ProcessMetrics, step), MEMBER(ProcessMetrics, version),
-                MEMBER(ProcessMetrics, samples), MEMBER(ProcessMetrics, epoch), MEMBER(ProcessMetrics, samples_per_s),
-                MEMBER(ProcessMetrics, loss), MEMBER(ProcessMetrics, accuracy), MEMBER(ProcessMetrics, seconds),
-                MEMBER(ProcessMetrics, lr), MEMBER(ProcessMetrics, env_steps), MEMBER(ProcessMetrics, env_steps_per_s),
-                MEMBER(ProcessMetrics, episode_return), MEMBER(ProcessMetrics, episode_length),
-                MEMBER(ProcessMetrics, policy_lag_min), MEMBER(ProcessMetrics, policy_lag_avg),
-                MEMBER(ProcessMetrics, policy_lag_max), MEMBER(ProcessMetrics, ring_full_waits),
-                MEMBER(ProcessMetrics, allreduce_s), MEMBER(ProcessMetrics, exposed_comm_s),
-                MEMBER(ProcessMetrics, env_share), MEMBER(ProcessMetrics, compute_share),
-                MEMBER(ProcessMetrics, wait_share)});
-  // clang-format on
+  std::vector<Member> metrics = {MEMBER(ProcessMetrics, updated_ns)};  // then the named fields
+  for (const shm::MetricField& f : shm::kMetricFields) metrics.push_back({std::string(f.name), f.offset, 8});
+  check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics), metrics);
 
   const Table& states = table_under(tables, "### `ProcessRow`", "code");
   CHECK(states.rows.size() == 7);

@@ -1,5 +1,6 @@
-// tools/dev/check-house: the arrows docs/ARCHITECTURE.md draws, the 400-line limit and the homes of config
-// keys and rules, checked on this tree and shown to catch each kind of violation in a scratch tree.
+// tools/dev/check-house: the arrows docs/ARCHITECTURE.md draws, the 400-line limit, the homes of config
+// keys and rules and the docs' references, checked on this tree and shown to catch each kind of
+// violation in a scratch tree.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -69,5 +70,23 @@ TEST_CASE("house: each forbidden include, a stray benchmark and an overlong file
                               "builtin_nets/ok.cpp", "common/settings/ok.cpp", "shm/dataset_check.cpp"}) {
     INFO(allowed);
     CHECK(r.output.find(allowed) == std::string::npos);
+  }
+}
+
+TEST_CASE("house: a link to a missing file or heading and a named section that no heading begins with are reported") {
+  TempDir tree;
+  write(tree, "README.md", "# Tandem\n[ok](docs/A.md#real-heading) [gone](docs/B.md) [anchor](docs/A.md#nope)\n");
+  write(tree, "docs/A.md", "# Real heading\n\n```\n# not a heading\n```\n**A bold lead.** text\n");
+  write(tree, "docs/C.md", "[fenced](A.md#not-a-heading) and A.md, \"A bold lead\" and A.md, \"Real\"\n");
+  write(tree, "shm/x.hpp", "// docs/A.md, \"Real heading\"; docs/A.md, \"Not\n// there\"\n");
+  const CommandResult r = run_command(check_house(tree.path().string()));
+  INFO(r.output);
+  CHECK(r.status == 1);
+  for (const char* expected :
+       {"README.md:2: link to docs/B.md: no docs/B.md",
+        "README.md:2: link to docs/A.md#nope: docs/A.md has no heading #nope",
+        "docs/C.md:1: link to A.md#not-a-heading", "shm/x.hpp:1: docs/A.md, \"Not there\"", "4 violation(s)"}) {
+    INFO(expected);
+    CHECK(r.output.find(expected) != std::string::npos);
   }
 }

@@ -8,8 +8,11 @@
 // After LibTorch: Debian's c10 pulls in glog, whose CHECK must not replace doctest's.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/torch/flat_params.hpp"
@@ -149,6 +152,23 @@ TEST_CASE("trainer: the cnn learns a separable dataset (loss falls, accuracy ris
   CHECK(first_loss > 1.2);  // about ln 4 at the start
   CHECK(loss < 0.2);
   CHECK(accuracy > 0.95);
+}
+
+TEST_CASE(
+    "trainer: a window without steps measured nothing, so the record taken after the last report shows no "
+    "throughput of 0") {
+  Synthetic data(64, 3);
+  Model model = Model::create({.name = "cnn", .num_classes = 4, .seed = 1});
+  Trainer trainer(model, sgd_config());
+  trainer.train_step(data.x, data.y);
+  CHECK(trainer.take_window().samples_per_s > 0);             // the last step's report
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the learner stops: the window has time, no steps
+  const WindowMetrics after = trainer.take_window();
+  CHECK(after.steps == 0);
+  CHECK(after.seconds > 0);
+  CHECK(std::isnan(after.samples_per_s));
+  CHECK(std::isnan(after.loss));
+  CHECK(std::isnan(after.accuracy));
 }
 
 TEST_CASE("trainer: a checkpoint restores weights, optimizer state and step; training then continues bit-identically") {

@@ -132,7 +132,7 @@ void check_rl(JobSettings& s) {
     s.rollout_actors = 1;  // started by hand: one ring
   }
   // A Python env is stepped only by the Python rollout actor (tandem.rollout_actor), which runs
-  // actor_critic_mlp's twin and has no lockstep; the C++ RL evaluator cannot play it.
+  // actor_critic_mlp in PyTorch (same parameter names and shapes) and has no lockstep; the C++ RL evaluator cannot play it.
   if (s.env.is_python() && (s.actor.evaluators > 0 || s.shape.deterministic || s.model.name != "actor_critic_mlp"))
     fail(
         "config: env.name = \"python\" runs Python rollout actors only, with model.name = \"actor_critic_mlp\" and "

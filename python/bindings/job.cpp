@@ -6,56 +6,40 @@
 // tandem/job.py makes it the context manager tandem.job().
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
+#include <fmt/ranges.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "python/bindings/arguments.hpp"
 #include "common/error.hpp"
 #include "python/bindings/module.hpp"
 #include "shm/control_client.hpp"
 #include "shm/heartbeat_thread.hpp"
+#include "shm/metric_fields.hpp"
 #include "shm/segment.hpp"
 
 namespace tandem::python {
 namespace {
 
-// ProcessMetrics by field name: what report() accepts.
+// The metric names, for report()'s refusal and tandem._tandem.metric_names.
+std::vector<std::string> metric_names() {
+  std::vector<std::string> names;
+  for (const shm::MetricField& f : shm::kMetricFields) names.emplace_back(f.name);
+  return names;
+}
+
+// ProcessMetrics by field name (shm/metric_fields.hpp): what report() accepts.
 void set_metric(shm::ProcessMetrics& m, const std::string& key, const py::handle& value) {
+  const shm::MetricField* f = shm::find_metric(key);
+  if (!f)
+    fail("report() has no metric '{}': use {} (docs/FORMAT.md, ProcessMetrics)", key, fmt::join(metric_names(), ", "));
   const std::string what = "report() " + key;
-  auto u = [&] { return integer_as<std::uint64_t>(value, what); };
-  auto f = [&] { return number_argument(value, what); };
-  if (key == "step") m.step = u();
-  else if (key == "version") m.version = u();
-  else if (key == "samples") m.samples = u();
-  else if (key == "epoch") m.epoch = u();
-  else if (key == "env_steps") m.env_steps = u();
-  else if (key == "ring_full_waits") m.ring_full_waits = u();
-  else if (key == "samples_per_s") m.samples_per_s = f();
-  else if (key == "loss") m.loss = f();
-  else if (key == "accuracy") m.accuracy = f();
-  else if (key == "seconds") m.seconds = f();
-  else if (key == "lr") m.lr = f();
-  else if (key == "env_steps_per_s") m.env_steps_per_s = f();
-  else if (key == "episode_return") m.episode_return = f();
-  else if (key == "episode_length") m.episode_length = f();
-  else if (key == "policy_lag_min") m.policy_lag_min = f();
-  else if (key == "policy_lag_avg") m.policy_lag_avg = f();
-  else if (key == "policy_lag_max") m.policy_lag_max = f();
-  else if (key == "allreduce_s") m.allreduce_s = f();
-  else if (key == "exposed_comm_s") m.exposed_comm_s = f();
-  else if (key == "env_share") m.env_share = f();
-  else if (key == "compute_share") m.compute_share = f();
-  else if (key == "wait_share") m.wait_share = f();
-  else
-    fail(
-        "report() has no metric '{}': use step, version, samples, epoch, samples_per_s, loss, accuracy, seconds, lr, "
-        "env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min, policy_lag_avg, policy_lag_max, "
-        "ring_full_waits, allreduce_s, exposed_comm_s, env_share, compute_share, wait_share (docs/FORMAT.md, "
-        "ProcessMetrics)",
-        key);
+  if (f->kind == shm::MetricKind::measure) shm::set_measure(m, *f, number_argument(value, what));
+  else shm::set_count(m, *f, integer_as<std::uint64_t>(value, what));
 }
 
 class PyJob {
@@ -130,6 +114,8 @@ void bind_job(py::module_& m) {
       .def_property_readonly("name", [](const PyJob& j) { return j.client().name(); })
       .def_property_readonly("run_dir", [](const PyJob& j) { return j.client().run_dir(); })
       .def_property_readonly("restarts", [](const PyJob& j) { return j.client().restarts(); });
+
+  m.attr("metric_names") = py::tuple(py::cast(metric_names()));
 
   m.def(
       "job_segment_name",

@@ -20,7 +20,9 @@ __all__ = ["job", "Job", "in_job"]
 class Job:
     """The process's row: ``id`` (the job), ``role`` ("learner" or "actor"), ``index``, ``name``
     ("actor.1"), ``run_dir``, ``restarts``; ``should_stop``, ``report(**metrics)``, ``saw_version(v)``,
-    ``tick()``."""
+    ``tick()``; ``metric_names``, the names report() takes."""
+
+    metric_names = _tandem.metric_names
 
     def __init__(self, c: "_tandem.Job"):
         self._c = c
@@ -38,10 +40,8 @@ class Job:
         return self._c.should_stop
 
     def report(self, **metrics: float) -> None:
-        """Writes this process's metrics record: step, version, samples, epoch, samples_per_s, loss, accuracy,
-        seconds, lr, env_steps, env_steps_per_s, episode_return, episode_length, policy_lag_min/avg/max,
-        ring_full_waits, allreduce_s, exposed_comm_s, env_share, compute_share, wait_share (docs/FORMAT.md,
-        ProcessMetrics); unset ones are blank."""
+        """Writes this process's metrics record, each metric by its name in ``Job.metric_names`` (step,
+        samples_per_s, loss, ...: the fields of docs/FORMAT.md's ProcessMetrics); unset ones are blank."""
         self._c.report(**metrics)
 
     def saw_version(self, version: int) -> None:

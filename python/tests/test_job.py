@@ -88,6 +88,21 @@ def test_report_names_the_metrics_it_knows_when_given_another(name):
         ctl.finish()
 
 
+def test_report_takes_every_metric_by_name_and_status_and_the_block_show_each(name):
+    names = tandem.Job.metric_names
+    assert names[:3] == ("step", "version", "samples") and "wait_share" in names
+    values = {n: 100 + i for i, n in enumerate(names)}  # each its own; counts and figures both take ints
+    with Peer("control", "--job", name, "--learners", 1, "--actors", 0) as ctl:
+        ctl.line()
+        with tandem.job(name, "learner", 0) as job:
+            job.report(**values)
+            ctl.send("snapshot 0")
+            assert ctl.line()["metrics"] == values
+            shown = status(name)["processes"][0]
+            assert {n: shown[n] for n in names} == values
+        ctl.finish()
+
+
 def test_a_python_learner_runs_under_tandem_run_and_the_cpp_evaluators_follow_it(fmnist, tmp_path):
     """examples/python/fmnist_learner.py as run.learner_program: the C++ actors check its model signature
     and evaluate its versions; the job succeeds and its metrics log holds the Python learner's rows."""

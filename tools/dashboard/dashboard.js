@@ -7,18 +7,28 @@
 
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"];
 
+// M, the metric names of metrics.jsonl's rows and /api/state's processes, from metric_fields.js
+// (generated from shm/metric_fields.hpp, their one list): M.loss is "loss", and a name the table lacks
+// throws as the page loads.
+const M = new Proxy(Object.fromEntries(METRIC_NAMES.map((n) => [n, n])), {
+  get(names, name) {
+    if (!(name in names)) throw new Error(`no metric ${String(name)} in shm/metric_fields.hpp`);
+    return names[name];
+  },
+});
+
 // What each chart draws: series of [source, field]. A process name ("learner.0", "actor.0") is that
 // process's metrics rows, "learners" one series per rank, "eval" the rows of eval.jsonl; a chart
 // without points stays hidden.
 const CHARTS = [
-  { id: "loss", title: "Loss", series: [["learner.0", "loss", "train loss"], ["eval", "loss", "eval loss"]] },
-  { id: "accuracy", title: "Accuracy", series: [["learner.0", "accuracy", "train accuracy"], ["eval", "accuracy", "eval accuracy"]] },
-  { id: "return", title: "Episode return", series: [["learner.0", "episode_return", "rollouts"], ["eval", "episode_return", "evaluation"]] },
-  { id: "length", title: "Episode length", series: [["learner.0", "episode_length", "rollouts"], ["eval", "episode_length", "evaluation"]] },
-  { id: "throughput", title: "Throughput (per second)", series: [["learners", "samples_per_s", "samples/s"], ["learner.0", "env_steps_per_s", "env steps/s"]] },
-  { id: "lag", title: "Policy lag (versions)", series: [["learner.0", "policy_lag_min", "min"], ["learner.0", "policy_lag_avg", "avg"], ["learner.0", "policy_lag_max", "max"]] },
-  { id: "ranks", title: "Per rank: step / all-reduce / exposed comm (s)", series: [["ranks", "seconds", "step"], ["ranks", "allreduce_s", "all-reduce"], ["ranks", "exposed_comm_s", "exposed"]] },
-  { id: "time", title: "Where the time goes (share of wall time)", series: [["learner.0", "compute_share", "learner: updates"], ["learner.0", "wait_share", "learner: waiting for slots"], ["actor.0", "env_share", "actor 0: envs"], ["actor.0", "compute_share", "actor 0: policy"], ["actor.0", "wait_share", "actor 0: full ring"]] },
+  { id: "loss", title: "Loss", series: [["learner.0", M.loss, "train loss"], ["eval", M.loss, "eval loss"]] },
+  { id: "accuracy", title: "Accuracy", series: [["learner.0", M.accuracy, "train accuracy"], ["eval", M.accuracy, "eval accuracy"]] },
+  { id: "return", title: "Episode return", series: [["learner.0", M.episode_return, "rollouts"], ["eval", M.episode_return, "evaluation"]] },
+  { id: "length", title: "Episode length", series: [["learner.0", M.episode_length, "rollouts"], ["eval", M.episode_length, "evaluation"]] },
+  { id: "throughput", title: "Throughput (per second)", series: [["learners", M.samples_per_s, "samples/s"], ["learner.0", M.env_steps_per_s, "env steps/s"]] },
+  { id: "lag", title: "Policy lag (versions)", series: [["learner.0", M.policy_lag_min, "min"], ["learner.0", M.policy_lag_avg, "avg"], ["learner.0", M.policy_lag_max, "max"]] },
+  { id: "ranks", title: "Per rank: step / all-reduce / exposed comm (s)", series: [["ranks", M.seconds, "step"], ["ranks", M.allreduce_s, "all-reduce"], ["ranks", M.exposed_comm_s, "exposed"]] },
+  { id: "time", title: "Where the time goes (share of wall time)", series: [["learner.0", M.compute_share, "learner: updates"], ["learner.0", M.wait_share, "learner: waiting for slots"], ["actor.0", M.env_share, "actor 0: envs"], ["actor.0", M.compute_share, "actor 0: policy"], ["actor.0", M.wait_share, "actor 0: full ring"]] },
 ];
 
 const run = {
@@ -58,7 +68,7 @@ function takeMetricsLine(r) {
   else if (r.event === "end") run.outcome = r.outcome;
   else if (r.process && !r.event) {
     run.rows.push(r);
-    Object.assign(processRow(r.process), { version: r.version, step: r.step, restarts: r.restarts });
+    Object.assign(processRow(r.process), { version: r[M.version], step: r[M.step], restarts: r.restarts });
   }
 }
 
@@ -92,19 +102,19 @@ async function pollHistory() {
 // Where each evaluation sits on the time axis: at the first learner.0 row at or past its version
 // (rows come in time order, so their versions ascend; a binary search keeps long runs fast).
 function versionClock() {
-  const rank0 = run.rows.filter((r) => r.process === "learner.0" && typeof r.version === "number");
+  const rank0 = run.rows.filter((r) => r.process === "learner.0" && typeof r[M.version] === "number");
   return (version) => {
     let lo = 0, hi = rank0.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (rank0[mid].version >= version) hi = mid; else lo = mid + 1;
+      if (rank0[mid][M.version] >= version) hi = mid; else lo = mid + 1;
     }
     return lo < rank0.length ? rank0[lo].t : null;
   };
 }
 
 function seriesPoints(source, field, xAxis) {
-  const x = (r) => (xAxis === "step" ? r.step : r.t);
+  const x = (r) => (xAxis === "step" ? r[M.step] : r.t);
   const collect = (rows, xOf) => rows.filter((r) => typeof r[field] === "number" && xOf(r) !== null && xOf(r) !== undefined)
     .map((r) => [xOf(r), r[field]]);
   if (source === "eval") {
@@ -177,7 +187,7 @@ function drawProcesses() {
   for (const [name, p] of live) {
     Object.assign(processRow(name), {
       pid: p.pid > 0 ? p.pid : "-", state: p.state + (p.exit_status !== null && p.state === "failed" ? `(${p.exit_status})` : ""),
-      restarts: p.restarts, version: p.version, step: p.step === undefined ? "-" : p.step,
+      restarts: p.restarts, version: p[M.version], step: p[M.step] === undefined ? "-" : p[M.step],
       heartbeat: p.heartbeat_age_s === null ? "-" : `${p.heartbeat_age_s.toFixed(1)} s ago`,
     });
   }

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include "common/error.hpp"
+#include "shm/metric_fields.hpp"
 
 namespace tandem::plot {
 namespace {
@@ -25,11 +27,11 @@ std::vector<Json> read_rows(const std::filesystem::path& file) {
 }
 
 // The (step, field) points of `rows`; rows without a finite number in `field` are skipped.
-Series series_of(std::string label, const std::vector<const Json*>& rows, const char* field) {
+Series series_of(std::string label, const std::vector<const Json*>& rows, std::string_view field) {
   Series s{std::move(label), {}};
   for (const Json* r : rows) {
-    const auto step = r->find("step");
-    const auto value = r->find(field);
+    const auto step = r->find(std::string(shm::metric("step")));
+    const auto value = r->find(std::string(field));
     if (step == r->end() || value == r->end() || !step->is_number() || !value->is_number()) continue;
     const double v = value->get<double>();
     if (std::isfinite(v)) s.points.emplace_back(step->get<double>(), v);
@@ -58,7 +60,7 @@ std::vector<Panel> run_curves(const std::filesystem::path& run_dir) {
   for (const Json& r : evals) eval_rows.push_back(&r);
   const std::vector<const Json*> rank0 = learners.count("learner.0") ? learners["learner.0"]
                                                                      : std::vector<const Json*>{};
-  auto per_rank = [&](const char* field, const std::string& label) {
+  auto per_rank = [&](std::string_view field, const std::string& label) {
     std::vector<Series> out;
     out.reserve(learners.size());
     for (const auto& [name, rows] : learners)
@@ -68,31 +70,34 @@ std::vector<Panel> run_curves(const std::filesystem::path& run_dir) {
   };
 
   std::vector<Panel> panels = {
-      {"loss", "Loss", {series_of("train loss", rank0, "loss"), series_of("eval loss", eval_rows, "loss")}},
+      {"loss",
+       "Loss",
+       {series_of("train loss", rank0, shm::metric("loss")), series_of("eval loss", eval_rows, shm::metric("loss"))}},
       {"accuracy",
        "Accuracy",
-       {series_of("train accuracy", rank0, "accuracy"), series_of("eval accuracy", eval_rows, "accuracy")}},
+       {series_of("train accuracy", rank0, shm::metric("accuracy")),
+        series_of("eval accuracy", eval_rows, shm::metric("accuracy"))}},
       {"return",
        "Episode return",
-       {series_of("rollouts", rank0, "episode_return"), series_of("evaluation", eval_rows, "episode_return")}},
+       {series_of("rollouts", rank0, shm::metric("episode_return")),
+        series_of("evaluation", eval_rows, shm::metric("episode_return"))}},
       {"length",
        "Episode length",
-       {series_of("rollouts", rank0, "episode_length"), series_of("evaluation", eval_rows, "episode_length")}},
+       {series_of("rollouts", rank0, shm::metric("episode_length")),
+        series_of("evaluation", eval_rows, shm::metric("episode_length"))}},
       {"throughput", "Throughput (per second)", per_rank("samples_per_s", "samples/s")},
       {"lag",
        "Policy lag (versions)",
-       {series_of("min", rank0, "policy_lag_min"), series_of("avg", rank0, "policy_lag_avg"),
-        series_of("max", rank0, "policy_lag_max")}},
+       {series_of("min", rank0, shm::metric("policy_lag_min")), series_of("avg", rank0, shm::metric("policy_lag_avg")),
+        series_of("max", rank0, shm::metric("policy_lag_max"))}},
       {"ranks", "Per rank: step / all-reduce / exposed comm (s)", {}},
   };
-  panels[4].series.push_back(series_of("env steps/s", rank0, "env_steps_per_s"));
+  panels[4].series.push_back(series_of("env steps/s", rank0, shm::metric("env_steps_per_s")));
   if (learners.size() > 1)
-    for (const char* field : {"seconds", "allreduce_s", "exposed_comm_s"}) {
-      const std::string label = field == std::string("seconds")       ? "step"
-                                : field == std::string("allreduce_s") ? "all-reduce"
-                                                                      : "exposed";
+    for (const auto& [field, label] :
+         {std::pair{shm::metric("seconds"), "step"}, std::pair{shm::metric("allreduce_s"), "all-reduce"},
+          std::pair{shm::metric("exposed_comm_s"), "exposed"}})
       for (auto& s : per_rank(field, label)) panels[6].series.push_back(std::move(s));
-    }
   for (auto& p : panels) std::erase_if(p.series, [](const Series& s) { return s.points.empty(); });
   std::erase_if(panels, [](const Panel& p) { return p.series.empty(); });
   return panels;

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 
 #include "common/clock.hpp"
 #include "common/process.hpp"
+#include "shm/metric_fields.hpp"
 
 namespace tandem::run {
 
@@ -173,80 +175,38 @@ std::string status_table(const shm::ControlBlock& block) {
 }
 
 std::string prometheus_text(const shm::ControlBlock& block) {
-  struct Family {
-    const char* name;
-    const char* type;
-    const char* help;
-  };
-  static const Family kFamilies[] = {
-      {"tandem_process_up", "gauge", "1 while the process is starting, running or stopping"},
-      {"tandem_process_restarts_total", "counter", "times the launcher restarted the process"},
-      {"tandem_heartbeat_age_seconds", "gauge", "seconds since the process's last heartbeat"},
-      {"tandem_step", "counter", "learner: optimizer steps; actor: evaluations done"},
-      {"tandem_weight_version", "gauge", "learner: latest published weight version; actor: version evaluated last"},
-      {"tandem_samples_total", "counter", "learner: samples trained on; actor: samples in the last evaluation"},
-      {"tandem_samples_per_second", "gauge", "throughput"},
-      {"tandem_loss", "gauge", "learner: training loss; actor: test loss"},
-      {"tandem_accuracy", "gauge", "learner: training accuracy; actor: test accuracy"},
-      {"tandem_learning_rate", "gauge", "learner: current learning rate"},
-      {"tandem_step_seconds", "gauge", "learner: seconds of the last step; actor: of the last evaluation"},
-      {"tandem_env_steps_total", "counter", "RL: environment steps (learner: trained on; actor: stepped)"},
-      {"tandem_env_steps_per_second", "gauge", "RL: environment steps per second"},
-      {"tandem_episode_return", "gauge", "RL: mean return of recently finished episodes"},
-      {"tandem_episode_length", "gauge", "RL: mean length of recently finished episodes"},
-      {"tandem_policy_lag", "gauge", "RL: learner version minus behaviour version, average of the last update"},
-      {"tandem_policy_lag_max", "gauge", "RL: the largest policy lag of the last update"},
-      {"tandem_ring_full_waits_total", "counter", "RL actor: times its experience ring was full"},
-      {"tandem_allreduce_seconds", "gauge", "data-parallel rank: all-reduce time of the last step"},
-      {"tandem_exposed_comm_seconds", "gauge", "data-parallel rank: communication not hidden behind backward"},
-      {"tandem_env_share", "gauge", "RL actor: share of its time stepping its envs"},
-      {"tandem_compute_share", "gauge", "RL actor: share of its time in its policy; RL learner: in its updates"},
-      {"tandem_wait_share", "gauge", "RL actor: share of its time waiting on a full ring; RL learner: for slots"},
-  };
   const std::uint64_t now = monotonic_ns();
   std::vector<shm::ProcessSnapshot> rows;
   for (std::uint32_t i = 0; i < block.row_count(); ++i) rows.push_back(block.snapshot(i));
   const std::string job = block.job();
   std::string out;
-  for (const auto& f : kFamilies) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, f.type);
+  // One family: a sample line per process that has the figure (NaN: none). A user's program group is
+  // one more label; the built-in groups' are their role's.
+  auto family = [&](std::string_view name, std::string_view type, std::string_view help,
+                    const std::function<double(const shm::ProcessSnapshot&)>& value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
     for (const auto& p : rows) {
-      const std::string name(f.name);
-      double v = shm::kNaN;
-      const auto& m = p.metrics;
-      if (name == "tandem_process_up") v = shm::is_alive(p.state) ? 1 : 0;
-      else if (name == "tandem_process_restarts_total") v = p.restarts;
-      else if (name == "tandem_heartbeat_age_seconds")
-        v = shm::is_alive(p.state) && p.heartbeat ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
-      else if (!m) continue;
-      else if (name == "tandem_step") v = static_cast<double>(m->step);
-      else if (name == "tandem_weight_version") v = static_cast<double>(m->version);
-      else if (name == "tandem_samples_total") v = static_cast<double>(m->samples);
-      else if (name == "tandem_samples_per_second") v = m->samples_per_s;
-      else if (name == "tandem_loss") v = m->loss;
-      else if (name == "tandem_accuracy") v = m->accuracy;
-      else if (name == "tandem_learning_rate") v = m->lr;
-      else if (name == "tandem_step_seconds") v = m->seconds;
-      else if (name == "tandem_env_steps_total") v = m->env_steps > 0 ? static_cast<double>(m->env_steps) : shm::kNaN;
-      else if (name == "tandem_env_steps_per_second") v = m->env_steps_per_s;
-      else if (name == "tandem_episode_return") v = m->episode_return;
-      else if (name == "tandem_episode_length") v = m->episode_length;
-      else if (name == "tandem_policy_lag") v = m->policy_lag_avg;
-      else if (name == "tandem_policy_lag_max") v = m->policy_lag_max;
-      else if (name == "tandem_ring_full_waits_total")
-        v = m->ring_full_waits > 0 ? static_cast<double>(m->ring_full_waits) : shm::kNaN;
-      else if (name == "tandem_allreduce_seconds") v = m->allreduce_s;
-      else if (name == "tandem_exposed_comm_seconds") v = m->exposed_comm_s;
-      else if (name == "tandem_env_share") v = m->env_share;
-      else if (name == "tandem_compute_share") v = m->compute_share;
-      else if (name == "tandem_wait_share") v = m->wait_share;
+      const double v = value(p);
       if (std::isnan(v)) continue;
-      // A user's program group is one more label; the built-in groups' are their role's.
       const bool user_group = !p.group.empty() && p.group != shm::role_name(p.role);
-      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"{}}} {}\n", f.name, job, p.name(),
+      out += fmt::format("{}{{job=\"{}\",process=\"{}\",role=\"{}\"{}}} {}\n", name, job, p.name(),
                          shm::role_name(p.role), user_group ? fmt::format(",group=\"{}\"", p.group) : "", v);
     }
-  }
+  };
+  family("tandem_process_up", "gauge", "1 while the process is starting, running or stopping",
+         [](const auto& p) { return shm::is_alive(p.state) ? 1.0 : 0.0; });
+  family("tandem_process_restarts_total", "counter", "times the launcher restarted the process",
+         [](const auto& p) { return static_cast<double>(p.restarts); });
+  family("tandem_heartbeat_age_seconds", "gauge", "seconds since the process's last heartbeat", [&](const auto& p) {
+    return shm::is_alive(p.state) && p.heartbeat ? (now - std::min(now, p.heartbeat_ns)) / 1e9 : shm::kNaN;
+  });
+  for (const shm::MetricField& f : shm::kMetricFields)
+    if (!f.family.empty())
+      family(f.family, f.type, f.help, [&](const shm::ProcessSnapshot& p) {
+        if (!p.metrics || !shm::has_metric(*p.metrics, f)) return shm::kNaN;
+        return f.kind == shm::MetricKind::measure ? shm::measure_of(*p.metrics, f)
+                                                  : static_cast<double>(shm::count_of(*p.metrics, f));
+      });
   out += fmt::format(
       "# HELP tandem_stop_requested 1 once the job was asked to stop\n"
       "# TYPE tandem_stop_requested gauge\ntandem_stop_requested{{job=\"{}\"}} {}\n",

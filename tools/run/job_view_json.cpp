@@ -4,6 +4,7 @@
 
 #include "common/clock.hpp"
 #include "common/process.hpp"
+#include "shm/metric_fields.hpp"
 #include "tools/run/job_view.hpp"
 #include "tools/run/metrics_log.hpp"
 
@@ -65,7 +66,8 @@ nlohmann::ordered_json status_json(const shm::ControlBlock& block) {
     row["heartbeat_age_s"] = shm::is_alive(p.state) && p.heartbeat
                                  ? nlohmann::ordered_json(std::round((now - std::min(now, p.heartbeat_ns)) / 1e6) / 1e3)
                                  : nullptr;
-    if (!p.metrics) row["version"] = p.version_seen;
+    if (!p.metrics)
+      row[std::string(shm::metric("version"))] = p.version_seen;  // the version it runs, before it reports
     processes.push_back(std::move(row));
   }
   return j;

@@ -4,16 +4,12 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "shm/metric_fields.hpp"
 
 namespace tandem::run {
 namespace {
 
 double to_millisecond(double s) { return std::round(s * 1000) / 1000; }
-
-// JSON has no NaN or infinities: such a field is left out.
-void put_finite(nlohmann::ordered_json& record, const char* key, double v) {
-  if (std::isfinite(v)) record[key] = v;
-}
 
 }  // namespace
 
@@ -22,31 +18,13 @@ nlohmann::ordered_json metrics_record(const shm::ProcessSnapshot& p, double time
   record["time_s"] = to_millisecond(time_s);
   record["process"] = p.name();
   record["role"] = std::string(shm::role_name(p.role));
-  if (p.metrics) {
-    const auto& m = *p.metrics;
-    record["step"] = m.step;
-    record["version"] = m.version;
-    record["samples"] = m.samples;
-    record["epoch"] = m.epoch;
-    put_finite(record, "samples_per_s", m.samples_per_s);
-    put_finite(record, "loss", m.loss);
-    put_finite(record, "accuracy", m.accuracy);
-    put_finite(record, "seconds", m.seconds);
-    put_finite(record, "lr", m.lr);
-    if (m.env_steps > 0) record["env_steps"] = m.env_steps;
-    put_finite(record, "env_steps_per_s", m.env_steps_per_s);
-    put_finite(record, "episode_return", m.episode_return);
-    put_finite(record, "episode_length", m.episode_length);
-    put_finite(record, "policy_lag_min", m.policy_lag_min);
-    put_finite(record, "policy_lag_avg", m.policy_lag_avg);
-    put_finite(record, "policy_lag_max", m.policy_lag_max);
-    if (m.ring_full_waits > 0) record["ring_full_waits"] = m.ring_full_waits;
-    put_finite(record, "allreduce_s", m.allreduce_s);
-    put_finite(record, "exposed_comm_s", m.exposed_comm_s);
-    put_finite(record, "env_share", m.env_share);
-    put_finite(record, "compute_share", m.compute_share);
-    put_finite(record, "wait_share", m.wait_share);
-  }
+  if (p.metrics)
+    for (const shm::MetricField& f : shm::kMetricFields) {
+      if (!shm::has_metric(*p.metrics, f)) continue;  // JSON has no NaN: an unmeasured figure is left out
+      const std::string key(f.name);
+      if (f.kind == shm::MetricKind::measure) record[key] = shm::measure_of(*p.metrics, f);
+      else record[key] = shm::count_of(*p.metrics, f);
+    }
   record["restarts"] = p.restarts;
   record["group"] = p.group.empty() ? std::string(shm::role_name(p.role)) : p.group;
   return record;

@@ -1,9 +1,9 @@
 // <run_dir>/metrics.jsonl: one JSON object per line, appended. The launcher's events
 // ({"time_s":1.234,"job":"fmnist-3f9a","event":"spawn","process":"actor.1","pid":42,"restarts":0};
 // events spawn, exit, stop, end) and samples of each process's metrics from the control block, written
-// when they changed ({"time_s":..,"job":..,"process":"learner.0","role":"learner","step":..,"version":..,"samples":..,"epoch":..,
-// "samples_per_s":..,"loss":..,"accuracy":..,"seconds":..,"lr":..,"restarts":0}; a metric that was
-// not measured is left out). time_s counts seconds since the launcher started, to the millisecond;
+// when they changed ({"time_s":..,"job":..,"process":"learner.0","role":"learner","step":..,"version":..,
+// "samples":..,"epoch":..,"samples_per_s":..,"loss":..,...,"restarts":0,"group":"learner"}: the
+// fields of shm/metric_fields.hpp in its order, a metric that was not measured left out). time_s counts seconds since the launcher started, to the millisecond;
 // "job" is the job id, so that the rows of a resumed run (same file, new job) stay apart.
 // Each line is flushed as it is written, so a reader can follow the file.
 // Threads: the launcher's one thread.

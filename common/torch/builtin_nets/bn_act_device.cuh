@@ -75,7 +75,7 @@ struct Geometry {
 // first (bn_act_kernels.cu says why), kBatch at a time: the batch's loads are all issued before the
 // first is used, so that each thread has kBatch loads in flight. Loading and using one row at a time, the
 // reductions moved well under half of an H200's HBM bandwidth, every warp waiting on its
-// one load (measured: docs/BENCHMARKS.md, "Our kernels against what ATen and cuDNN ran").
+// one load (measured: docs/results/HISTORY.md, "Our kernels against what ATen and cuDNN ran").
 template <int kBatch, class Load, class Use>
 __device__ __forceinline__ void walk_rows(const Geometry& g, Load&& load, Use&& use) {
   using Loaded = decltype(load(std::int64_t{0}));

@@ -126,8 +126,9 @@ struct Mlp : Net {
 };
 
 // Two conv blocks (conv-BN-ReLU-maxpool) then one hidden layer. BatchNorm is what makes two epochs
-// enough. Widths 16/32, not the usual 32/64: measured on the 2-core machine they train faster per
-// sample and reach the same accuracy at two epochs (docs/results/HISTORY.md, "Fashion-MNIST recipe").
+// enough. Widths 16/32, not the usual 32/64: measured on a 2-core Debian machine (the developers' and
+// CI's) they train faster per sample and reach the same accuracy at two epochs (docs/results/HISTORY.md,
+// "Fashion-MNIST recipe").
 struct Cnn : Net {
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};

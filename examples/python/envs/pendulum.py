@@ -6,7 +6,7 @@ to [-2, 2], cost angle^2 + 0.1 speed^2 + 0.001 torque^2, resets uniform in [-pi,
 actions of action_space.shape and the env clips them, as Gymnasium's does. Run it with the Python
 rollout actor: `tandem run examples/python-cartpole-ppo.toml --set
 env.python='"examples.python.envs.pendulum:Pendulum"' --set env.kwargs="'{}'"` (python/tests/
-test_python_env.py does, briefly; examples/pendulum-ppo.toml has the settings that solve the C++ twin).
+test_python_env.py does, briefly; examples/pendulum-ppo.toml has the settings that solve the built-in C++ Pendulum).
 """
 
 import math

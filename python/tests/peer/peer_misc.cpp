@@ -12,6 +12,7 @@
 #include "python/tests/peer/peer.hpp"
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
+#include "shm/metric_fields.hpp"
 #include "common/cli_actions.hpp"
 
 namespace tandem::peer {
@@ -53,18 +54,12 @@ nlohmann::json snapshot_json(const shm::ControlBlock& block, std::uint32_t row) 
       {"heartbeat_age_ms", (static_cast<double>(monotonic_ns()) - static_cast<double>(s.heartbeat_ns)) / 1e6},
       {"version_seen", s.version_seen},
       {"restarts", s.restarts}};
-  if (s.metrics) {
-    const shm::ProcessMetrics& m = *s.metrics;
-    j["metrics"] = {{"step", m.step},
-                    {"version", m.version},
-                    {"samples", m.samples},
-                    {"epoch", m.epoch},
-                    {"loss", number(m.loss)},
-                    {"accuracy", number(m.accuracy)},
-                    {"samples_per_s", number(m.samples_per_s)},
-                    {"episode_return", number(m.episode_return)},
-                    {"env_steps", m.env_steps}};
-  }
+  if (s.metrics)
+    for (const shm::MetricField& f : shm::kMetricFields) {  // every field, an unmeasured one null
+      const std::string key(f.name);
+      if (f.kind == shm::MetricKind::measure) j["metrics"][key] = number(shm::measure_of(*s.metrics, f));
+      else j["metrics"][key] = shm::count_of(*s.metrics, f);
+    }
   return j;
 }
 
