@@ -20,8 +20,8 @@ using tandem::test::error_of;
 using tandem::test::TempDir;
 
 // A fresh directory under /tmp, removed with everything in it at scope exit.
-// The tensors tests/safetensors_peer.py expects (its expected()).
-st::NamedTensors peer_tensors() {
+// The tensors tests/safetensors_counterpart.py expects (its expected()).
+st::NamedTensors counterpart_tensors() {
   return {
       {"weights", torch::arange(24, torch::kFloat32).reshape({2, 3, 4}) / 8},
       {"counts", torch::tensor({int64_t{1}, int64_t{-2}, int64_t{3} << 40})},
@@ -31,10 +31,10 @@ st::NamedTensors peer_tensors() {
       {"empty", torch::zeros({0, 3}, torch::kInt32)},
   };
 }
-const st::Metadata kPeerMeta = {{"step", "1200"}, {"config", R"({"lr": 0.1})"}};
+const st::Metadata kCounterpartMeta = {{"step", "1200"}, {"config", R"({"lr": 0.1})"}};
 
-void check_peer_tensors(const st::Contents& c) {
-  for (const auto& [name, want] : peer_tensors()) {
+void check_counterpart_tensors(const st::Contents& c) {
+  for (const auto& [name, want] : counterpart_tensors()) {
     const std::string& tensor = name;  // CAPTURE's lambda: clang before 16 cannot capture a structured binding
     CAPTURE(tensor);
     REQUIRE(c.has(name));
@@ -43,7 +43,7 @@ void check_peer_tensors(const st::Contents& c) {
     CHECK(got.sizes() == want.sizes());
     CHECK(torch::equal(got, want));
   }
-  CHECK(c.metadata == kPeerMeta);
+  CHECK(c.metadata == kCounterpartMeta);
 }
 
 std::string python() {
@@ -63,13 +63,13 @@ void write_bytes(const std::string& path, std::string_view bytes) {
 
 TEST_CASE("safetensors: every dtype, shape and the metadata survive a round trip") {
   TempDir dir;
-  st::NamedTensors tensors = peer_tensors();
+  st::NamedTensors tensors = counterpart_tensors();
   tensors.emplace_back("bf16", torch::tensor({1.5, -2.0}).to(torch::kBFloat16));
   tensors.emplace_back("flags", torch::tensor({true, false, true}));
   tensors.emplace_back("i16", torch::tensor({-3, 4}).to(torch::kInt16));
   tensors.emplace_back("i8", torch::tensor({-7}).to(torch::kInt8));
   tensors.emplace_back("transposed", torch::arange(6, torch::kFloat32).reshape({2, 3}).t());  // not contiguous
-  st::save_file(dir.file("a.safetensors"), tensors, kPeerMeta);
+  st::save_file(dir.file("a.safetensors"), tensors, kCounterpartMeta);
 
   st::Contents c = st::load_file(dir.file("a.safetensors"));
   CHECK(c.tensors.size() == tensors.size());
@@ -79,12 +79,12 @@ TEST_CASE("safetensors: every dtype, shape and the metadata survive a round trip
     CHECK((c.at(name).scalar_type() == want.scalar_type()));
     CHECK(torch::equal(c.at(name), want.contiguous()));
   }
-  CHECK(c.metadata == kPeerMeta);
+  CHECK(c.metadata == kCounterpartMeta);
   CHECK(c.meta("step") == "1200");
 }
 
 TEST_CASE("safetensors: the header follows the public layout (length, JSON, 8-byte alignment, tiled buffer)") {
-  std::string bytes = st::serialize(peer_tensors(), kPeerMeta);
+  std::string bytes = st::serialize(counterpart_tensors(), kCounterpartMeta);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   REQUIRE(8 + n <= bytes.size());
@@ -108,21 +108,21 @@ TEST_CASE("safetensors: the header follows the public layout (length, JSON, 8-by
 
 TEST_CASE("safetensors: Python reads what C++ writes, and C++ reads what Python writes") {
   TempDir dir;
-  const std::string peer = tandem::test::source_root() + "/tests/safetensors_peer.py";
-  st::save_file(dir.file("cpp.safetensors"), peer_tensors(), kPeerMeta);
-  auto r = tandem::test::run_command(python() + " " + peer + " check " + dir.file("cpp.safetensors"));
+  const std::string counterpart = tandem::test::source_root() + "/tests/safetensors_counterpart.py";
+  st::save_file(dir.file("cpp.safetensors"), counterpart_tensors(), kCounterpartMeta);
+  auto r = tandem::test::run_command(python() + " " + counterpart + " check " + dir.file("cpp.safetensors"));
   INFO(r.output);
   CHECK(r.status == 0);
 
-  r = tandem::test::run_command(python() + " " + peer + " write " + dir.file("py.safetensors"));
+  r = tandem::test::run_command(python() + " " + counterpart + " write " + dir.file("py.safetensors"));
   INFO(r.output);
   REQUIRE(r.status == 0);
-  check_peer_tensors(st::load_file(dir.file("py.safetensors")));
+  check_counterpart_tensors(st::load_file(dir.file("py.safetensors")));
 }
 
 TEST_CASE("safetensors: truncated or corrupt files are one-line errors naming the file") {
   TempDir dir;
-  const std::string good = st::serialize(peer_tensors(), kPeerMeta);
+  const std::string good = st::serialize(counterpart_tensors(), kCounterpartMeta);
   std::uint64_t n = 0;
   std::memcpy(&n, good.data(), 8);
   struct Row {

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The Python side of the safetensors interoperability test (tests/torch_safetensors_test.cpp).
 
-  safetensors_peer.py check FILE   parse FILE with nothing but json + numpy, following the public
+  safetensors_counterpart.py check FILE   parse FILE with nothing but json + numpy, following the public
                                    spec, and check the values the C++ test wrote
-  safetensors_peer.py write FILE   write FILE the way the Python package lays it out, for C++ to read
+  safetensors_counterpart.py write FILE   write FILE the way the Python package lays it out, for C++ to read
 
 Where the `safetensors` package is importable (the GPU machine), `check` also loads the file with
 safetensors.numpy.load_file and `write` uses safetensors.numpy.save_file.
