@@ -44,6 +44,10 @@ class PyAsyncVecEnv {
     }
   }
 
+  ~PyAsyncVecEnv() {
+    if (one_caller_.forked()) (void)vec_.release();  // a child after fork(): its workers are the parent's
+  }
+
   const EnvSpec& spec() const { return spec_; }
   int size() const { return vec_->size(); }
   int batch_size() const { return vec_->batch_size(); }
@@ -56,6 +60,7 @@ class PyAsyncVecEnv {
 
   void send(const at::Tensor& actions, const at::Tensor& env_ids) {
     one_caller_.check("send()");
+    require_strided(env_ids, "env_id");
     if (env_ids.device().type() != c10::DeviceType::CPU || env_ids.dim() != 1 ||
         at::isFloatingType(env_ids.scalar_type()) || env_ids.scalar_type() == at::kBool)
       raise<ShapeError>("env_id of {}: pass a 1-D array of env indices, one for each row of actions",
