@@ -117,7 +117,8 @@ void bind_async_envs(py::module_& m) {
       .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle batch_size,
                        py::handle threads, py::handle seed) {
              const EnvRequest r = env_request(name, plugin, num_envs, threads, seed);
-             return std::make_unique<PyAsyncVecEnv>(r, integer_as<int>(batch_size, "batch_size", 1, r.num_envs));
+             return std::make_unique<PyAsyncVecEnv>(
+                 r, integer_as<int>(batch_size, "tandem.envs.make batch_size", 1, r.num_envs));
            }),
            py::arg("name"), py::arg("plugin"), py::arg("num_envs"), py::arg("batch_size"), py::arg("threads"),
            py::arg("seed"))
