@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -21,6 +22,10 @@ struct EnvSpec {
   // one is 1 x 1 x obs_dim. The RL model takes observations in this shape (rl_model.hpp).
   int obs_channels = 1;
   int obs_height = 1;
+  // The bounds every observation float stays in (Gymnasium's observation_space: CartPole's are twice
+  // its termination limits, so that the terminating observation is inside), obs_dim of each; empty
+  // where the env declares none (the MuJoCo tasks, plugins, the null env): unbounded.
+  std::vector<float> obs_low = {}, obs_high = {};
   int obs_width() const { return obs_dim / (obs_channels * obs_height); }
   bool image() const { return obs_channels * obs_height > 1; }
   bool discrete() const { return num_actions > 0; }

@@ -14,4 +14,9 @@ std::string quote_escaped(std::string_view text) {
   return out + "'";
 }
 
+std::string quote_cut(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return quote_escaped(text);
+  return quote_escaped(text.substr(0, max_bytes)) + "...";
+}
+
 }  // namespace tandem

@@ -15,6 +15,7 @@ namespace {
 using State = std::array<double, 4>;  // theta1, theta2, dtheta1, dtheta2
 
 constexpr double pi = std::numbers::pi;
+constexpr double kMaxVel1 = 4 * pi, kMaxVel2 = 9 * pi;  // the velocities' clip, and their observation bounds
 
 // d/dt of the state under `torque`.
 State derivatives(const State& s, double torque) {
@@ -54,7 +55,7 @@ class Acrobot final : public Env {
   }
 
   StepOut step(ActionRef action, float* obs) override {
-    constexpr double dt = 0.2, max_vel1 = 4 * pi, max_vel2 = 9 * pi;
+    constexpr double dt = 0.2;
     const double torque = static_cast<double>(action.index - 1);  // actions 0, 1, 2 -> -1, 0, +1
     const State k1 = derivatives(s_, torque);
     const State k2 = derivatives(axpy(s_, dt / 2, k1), torque);
@@ -64,8 +65,8 @@ class Acrobot final : public Env {
     for (int i = 0; i < 4; ++i) next[i] = s_[i] + dt / 6.0 * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]);
     next[0] = wrap(next[0], -pi, pi);
     next[1] = wrap(next[1], -pi, pi);
-    next[2] = std::clamp(next[2], -max_vel1, max_vel1);
-    next[3] = std::clamp(next[3], -max_vel2, max_vel2);
+    next[2] = std::clamp(next[2], -kMaxVel1, kMaxVel1);
+    next[3] = std::clamp(next[3], -kMaxVel2, kMaxVel2);
     s_ = next;
     observe(obs);
     // The tip is more than one link length above the pivot.
@@ -82,7 +83,13 @@ class Acrobot final : public Env {
     obs[4] = static_cast<float>(s_[2]);
     obs[5] = static_cast<float>(s_[3]);
   }
-  EnvSpec spec_{"Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500};
+  static constexpr auto kV1 = static_cast<float>(kMaxVel1), kV2 = static_cast<float>(kMaxVel2);
+  EnvSpec spec_{.name = "Acrobot-v1",
+                .obs_dim = 6,
+                .num_actions = 3,
+                .max_episode_steps = 500,
+                .obs_low = {-1, -1, -1, -1, -kV1, -kV2},  // cos and sin of both angles, both velocities
+                .obs_high = {1, 1, 1, 1, kV1, kV2}};
   State s_{};
 };
 

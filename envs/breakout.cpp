@@ -42,6 +42,8 @@ class Breakout final : public Env {
     spec_.obs_height = kSize;
     spec_.num_actions = 3;
     spec_.max_episode_steps = 1000;
+    spec_.obs_low.assign(spec_.obs_dim, 0.0f);  // every cell is 0 or 1
+    spec_.obs_high.assign(spec_.obs_dim, 1.0f);
   }
   const EnvSpec& spec() const override { return spec_; }
 

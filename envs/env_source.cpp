@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <string_view>
-#include <utility>
 
 #include "common/error.hpp"
 #include "envs/python_env.hpp"
@@ -12,28 +13,53 @@
 namespace tandem::envs {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kBuiltin = {{
-    {"cartpole", "CartPole-v1"},
-    {"acrobot", "Acrobot-v1"},
-    {"mountaincar", "MountainCar-v0"},
-    {"pendulum", "Pendulum-v1"},
-    {"hopper", "Hopper"},
-    {"walker2d", "Walker2d"},
-    {"halfcheetah", "HalfCheetah"},
-    {"ant", "Ant"},
-    {"breakout", "Breakout"},
-    {"null", "null"},
+// env.name, make_env's name, Gymnasium's id of the env we follow ("" where none: Breakout is ours after
+// MinAtar, null is ours). The MuJoCo tasks are ours after Gymnasium's -v5 (docs/ENVS.md).
+struct Builtin {
+  std::string_view name, id, gymnasium;
+};
+constexpr std::array<Builtin, 10> kBuiltin = {{
+    {"cartpole", "CartPole-v1", "CartPole-v1"},
+    {"acrobot", "Acrobot-v1", "Acrobot-v1"},
+    {"mountaincar", "MountainCar-v0", "MountainCar-v0"},
+    {"pendulum", "Pendulum-v1", "Pendulum-v1"},
+    {"hopper", "Hopper", "Hopper-v5"},
+    {"walker2d", "Walker2d", "Walker2d-v5"},
+    {"halfcheetah", "HalfCheetah", "HalfCheetah-v5"},
+    {"ant", "Ant", "Ant-v5"},
+    {"breakout", "Breakout", ""},
+    {"null", "null", ""},
 }};
+
+bool same_ignoring_case(std::string_view a, std::string_view b) {
+  const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) { return lower(x) == lower(y); });
+}
 
 }  // namespace
 
 std::string env_id(const EnvSettings& settings) {
   if (settings.name == "plugin" || settings.is_python()) return "";
-  for (const auto& [name, id] : kBuiltin)
-    if (name == settings.name) return std::string(id);
+  for (const Builtin& b : kBuiltin)
+    if (b.name == settings.name) return std::string(b.id);
   std::string names;
-  for (const auto& [name, id] : kBuiltin) names += fmt::format("{}, ", name);
+  for (const Builtin& b : kBuiltin) names += fmt::format("{}, ", b.name);
   fail("config: env.name = \"{}\" is not one of: {}plugin, python", settings.name, names);
+}
+
+std::vector<std::string> builtin_env_names() {
+  std::vector<std::string> out;
+  for (const Builtin& b : kBuiltin) out.emplace_back(b.name);
+  return out;
+}
+
+std::optional<std::string> builtin_env_name(std::string_view spelling) {
+  for (const Builtin& b : kBuiltin)
+    if (same_ignoring_case(spelling, b.name) || same_ignoring_case(spelling, b.id) ||
+        (!b.gymnasium.empty() && same_ignoring_case(spelling, b.gymnasium)))
+      return std::string(b.name);
+  return std::nullopt;
 }
 
 void check_env(const EnvSettings& settings) {

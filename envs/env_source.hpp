@@ -8,7 +8,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/settings/actor.hpp"
@@ -20,6 +22,15 @@ namespace tandem::envs {
 // The make_env() name of env.name ("cartpole" -> "CartPole-v1"); "" for "plugin" and "python". Any
 // other name is a UserError naming the choices.
 std::string env_id(const EnvSettings& settings);
+
+// The built-in envs' env.name values ("cartpole", ..., "null"), in the registry's order.
+std::vector<std::string> builtin_env_names();
+
+// The env.name of the built-in env `spelling` names, case-insensitively by its env.name, its make_env()
+// name or the Gymnasium id of the env it follows ("Hopper", "hopper-v5", "CartPole-v1" -> "hopper",
+// "hopper", "cartpole"); nullopt for any other text. tandem.envs.make takes these spellings; a job's
+// config takes env.name exactly, as written (one spelling per env in every config and run record).
+std::optional<std::string> builtin_env_name(std::string_view spelling);
 
 // The launcher's check before anything starts: env.name exists, and a Python env imports and answers
 // (envs/python_env.hpp).

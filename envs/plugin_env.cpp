@@ -3,8 +3,10 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "common/error.hpp"
+#include "common/quote.hpp"
 
 namespace tandem::envs {
 namespace {
@@ -23,11 +25,18 @@ void resolve(void* handle, const std::string& path, const char* name, Fn& out) {
 }  // namespace
 
 std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
+  // dlopen reads a C string: it would load the path cut at the NUL, another file than the one named.
+  if (path.find('\0') != std::string::npos)
+    fail("env plugin path {} holds a NUL byte: give the path of the shared library without it", quote_cut(path));
   // RTLD_LOCAL keeps two plugins' symbols apart; RTLD_NOW finds missing dependencies here, not mid-run.
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* why = ::dlerror();
-    fail("env plugin '{}' could not be loaded ({}): check env.plugin", path, why ? why : "unknown reason");
+    const char* error = ::dlerror();
+    std::string_view why = error != nullptr ? error : "unknown reason";
+    if (why.starts_with(path + ": ")) why.remove_prefix(path.size() + 2);  // dlerror repeats the path
+    // No setting's name: the launcher's config (env.plugin) and tandem.envs.make (plugin=) both get here.
+    fail("env plugin {} could not be loaded ({}): give the path of a shared library implementing envs/tandem_env.h",
+         quote_cut(path), why);
   }
   std::shared_ptr<PluginLibrary> library(new PluginLibrary(path, handle));
   PluginSymbols& s = library->symbols_;

@@ -56,8 +56,12 @@ TEST_CASE("env plugins: a missing file, a missing symbol and another ABI each ge
   const std::string missing = "/nonexistent/libmyenv.so";
   const std::string e = error_of([&] { PluginLibrary::open(missing); });
   CHECK(e.find("env plugin '/nonexistent/libmyenv.so' could not be loaded (") == 0);
-  CHECK(e.find("check env.plugin") != std::string::npos);
+  CHECK(e.find("give the path of a shared library implementing envs/tandem_env.h") != std::string::npos);
+  CHECK(e.find("env.plugin") == std::string::npos);  // the launcher's config and tandem.envs.make both get here
   CHECK(e.find('\n') == std::string::npos);
+  CHECK(error_of([&] { PluginLibrary::open(missing + '\0' + ".bak"); }) ==
+        "env plugin path '/nonexistent/libmyenv.so\\x00.bak' holds a NUL byte: give the path of the shared library "
+        "without it");
 
   const std::string no_step = plugin("TANDEM_PLUGIN_NO_STEP");
   CHECK(error_of([&] { PluginLibrary::open(no_step); }) ==

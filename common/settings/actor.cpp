@@ -32,9 +32,9 @@ const std::vector<ConfigKey> kEnv = {
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
     {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL.md)"},
     {"env.kwargs", T::string, "\"{}\"", "with env.name = \"python\": the env's keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}'"},
-    {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, 65536},
+    {"env.envs", T::integer, "8", "environments per rollout actor, stepped together (the policy runs batched over them)", 1, EnvSettings::kMaxEnvs},
     {"env.seed", T::integer, "0", "job seed: env e of actor a is seeded from (env.seed, a, e); evaluators use seeds of their own", 0, 9.0e15},
-    {"env.threads", T::integer, "1", "threads each rollout actor steps its env.envs environments on, each starting on a contiguous slice of them and then taking envs the others have not reached (at most env.envs); the results are the same for any count", 1, 256},
+    {"env.threads", T::integer, "1", "threads each rollout actor steps its env.envs environments on, each starting on a contiguous slice of them and then taking envs the others have not reached (at most env.envs); the results are the same for any count", 1, EnvSettings::kMaxThreads},
 };
 // clang-format on
 

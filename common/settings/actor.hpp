@@ -33,6 +33,10 @@ struct ActorSettings {
 };
 
 struct EnvSettings {
+  // env.envs' and env.threads' bounds; tandem.envs.make's num_envs and threads take the same ones.
+  static constexpr int kMaxEnvs = 65536;
+  static constexpr int kMaxThreads = 256;
+
   std::string name = "cartpole";  // a built-in env, "plugin" or "python"
   std::string plugin;             // the shared library, exactly when name = "plugin"
   std::string python;             // module:Class, exactly when name = "python" (envs/python_env.hpp)

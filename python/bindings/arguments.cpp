@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/settings/actor.hpp"
 #include "learner/feed/feed_options.hpp"
 #include "shm/experience_ring_format.hpp"
 #include "shm/weight_slab.hpp"
@@ -90,6 +91,8 @@ void bind_arguments(py::module_& m) {
   limits["ring_dim"] = py::make_tuple(1, shm::kMaxRingDim);
   limits["feed_ring_slots"] = py::make_tuple(2, feed::kMaxStagingSlots);
   limits["feed_workers"] = py::make_tuple(0, feed::kMaxFeedWorkers);
+  limits["num_envs"] = py::make_tuple(1, EnvSettings::kMaxEnvs);  // tandem.envs.make, as env.envs
+  limits["env_threads"] = py::make_tuple(1, EnvSettings::kMaxThreads);
   m.attr("LIMITS") = limits;
 
   m.def(

@@ -43,6 +43,10 @@ class PyAsyncVecEnv {
     }
   }
 
+  ~PyAsyncVecEnv() {
+    if (one_caller_.forked()) (void)vec_.release();  // a child after fork(): its workers are the parent's
+  }
+
   const EnvSpec& spec() const { return spec_; }
   int size() const { return vec_->size(); }
   int batch_size() const { return vec_->batch_size(); }
@@ -55,6 +59,7 @@ class PyAsyncVecEnv {
 
   void send(const at::Tensor& actions, const at::Tensor& env_ids) {
     one_caller_.check("send()");
+    require_strided(env_ids, "env_id");
     if (env_ids.device().type() != c10::DeviceType::CPU || env_ids.dim() != 1 ||
         at::isFloatingType(env_ids.scalar_type()) || env_ids.scalar_type() == at::kBool)
       fail(ErrorKind::shape, "env_id of {}: pass a 1-D array of env indices, one for each row of actions",
@@ -111,7 +116,8 @@ void bind_async_envs(py::module_& m) {
       .def(py::init([](const std::string& name, const std::string& plugin, py::handle num_envs, py::handle batch_size,
                        py::handle threads, py::handle seed) {
              const EnvRequest r = env_request(name, plugin, num_envs, threads, seed);
-             return std::make_unique<PyAsyncVecEnv>(r, integer_as<int>(batch_size, "batch_size", 1, r.num_envs));
+             return std::make_unique<PyAsyncVecEnv>(
+                 r, integer_as<int>(batch_size, "tandem.envs.make batch_size", 1, r.num_envs));
            }),
            py::arg("name"), py::arg("plugin"), py::arg("num_envs"), py::arg("batch_size"), py::arg("threads"),
            py::arg("seed"))

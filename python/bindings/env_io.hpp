@@ -6,6 +6,7 @@
 
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 #include <torch/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -40,9 +41,13 @@ at::Tensor copy_of(std::span<const T> values, at::ScalarType dtype) {
 // tandem.ShapeError in one line for any other shape, dtype or an index out of range.
 at::Tensor checked_actions(const at::Tensor& actions, const EnvSpec& spec, std::int64_t n);
 
-// make()'s arguments, checked alike for both kinds (tandem.Error naming the argument): a built-in env
-// or a plugin (not "python": a Python env is stepped from Python), 1..65536 envs, 1..num_envs threads,
-// a uint64 seed.
+// ShapeError naming `what` for a sparse (or any non-strided) tensor: the checks read dense ones.
+void require_strided(const at::Tensor& t, const char* what);
+
+// make()'s arguments, checked alike for both kinds (tandem.Error naming the argument, its value quoted
+// and cut): a built-in env by any spelling envs::builtin_env_name takes, or "plugin" with the path of a
+// file (not "python": a Python env is stepped from Python), 1..EnvSettings::kMaxEnvs envs,
+// 1..min(num_envs, EnvSettings::kMaxThreads) threads, a uint64 seed.
 struct EnvRequest {
   EnvSettings settings;
   int num_envs = 1;
@@ -59,9 +64,13 @@ std::string described(const at::Tensor& t);
 
 // recv() waits without the GIL, so another Python thread may call the env meanwhile; the C++ envs have
 // one owner thread. Every call checks this under the GIL first and is refused while a recv() waits.
+// A child after fork() is another caller too: the env's threads did not come with it, so a step there
+// would wait for ever. The pid the env was made in tells; a forked env's destructor must leak its
+// threads (joining one the child does not have would hang).
 class OneCaller {
  public:
-  void check(const char* call) const;  // tandem.Error while a recv() waits
+  void check(const char* call) const;  // tandem.Error while a recv() waits, or in a child after fork()
+  bool forked() const { return ::getpid() != made_in_; }
   // Marks the env as waiting in recv() until the returned guard goes (on return or an exception).
   struct Waiting {
     bool& flag;
@@ -75,9 +84,11 @@ class OneCaller {
 
  private:
   bool receiving_ = false;  // read and written under the GIL only
+  pid_t made_in_ = ::getpid();
 };
 
 // The spec as tandem.envs reads it: name, obs_dim, obs_shape ((C, H, W) for images, else (obs_dim,)),
+// the observation bounds (obs_low, obs_high: obs_dim floats, infinite where the env declares none),
 // num_actions, action_dim, action bounds, time limit.
 py::dict spaces_of(const EnvSpec& spec);
 

@@ -46,8 +46,15 @@ class PyVecEnv {
     stepper_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   }
   ~PyVecEnv() {
+    if (one_caller_.forked()) {  // a child after fork(): the threads are the parent's (env_io.hpp)
+      // Leaked, not joined or detached: either would call pthread on a thread this process lacks.
+      (void)new std::jthread(std::move(stepper_));
+      (void)vec_.release();
+      (void)handoff_.release();
+      return;
+    }
     stepper_.request_stop();
-    cv_.notify_all();
+    handoff_->cv.notify_all();
   }
 
   const EnvSpec& spec() const { return spec_; }
@@ -69,29 +76,29 @@ class PyVecEnv {
     require_idle("send()");
     at::Tensor a = checked_actions(actions, spec_, vec_->size());
     observations_ = next_observations();
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(handoff_->mutex);
     actions_ = std::move(a);
     pending_ = true;
     error_ = nullptr;
-    cv_.notify_all();
+    handoff_->cv.notify_all();
   }
 
   StepResult recv() {
     {
       one_caller_.check("recv()");
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(handoff_->mutex);
       if (!pending_ && !done_) fail("recv() without a send() before it: call send(actions) first");
     }
     const OneCaller::Waiting waiting = one_caller_.waiting();
     sleep_until(
         [this](std::chrono::nanoseconds limit) {
-      std::unique_lock lock(mutex_);
-      return cv_.wait_for(lock, limit, [this] { return done_; });
+      std::unique_lock lock(handoff_->mutex);
+      return handoff_->cv.wait_for(lock, limit, [this] { return done_; });
         },
         std::nullopt, "an env step");
     std::exception_ptr error;
     {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(handoff_->mutex);
       done_ = false;
       error = std::exchange(error_, nullptr);
     }
@@ -108,15 +115,15 @@ class PyVecEnv {
   void require_idle(const char* call) const {
     one_caller_.check(call);
     if (broken_) fail("this env raised in an earlier step and cannot step again: make a new one");
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(handoff_->mutex);
     if (pending_ || done_) fail("{} while a step sent with send() is not received: call recv() first", call);
   }
 
   // The stepper thread: waits for send(), steps, hands the step back.
   void run(const std::stop_token& stop) {
-    std::unique_lock lock(mutex_);
+    std::unique_lock lock(handoff_->mutex);
     for (;;) {
-      cv_.wait(lock, [&] { return pending_ || stop.stop_requested(); });
+      handoff_->cv.wait(lock, [&] { return pending_ || stop.stop_requested(); });
       if (stop.stop_requested()) return;
       lock.unlock();
       std::exception_ptr error;
@@ -129,7 +136,7 @@ class PyVecEnv {
       pending_ = false;
       done_ = true;
       error_ = error;
-      cv_.notify_all();
+      handoff_->cv.notify_all();
     }
   }
 
@@ -163,8 +170,13 @@ class PyVecEnv {
   std::unique_ptr<envs::VecEnv> vec_;
   at::Tensor observations_;  // where the step in flight writes its observations
   at::Tensor actions_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  // On the heap so that a forked child can leak it: the stepper waits on the cv, and destroying a cv
+  // with a waiter blocks (glibc), a waiter the child's copy still counts.
+  struct Handoff {
+    std::mutex mutex;
+    std::condition_variable cv;
+  };
+  std::unique_ptr<Handoff> handoff_ = std::make_unique<Handoff>();
   bool pending_ = false;  // sent, not yet stepped
   bool done_ = false;     // stepped, not yet received
   bool broken_ = false;   // an env threw: the VecEnv must not step again (vec_env.hpp)
@@ -199,6 +211,7 @@ void bind_envs(py::module_& m) {
           "reset", [](PyVecEnv& v, py::handle seed) { return v.reset(reset_seed(seed)); }, py::arg("seed"))
       .def("send", &PyVecEnv::send, py::arg("actions"))
       .def("recv", &PyVecEnv::recv);
+  m.def("env_names", &envs::builtin_env_names, "the built-in envs' names (envs/env_source.hpp)");
 }
 
 }  // namespace tandem::python

@@ -1,12 +1,21 @@
-// _tandem._testing: what the pytest suite and `tandem bench python` need to check bytes (not API).
+// _tandem._testing: what the pytest suite and `tandem bench python` need to check bytes (not API), and
+// the C++ references Python mirrors are held to.
 #include <torch/csrc/autograd/python_variable.h>  // before pybind11: the at::Tensor caster
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <pybind11/stl.h>
 #include <torch/types.h>
+
+#include <algorithm>
+#include <set>
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/torch/rl_model.hpp"
+#include "envs/env_source.hpp"
 #include "python/bindings/batch_reuse.hpp"
 #include "python/bindings/module.hpp"
+#include "python/bindings/tensors.hpp"
 #include "shm/verify_pattern.hpp"
 
 namespace tandem::python {
@@ -16,6 +25,40 @@ std::byte* bytes_of(const at::Tensor& t) {
   if (!t.is_cpu() || t.scalar_type() != at::kByte || !t.is_contiguous())
     fail("need a contiguous uint8 CPU tensor, got {} {}", c10::toString(t.scalar_type()), t.device().str());
   return static_cast<std::byte*>(t.data_ptr());
+}
+
+// One policy step of the C++ rollout actor (actor/rollout.cpp, actor/rollout_loop.cpp) with `weights`:
+// env's actor_critic_mlp (rl.norm_obs off, as the Python actor has it), its heads over `obs`, actions
+// drawn from a CPU generator seeded `seed`. tandem.rollout_actor is held to it (test_rollout_policy.py).
+py::dict rl_policy_step(const std::string& env, const NamedTensors& weights, const at::Tensor& obs,
+                        std::uint64_t seed) {
+  EnvSettings settings;
+  settings.name = env;
+  const EnvSpec spec = envs::EnvSource(settings).spec();
+  Model model = make_rl_model(ModelSettings{.name = "actor_critic_mlp"}, RlSettings{}, spec);
+  std::set<std::string> given;
+  for (const auto& [name, tensor] : weights) given.insert(name);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, p] : model.named_parameters()) {
+      const auto w = std::find_if(weights.begin(), weights.end(), [&](const auto& nt) { return nt.first == name; });
+      if (w == weights.end()) fail("rl_policy_step: no weight {} for {}'s actor_critic_mlp", name, env);
+      p.copy_(w->second);
+      given.erase(name);
+    }
+  }
+  if (!given.empty()) fail("rl_policy_step: {} is no parameter of {}'s actor_critic_mlp", *given.begin(), env);
+  const PolicyHead head = policy_head_for(spec);
+  const std::int64_t rows = obs.size(0);
+  std::vector<torch::Tensor> heads = model.forward_heads(obs.reshape(rl_model_input_shape(rows, model.spec())));
+  const torch::Tensor params = heads.at(0).reshape({rows, head.params_dim()}).to(torch::kFloat32);
+  const ActionSample a = head.sample(params, at::make_generator<at::CPUGeneratorImpl>(seed));
+  py::dict out;
+  out["params"] = params.detach();
+  out["values"] = heads.at(1).reshape({rows}).detach();
+  out["actions"] = a.actions;
+  out["log_probs"] = a.log_probs;
+  return out;
 }
 
 }  // namespace
@@ -47,6 +90,8 @@ void bind_testing(py::module_& m) {
       },
       py::arg("tensor"));
   t.def("monotonic_ns", &monotonic_ns, "CLOCK_MONOTONIC as the slab's publish_ns stamps it");
+  t.def("rl_policy_step", &rl_policy_step, py::arg("env"), py::arg("weights"), py::arg("obs"), py::arg("seed"),
+        "the C++ rollout actor's policy step: {params, values, actions, log_probs}");
 
   // DeviceFeed's batch reuse (batch_reuse.hpp) over CPU tensors, so that its rules are tested with
   // every torch: step() stands in for PyDeviceFeed::take(), the "feed" filling each offered batch of

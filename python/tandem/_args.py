@@ -39,7 +39,7 @@ def seconds(what: str, value) -> Optional[float]:
 
 def text(what: str, value) -> str:
     if not isinstance(value, str):
-        raise Error(f"{what}={_shown(value)} is not a string: pass a str")
+        raise Error(f"{what}={shown(value)} is not a string: pass a str")
     return value
 
 
@@ -47,7 +47,7 @@ def path(what: str, value) -> str:
     try:
         p = os.fspath(value)
     except TypeError:
-        raise Error(f"{what}={_shown(value)} is not a path: pass a str or a pathlib.Path") from None
+        raise Error(f"{what}={shown(value)} is not a path: pass a str or a pathlib.Path") from None
     return p if isinstance(p, str) else os.fsdecode(p)
 
 
@@ -68,7 +68,7 @@ def floats(what: str, value) -> List[float]:
     except (TypeError, ValueError):
         out = None
     if not out or not all(math.isfinite(v) for v in out):
-        raise Error(f"{what}={_shown(value)} is not a finite number or a sequence of them: pass a float, or one per "
+        raise Error(f"{what}={shown(value)} is not a finite number or a sequence of them: pass a float, or one per "
                     f"channel")
     return out
 
@@ -83,11 +83,11 @@ def named_tensors(what: str, model) -> List[Tuple[str, torch.Tensor]]:
         try:
             pairs = [tuple(p) for p in model]
         except TypeError:
-            raise Error(f"{what}={_shown(model)} is not a model: pass a torch.nn.Module, a dict of tensors or "
+            raise Error(f"{what}={shown(model)} is not a model: pass a torch.nn.Module, a dict of tensors or "
                         f"(name, tensor) pairs") from None
     for p in pairs:
         if len(p) != 2 or not isinstance(p[0], str) or not isinstance(p[1], torch.Tensor):
-            raise Error(f"{what}: {_shown(p)} is not a (name, tensor) pair: every entry is a str name and a "
+            raise Error(f"{what}: {shown(p)} is not a (name, tensor) pair: every entry is a str name and a "
                         f"torch.Tensor")
     return pairs
 
@@ -106,6 +106,7 @@ def owners(model) -> dict:
     return out
 
 
-def _shown(value) -> str:
+def shown(value) -> str:
+    """``value`` as a message shows it: its repr on one line, cut after 60 characters."""
     text = repr(value).replace("\n", " ")
     return text if len(text) <= 60 else text[:57] + "..."

@@ -12,9 +12,13 @@
 
 The envs are stepped in C++ by ``threads`` threads (the GIL is released meanwhile); ``send(actions)``
 then ``recv()`` is the same step split in two, so Python can work while the envs step. Every built-in
-env (``cartpole``, ``acrobot``, ``mountaincar``, ``pendulum``, ``hopper``, ``walker2d``, ``halfcheetah``,
-``ant``, ``breakout`` (4 x 10 x 10 images), ``null``: the job config's ``env.name``) and a C plugin
-(``make("plugin", plugin="lib.so")``) is reachable this way.
+env (``names()``: ``cartpole``, ``acrobot``, ``mountaincar``, ``pendulum``, ``hopper``, ``walker2d``,
+``halfcheetah``, ``ant``, ``breakout`` (4 x 10 x 10 images), ``null``, as the job config's ``env.name``
+spells them; any case, or the Gymnasium id of the env followed: ``"CartPole-v1"``, ``"Hopper-v5"``) and
+a C plugin (``make("plugin", plugin="lib.so")``) is reachable this way. The observation space carries
+the bounds the env keeps (CartPole's, Pendulum's, ...; infinite for the MuJoCo tasks and plugins); a
+continuous action outside the action space is clipped to it by the env, as Gymnasium's ``ClipAction``
+would.
 
 Auto-reset is same-step, as in Gymnasium 0.29 and EnvPool (envs/vec_env.hpp): the step that ends an
 episode returns the next episode's first observation; the last one is in
@@ -43,7 +47,7 @@ batch is not reproducible.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -52,7 +56,7 @@ from . import _args, _tandem
 from .errors import Error, ShapeError
 from .spaces import Box, Discrete
 
-__all__ = ["VectorEnv", "AsyncVectorEnv", "make", "Box", "Discrete"]
+__all__ = ["VectorEnv", "AsyncVectorEnv", "make", "names", "Box", "Discrete"]
 
 _BACKENDS = ("numpy", "torch")
 
@@ -69,16 +73,19 @@ class _Envs:
         self.spec = spec
         self.num_envs: int = env.num_envs
         self.threads: int = env.threads
-        high = np.inf
         self._obs_shape = tuple(spec["obs_shape"])  # (C, H, W) for an image env (breakout), else (obs_dim,)
-        self.single_observation_space = Box(-high, high, self._obs_shape, np.float32)
+        low = np.asarray(spec["obs_low"], np.float32).reshape(self._obs_shape)  # the env's own bounds
+        high = np.asarray(spec["obs_high"], np.float32).reshape(self._obs_shape)
+        self.single_observation_space = Box(low, high, self._obs_shape, np.float32)
         if spec["num_actions"] > 0:
             self.single_action_space = Discrete(spec["num_actions"])
             self.action_space = Box(0, spec["num_actions"] - 1, (rows,), np.int64)
         else:
             self.single_action_space = Box(spec["action_low"], spec["action_high"], (spec["action_dim"],), np.float32)
             self.action_space = Box(spec["action_low"], spec["action_high"], (rows, spec["action_dim"]), np.float32)
-        self.observation_space = Box(-high, high, (rows,) + self._obs_shape, np.float32)
+        rows_shape = (rows,) + self._obs_shape
+        self.observation_space = Box(np.broadcast_to(low, rows_shape), np.broadcast_to(high, rows_shape), rows_shape,
+                                     np.float32)
         self._closed = False
 
     def close(self) -> None:
@@ -210,10 +217,11 @@ class AsyncVectorEnv(_Envs):
 def _checked(name, plugin, backend) -> Tuple[str, str]:
     name = _args.text("tandem.envs.make name", name)
     if backend not in _BACKENDS:
-        raise Error(f"tandem.envs.make backend={backend!r} is not one of {_BACKENDS}: pass 'numpy' or 'torch'")
+        raise Error(f"tandem.envs.make backend={_args.shown(backend)} is not one of {_BACKENDS}: pass 'numpy' or "
+                    "'torch'")
     if (plugin is None) != (name != "plugin"):
         raise Error("tandem.envs.make: a plugin env is make('plugin', plugin='path/to/lib.so'), and only a plugin "
-                    f"takes plugin= (name={name!r}, plugin={plugin!r})")
+                    f"takes plugin= (name={_args.shown(name)}, plugin={_args.shown(plugin)})")
     return name, "" if plugin is None else _args.path("tandem.envs.make plugin", plugin)
 
 
@@ -236,12 +244,20 @@ def _as_tensor(value, what: str) -> torch.Tensor:
                          "numpy array or a torch tensor") from None
 
 
+def names() -> List[str]:
+    """The built-in envs' names, as a job config's ``env.name`` spells them (envs/env_source.cpp's registry)."""
+    return list(_tandem.env_names())
+
+
 def make(name: str, num_envs: int = 1, *, batch_size: Optional[int] = None, threads: int = 1, seed: int = 0,
          plugin: Optional[str] = None, backend: str = "numpy"):
-    """``num_envs`` envs named ``name`` (the job config's ``env.name``), stepped by ``threads`` threads,
-    seeded from ``seed``; ``backend``: ``"numpy"`` or ``"torch"`` outputs. Without ``batch_size`` a
+    """``num_envs`` envs named ``name``, stepped by ``threads`` threads (1..256, at most ``num_envs``),
+    seeded from ``seed``; ``backend``: ``"numpy"`` or ``"torch"`` outputs. ``name`` is one of
+    :func:`names` in any case, or the Gymnasium id of the env it follows (``"CartPole-v1"``,
+    ``"Hopper-v5"``), or ``"plugin"`` with ``plugin=`` a library's path. Without ``batch_size`` a
     ``VectorEnv`` (every env each step); with it an ``AsyncVectorEnv`` returning ``batch_size`` envs at a
-    time."""
+    time. Make envs in the process that steps them: one made before ``fork()`` refuses to step in the
+    child."""
     if batch_size is None:
         return VectorEnv(name, num_envs, threads=threads, seed=seed, plugin=plugin, backend=backend)
     return AsyncVectorEnv(name, num_envs, batch_size=batch_size, threads=threads, seed=seed, plugin=plugin,

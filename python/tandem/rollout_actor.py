@@ -8,7 +8,9 @@ rollout actor (actor/rollout_loop.hpp, actor/rollout.hpp) over :class:`tandem.py
   * the same model: actor_critic_mlp's twin, parameters named and shaped as common/torch/builtin_nets/networks.cpp
     registers them, so the slab's signature matches and its weights load (the follower refuses otherwise);
   * the same policy head as common/torch/policy.cpp: discrete actions drawn by multinomial(softmax),
-    log_prob by log_softmax; continuous by mean + exp(clamp(log_std, -5, 2)) * N(0, 1);
+    log_prob by log_softmax; continuous by mean + exp(clamp(log_std, -5, 2)) * N(0, 1). The C++ is the
+    reference: python/tests/test_rollout_policy.py holds the network and the head to it (same weights,
+    observations and seed give the same head outputs, values, actions and log-probs);
   * the same slot contents and commit (docs/FORMAT.md "What the steps mean"): observations[t] and the
     bootstrap row T, logits, actions, log_probs, values[0..T], rewards, terminated, truncated, final
     observations, the episodes in (step, env) order, policy_version; committed with the checksum by

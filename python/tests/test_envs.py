@@ -147,6 +147,7 @@ def test_a_c_plugin_env_is_reachable():
     with tandem.envs.make("plugin", num_envs=3, plugin=plugin, seed=0) as envs:
         obs, _ = envs.reset(seed=0)
         assert obs.shape == (3, envs.single_observation_space.shape[0])
+        assert np.all(envs.single_observation_space.high == np.inf)  # a plugin declares no observation bounds
         envs.step(np.zeros(3, dtype=np.int64))
 
 
@@ -162,7 +163,7 @@ def test_a_mujoco_task_steps_finite_observations_reproducibly(task):
 
 
 def test_wrong_arguments_are_one_line_errors_naming_them():
-    refused(tandem.Error, lambda: tandem.envs.make("cartpol"), "cartpol", "is not one of")
+    refused(tandem.Error, lambda: tandem.envs.make("cartpol"), "name='cartpol'", "is not a built-in env")
     refused(tandem.Error, lambda: tandem.envs.make("cartpole", num_envs=0), "num_envs=0", "1..65536")
     refused(tandem.Error, lambda: tandem.envs.make("cartpole", num_envs=2, threads=3), "threads=3", "1..2")
     refused(tandem.Error, lambda: tandem.envs.make("cartpole", seed=-1), "seed=-1")
@@ -180,6 +181,48 @@ def test_wrong_arguments_are_one_line_errors_naming_them():
         refused(tandem.ShapeError, lambda: envs.step(np.zeros((2, 2), dtype=np.float32)), "shape (2, 1)")
     envs.close()
     refused(tandem.Error, lambda: envs.step(np.zeros((2, 1), dtype=np.float32)), "closed")
+
+
+OBSERVATION_BOUNDS = {  # Gymnasium's observation_space of each (its float32 max written as inf)
+    "cartpole": ([-4.8, -np.inf, -2 * 12 * 2 * np.pi / 360, -np.inf], [4.8, np.inf, 2 * 12 * 2 * np.pi / 360, np.inf]),
+    "acrobot": ([-1, -1, -1, -1, -4 * np.pi, -9 * np.pi], [1, 1, 1, 1, 4 * np.pi, 9 * np.pi]),
+    "mountaincar": ([-1.2, -0.07], [0.6, 0.07]),
+    "pendulum": ([-1, -1, -8], [1, 1, 8]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OBSERVATION_BOUNDS))
+def test_the_observation_space_has_the_bounds_the_env_keeps_its_observations_in(name):
+    low, high = (np.array(b, dtype=np.float32) for b in OBSERVATION_BOUNDS[name])
+    with tandem.envs.make(name, num_envs=4, seed=0) as envs:
+        space = envs.single_observation_space
+        assert np.array_equal(space.low, low) and np.array_equal(space.high, high), (space.low, space.high)
+        assert np.array_equal(envs.observation_space.low, np.broadcast_to(low, (4,) + low.shape))
+        envs.reset(seed=0)
+        rng = np.random.default_rng(0)
+        for _ in range(300):
+            action = envs.action_space.sample() if name != "pendulum" else rng.uniform(-2, 2, (4, 1)).astype(np.float32)
+            obs, _, _, _, info = envs.step(action)
+            assert all(space.contains(o) for o in obs) and all(space.contains(o) for o in info["final_observation"])
+
+
+def test_mujoco_observations_are_unbounded_and_breakouts_frames_are_0_to_1():
+    with tandem.envs.make("hopper") as envs:
+        assert np.all(envs.single_observation_space.low == -np.inf)
+        assert np.all(envs.single_observation_space.high == np.inf)
+    with tandem.envs.make("breakout") as envs:
+        space = envs.single_observation_space
+        assert space.shape == (4, 10, 10) and np.all(space.low == 0) and np.all(space.high == 1)
+
+
+def test_a_continuous_action_outside_the_box_is_clipped_to_it_as_the_env_reads_it():
+    with tandem.envs.make("pendulum", num_envs=2) as wide, tandem.envs.make("pendulum", num_envs=2) as bound:
+        wide.reset(seed=3)
+        bound.reset(seed=3)
+        for _ in range(20):
+            got = wide.step(np.array([[100.0], [-1e30]], dtype=np.float32))
+            want = bound.step(np.array([[2.0], [-2.0]], dtype=np.float32))
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
 def test_an_image_env_gives_observations_in_its_image_shape():
