@@ -1,4 +1,4 @@
-"""Fixtures of the `tandem` package's tests: unique segment names, the C++ peer, a Fashion-MNIST cache.
+"""Fixtures of the `tandem` package's tests: unique segment names, the C++ counterpart, a Fashion-MNIST cache.
 
 Every segment a test makes is named after this session (tandem.py<pid>...), and after each test no
 such segment may be left in /dev/shm (the session's Fashion-MNIST cache aside, removed at the end).

@@ -1,4 +1,4 @@
-"""What the `tandem` package's tests share: the C++ peer process, Python child processes, /dev/shm."""
+"""What the `tandem` package's tests share: the C++ counterpart process, Python child processes, /dev/shm."""
 
 import json
 import os
@@ -14,7 +14,7 @@ import torch
 
 SESSION = f"py{os.getpid()}"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PEER = os.environ.get("TANDEM_PY_PEER", str(ROOT / "build/python/tests/tandem-py-peer"))
+COUNTERPART = os.environ.get("TANDEM_PY_COUNTERPART", str(ROOT / "build/python/tests/tandem-py-counterpart"))
 
 
 def status(job):
@@ -49,10 +49,10 @@ def read_line(p, timeout):
 
 
 class Peer:
-    """tandem-py-peer SUBCOMMAND ARGS...: JSON lines out, command lines in."""
+    """tandem-py-counterpart SUBCOMMAND ARGS...: JSON lines out, command lines in."""
 
     def __init__(self, *args):
-        self.p = subprocess.Popen([PEER, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.p = subprocess.Popen([COUNTERPART, *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
 
     def line(self, timeout=60):
@@ -60,10 +60,10 @@ class Peer:
             text = read_line(self.p, timeout)
         except TimeoutError:
             self.p.kill()
-            raise TimeoutError(f"the peer said nothing in {timeout} s; stderr: {self.p.stderr.read()}")
+            raise TimeoutError(f"the counterpart said nothing in {timeout} s; stderr: {self.p.stderr.read()}")
         if text is None:
             self.p.wait()
-            raise RuntimeError(f"the peer exited ({self.p.returncode}): {self.p.stderr.read()}")
+            raise RuntimeError(f"the counterpart exited ({self.p.returncode}): {self.p.stderr.read()}")
         return json.loads(text)
 
     def send(self, text):
@@ -71,17 +71,17 @@ class Peer:
         self.p.stdin.flush()
 
     def finish(self, timeout=60):
-        """Closes stdin (the peer's "quit") and checks it exited 0."""
+        """Closes stdin (the counterpart's "quit") and checks it exited 0."""
         if self.p.stdin and not self.p.stdin.closed:
             self.p.stdin.close()
         rc = self.p.wait(timeout)
-        assert rc == 0, f"peer exited {rc}: {self.p.stderr.read()}"
+        assert rc == 0, f"counterpart exited {rc}: {self.p.stderr.read()}"
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        """After a failure: asks the peer to quit (so it removes what it created), kills it if it does not."""
+        """After a failure: asks the counterpart to quit (so it removes what it created), kills it if it does not."""
         if self.p.poll() is None:
             try:
                 self.p.stdin.close()
@@ -110,8 +110,8 @@ def kill(p):
     p.wait()
 
 
-class PeerModel(torch.nn.Module):
-    """tandem-py-peer's PeerModel: the same names, dtypes and shapes, so the same signature."""
+class CounterpartModel(torch.nn.Module):
+    """tandem-py-counterpart's CounterpartModel: the same names, dtypes and shapes, so the same signature."""
 
     def __init__(self, d_in=64, d_out=32):
         super().__init__()

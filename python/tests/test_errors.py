@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tandem
-from helpers import Peer, PeerModel
+from helpers import Peer, CounterpartModel
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -71,7 +71,7 @@ def test_another_users_segment_is_an_owner_error_even_for_root(name):
 
 def test_too_little_shared_memory_is_no_space_and_leaves_nothing(name, monkeypatch):
     monkeypatch.setenv("TANDEM_SHM_LIMIT", "1M")
-    one_line(tandem.NoSpaceError, lambda: tandem.WeightPublisher(PeerModel(1024, 2048), name), "not enough shared memory")
+    one_line(tandem.NoSpaceError, lambda: tandem.WeightPublisher(CounterpartModel(1024, 2048), name), "not enough shared memory")
     one_line(tandem.NoSpaceError, lambda: tandem.preload(name, FMNIST, progress=False), "not enough shared memory")
     one_line(tandem.NoSpaceError, lambda: tandem.ExperienceRings.create(name, actors=64, slots=64, steps=64, envs=8,
                                                                         obs_dim=64), "not enough shared memory")
@@ -80,7 +80,7 @@ def test_too_little_shared_memory_is_no_space_and_leaves_nothing(name, monkeypat
 def test_a_slab_whose_writer_runs_is_a_segment_that_exists(name, tmp_path):
     with Peer("publish", "--slab", tandem.slab_name(name), "--dump", tmp_path / "w") as p:
         p.line()
-        one_line(tandem.SegmentExistsError, lambda: tandem.WeightPublisher(PeerModel(), name),
+        one_line(tandem.SegmentExistsError, lambda: tandem.WeightPublisher(CounterpartModel(), name),
                  "is being written by live process")
         p.finish()
 
@@ -91,10 +91,10 @@ def test_a_tensor_the_slab_cannot_hold_is_a_dtype_error(name):
 
 
 def test_a_model_other_than_the_slabs_is_a_shape_error(name):
-    with tandem.WeightPublisher(PeerModel(), name) as pub:
+    with tandem.WeightPublisher(CounterpartModel(), name) as pub:
         pub.publish(1)
         with tandem.WeightFollower(name) as follower:
-            one_line(tandem.ShapeError, lambda: follower.load_into(PeerModel(8, 8)), "signature")
+            one_line(tandem.ShapeError, lambda: follower.load_into(CounterpartModel(8, 8)), "signature")
 
 
 def test_more_episodes_than_a_slot_holds_is_a_shape_error(name):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tandem
-from helpers import PeerModel, refused
+from helpers import CounterpartModel, refused
 
 _tiny = itertools.count()
 
@@ -117,12 +117,12 @@ def test_ring_indices_and_a_slots_policy_version_out_of_range_name_themselves(na
     (dict(optimizer="sgd"), ("WeightPublisher optimizer=str is not a torch.optim.Optimizer",)),
 ])
 def test_a_publisher_option_out_of_range_names_itself_before_the_slab_exists(name, kwargs, phrases):
-    refused(tandem.Error, lambda: tandem.WeightPublisher(PeerModel(), name, **kwargs), *phrases,
+    refused(tandem.Error, lambda: tandem.WeightPublisher(CounterpartModel(), name, **kwargs), *phrases,
             leaves_nothing_of=name)
 
 
 def test_publish_and_follow_arguments_out_of_range_name_themselves(name):
-    with tandem.WeightPublisher(PeerModel(), name) as pub:
+    with tandem.WeightPublisher(CounterpartModel(), name) as pub:
         refused(tandem.Error, lambda: pub.publish(-1), "WeightPublisher.publish step=-1", "0..2**64-1")
         refused(tandem.Error, lambda: pub.publish_final(1, timeout_s=float("nan")), "publish_final timeout_s=nan")
         pub.publish(np.int64(1))
@@ -131,7 +131,7 @@ def test_publish_and_follow_arguments_out_of_range_name_themselves(name):
             refused(tandem.Error, lambda: follower.wait(newer_than=-1), "WeightFollower.wait newer_than=-1")
             refused(tandem.Error, lambda: follower.wait(timeout=-0.5), "WeightFollower.wait timeout=-0.5")
             refused(tandem.Error, lambda: follower.lease(timeout="1"), "WeightFollower.lease timeout='1'")
-            refused(tandem.Error, lambda: follower.load_into(PeerModel(), mode="fast"), "load mode 'fast'")
+            refused(tandem.Error, lambda: follower.load_into(CounterpartModel(), mode="fast"), "load mode 'fast'")
             refused(tandem.Error, lambda: follower.load_into(object()), "WeightFollower.load_into model=")
 
 
@@ -142,11 +142,11 @@ def test_a_model_that_is_not_named_tensors_is_refused_by_name(name):
 
 def test_names_with_a_nul_byte_are_shown_escaped_not_cut(name):
     refused(tandem.Error, lambda: tandem.Dataset("ab\0cd"), "dataset name 'ab\\x00cd' is not a valid name")
-    refused(tandem.Error, lambda: tandem.WeightPublisher(PeerModel(), "job\0x"), "job name 'job\\x00x'")
+    refused(tandem.Error, lambda: tandem.WeightPublisher(CounterpartModel(), "job\0x"), "job name 'job\\x00x'")
     refused(tandem.Error, lambda: tandem.WeightPublisher({"a\0b": torch.zeros(2)}, name), "tensor name 'a\\x00b'",
             leaves_nothing_of=name)
     refused(tandem.Error, lambda: tandem.ExperienceWriter("a\nb", 0), "job name 'a\\x0ab'")
-    refused(tandem.Error, lambda: tandem.WeightPublisher(PeerModel(), slab=f"tandem.{name}\0x"),
+    refused(tandem.Error, lambda: tandem.WeightPublisher(CounterpartModel(), slab=f"tandem.{name}\0x"),
             f"name 'tandem.{name}\\x00x' is not a name", leaves_nothing_of=name)
 
 

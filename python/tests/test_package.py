@@ -9,7 +9,7 @@ import time
 import pytest
 
 import tandem
-from helpers import PeerModel
+from helpers import CounterpartModel
 
 
 def test_the_package_exports_every_part_and_ships_type_stubs():
@@ -44,7 +44,7 @@ def test_a_blocking_wait_releases_the_gil(name):
             n += 1
         counted.append(n)
 
-    with tandem.WeightPublisher(PeerModel(), name):
+    with tandem.WeightPublisher(CounterpartModel(), name):
         with tandem.WeightFollower(name) as follower:
             t = threading.Thread(target=count)
             t.start()

@@ -6,15 +6,15 @@ import pytest
 import torch
 
 import tandem
-from helpers import Peer, PeerModel, child_line, flat_bytes, kill, mapping_of, python_child
+from helpers import Peer, CounterpartModel, child_line, flat_bytes, kill, mapping_of, python_child
 
 testing = tandem._tandem._testing
 
 
 def test_python_publish_reaches_the_cpp_follower_byte_identical_in_increasing_versions(name, tmp_path):
-    model = PeerModel()
+    model = CounterpartModel()
     versions = []
-    with tandem.WeightPublisher(model, name, model_name="peer") as pub:
+    with tandem.WeightPublisher(model, name, model_name="counterpart") as pub:
         for step in (1, 2):
             with torch.no_grad():
                 model.layer.weight.add_(step)
@@ -31,7 +31,7 @@ def test_cpp_publish_reaches_the_python_follower_byte_identical_in_increasing_ve
     slab = tandem.slab_name(name)
     with Peer("publish", "--slab", slab, "--seed", 3, "--dump", tmp_path / "w") as p:
         v1 = p.line()["version"]
-        follower, model = tandem.WeightFollower(name), PeerModel()
+        follower, model = tandem.WeightFollower(name), CounterpartModel()
         assert follower.load_into(model) == v1 and follower.load_into(model) is None
         assert flat_bytes(model).numpy().tobytes() == (tmp_path / "w").read_bytes()
         with follower.lease() as lease:
@@ -50,7 +50,7 @@ def test_cpp_publish_reaches_the_python_follower_byte_identical_in_increasing_ve
 def test_no_torn_read_is_accepted_with_the_cpp_writer_at_full_speed_for_10_s(name):
     with Peer("publish", "--slab", tandem.slab_name(name), "--in", 1024, "--out", 2048, "--seconds", 10) as p:
         p.line()
-        follower, model = tandem.WeightFollower(name), PeerModel(1024, 2048)
+        follower, model = tandem.WeightFollower(name), CounterpartModel(1024, 2048)
         p.send("go")
         loads = leases = torn = last = 0
         increasing = True
@@ -74,8 +74,8 @@ def test_no_torn_read_is_accepted_with_the_cpp_writer_at_full_speed_for_10_s(nam
 
 
 def test_no_torn_read_is_accepted_with_the_python_writer_at_full_speed_for_10_s(name):
-    model = PeerModel(1024, 2048)
-    with tandem.WeightPublisher(model, name, model_name="peer") as pub:
+    model = CounterpartModel(1024, 2048)
+    with tandem.WeightPublisher(model, name, model_name="counterpart") as pub:
         with Peer("follow", "--slab", pub.slab, "--in", 1024, "--out", 2048, "--seconds", 10) as p:
             p.line()
             committed, step = 0, 0
@@ -92,7 +92,7 @@ def test_no_torn_read_is_accepted_with_the_python_writer_at_full_speed_for_10_s(
 
 
 def test_a_python_process_sigkilled_holding_a_lease_does_not_stall_the_writer(name):
-    with tandem.WeightPublisher(PeerModel(), name, slots=2) as pub:
+    with tandem.WeightPublisher(CounterpartModel(), name, slots=2) as pub:
         pub.publish(1)
         child = python_child(f"""
             import sys, tandem
@@ -111,7 +111,7 @@ def test_a_python_process_sigkilled_holding_a_lease_does_not_stall_the_writer(na
 
 
 def test_bf16_publishing_halves_the_bytes_and_loads_back_rounded(name):
-    model, copy = PeerModel(), PeerModel()
+    model, copy = CounterpartModel(), CounterpartModel()
     with torch.no_grad():
         model.steps.copy_(torch.tensor([1, 2, 3]))
     with tandem.WeightPublisher(model, name, bf16=True) as pub:
@@ -124,7 +124,7 @@ def test_bf16_publishing_halves_the_bytes_and_loads_back_rounded(name):
 
 
 def test_zero_copy_loading_points_the_model_into_the_leased_slot(name):
-    model, reader = PeerModel(), PeerModel()
+    model, reader = CounterpartModel(), CounterpartModel()
     with tandem.WeightPublisher(model, name) as pub:
         pub.publish(1)
         follower = tandem.WeightFollower(name)
@@ -139,7 +139,7 @@ def test_zero_copy_loading_points_the_model_into_the_leased_slot(name):
 
 
 def test_waiting_for_a_version_that_does_not_come_raises_timeout_error(name):
-    with tandem.WeightPublisher(PeerModel(), name) as pub:
+    with tandem.WeightPublisher(CounterpartModel(), name) as pub:
         pub.publish(1)
         with tandem.WeightFollower(name) as follower:
             assert follower.wait() == 1
@@ -148,7 +148,7 @@ def test_waiting_for_a_version_that_does_not_come_raises_timeout_error(name):
 
 
 def test_the_publisher_removes_its_slab_when_closed(name):
-    pub = tandem.WeightPublisher(PeerModel(), name)
+    pub = tandem.WeightPublisher(CounterpartModel(), name)
     import os
     assert os.path.exists(f"/dev/shm/{pub.slab}")
     pub.close()
@@ -157,13 +157,13 @@ def test_the_publisher_removes_its_slab_when_closed(name):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_a_cuda_model_publishes_asynchronously_and_a_cpu_follower_reads_it(name):
-    model = PeerModel(1024, 2048).cuda()
+    model = CounterpartModel(1024, 2048).cuda()
     with tandem.WeightPublisher(model, name, device_slab=True) as pub:
         v = pub.publish(1)
         pub.flush()
         with tandem.WeightFollower(name) as follower:
-            cpu = PeerModel(1024, 2048)
+            cpu = CounterpartModel(1024, 2048)
             assert follower.load_into(cpu) == v
             assert torch.equal(cpu.layer.weight, model.layer.weight.cpu())
-            gpu = PeerModel(1024, 2048).cuda()
+            gpu = CounterpartModel(1024, 2048).cuda()
             assert follower.load_into(gpu) == v and torch.equal(gpu.layer.weight, model.layer.weight)

@@ -1,5 +1,5 @@
-// tandem-py-peer publish | follow: the C++ publisher (learner/model_publisher.hpp) and follower
-// (actor/follower.hpp) over PeerModel, for the Python side to follow or feed.
+// tandem-py-counterpart publish | follow: the C++ publisher (learner/model_publisher.hpp) and follower
+// (actor/follower.hpp) over CounterpartModel, for the Python side to follow or feed.
 //  publish --dump F      random weights (--seed), published and committed, the flat bytes written to F;
 //                        then "publish" on stdin publishes the weights + 1 again (and dumps), "quit" ends
 //  publish --seconds S   the verify pattern of each version (docs/FORMAT.md) published at full speed for
@@ -17,11 +17,11 @@
 #include "actor/follower.hpp"
 #include "common/torch/flat_params.hpp"
 #include "learner/model_publisher.hpp"
-#include "python/tests/peer/peer.hpp"
+#include "python/tests/counterpart/counterpart.hpp"
 #include "shm/verify_pattern.hpp"
 #include "common/cli_actions.hpp"
 
-namespace tandem::peer {
+namespace tandem::counterpart {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -44,10 +44,10 @@ std::byte* bytes(const FlatParams& flat) { return static_cast<std::byte*>(flat.b
 
 int run_publish(const WeightArgs& a) {
   torch::manual_seed(static_cast<std::uint64_t>(a.seed));
-  PeerModel model(a.in, a.out);
+  CounterpartModel model(a.in, a.out);
   FlatParams flat = FlatParams::flatten(*model);
   learner::ModelPublisherOptions o;
-  o.model = "peer";
+  o.model = "counterpart";
   o.bf16 = a.bf16;
   o.slots = a.slots;
   learner::ModelPublisher publisher(a.slab, flat, o);
@@ -83,9 +83,9 @@ int run_publish(const WeightArgs& a) {
 }
 
 int run_follow(const WeightArgs& a) {
-  PeerModel model(a.in, a.out);
+  CounterpartModel model(a.in, a.out);
   FlatParams flat = FlatParams::flatten(*model);
-  actor::Follower follower(a.slab, flat, {.mode = actor::LoadMode::copy, .model = "peer"});
+  actor::Follower follower(a.slab, flat, {.mode = actor::LoadMode::copy, .model = "counterpart"});
   if (a.seconds <= 0) {  // dump mode
     while (follower.reader().latest_version() < a.min_version)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -134,16 +134,16 @@ void common_options(CLI::App* c, WeightArgs& a) {
 
 void add_weights_commands(CLI::App& app) {
   static WeightArgs p, f;
-  auto* pub = app.add_subcommand("publish", "publish PeerModel's weights (C++ ModelPublisher)");
+  auto* pub = app.add_subcommand("publish", "publish CounterpartModel's weights (C++ ModelPublisher)");
   common_options(pub, p);
   pub->add_option("--seed", p.seed);
   pub->add_option("--slots", p.slots);
   pub->add_flag("--bf16", p.bf16);
   cli::on_run(pub, [] { return run_publish(p); });
-  auto* fol = app.add_subcommand("follow", "follow a slab into PeerModel (C++ Follower)");
+  auto* fol = app.add_subcommand("follow", "follow a slab into CounterpartModel (C++ Follower)");
   common_options(fol, f);
   fol->add_option("--min-version", f.min_version);
   cli::on_run(fol, [] { return run_follow(f); });
 }
 
-}  // namespace tandem::peer
+}  // namespace tandem::counterpart

@@ -1,4 +1,4 @@
-// tandem-py-peer rings-consume | rings-write: a C++ learner consuming experience rings it created, and a
+// tandem-py-counterpart rings-consume | rings-write: a C++ learner consuming experience rings it created, and a
 // C++ actor writing into rings someone else created (shm/experience_ring.hpp). Both write the bytes of
 // every slot they handled to --dump, one slot_bytes record after another, for the Python side to compare.
 #include <nlohmann/json.hpp>
@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "common/error.hpp"
-#include "python/tests/peer/peer.hpp"
+#include "python/tests/counterpart/counterpart.hpp"
 #include "shm/experience_ring.hpp"
 #include "common/cli_actions.hpp"
 
-namespace tandem::peer {
+namespace tandem::counterpart {
 namespace {
 
 struct RingArgs {
@@ -133,4 +133,4 @@ void add_rings_commands(CLI::App& app) {
   cli::on_run(write, [] { return run_write(w); });
 }
 
-}  // namespace tandem::peer
+}  // namespace tandem::counterpart

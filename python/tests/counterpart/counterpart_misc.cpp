@@ -1,4 +1,4 @@
-// tandem-py-peer feed | control | poke: the C++ feed's batches, a control block, a byte written into a cache.
+// tandem-py-counterpart feed | control | poke: the C++ feed's batches, a control block, a byte written into a cache.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -9,13 +9,13 @@
 
 #include "common/clock.hpp"
 #include "learner/feed/host_feed.hpp"
-#include "python/tests/peer/peer.hpp"
+#include "python/tests/counterpart/counterpart.hpp"
 #include "shm/control_block.hpp"
 #include "shm/dataset_cache.hpp"
 #include "shm/metric_fields.hpp"
 #include "common/cli_actions.hpp"
 
-namespace tandem::peer {
+namespace tandem::counterpart {
 namespace {
 
 struct FeedArgs {
@@ -138,4 +138,4 @@ void add_misc_commands(CLI::App& app) {
   cli::on_run(p, [] { return run_poke(name, field, offset, value); });
 }
 
-}  // namespace tandem::peer
+}  // namespace tandem::counterpart
