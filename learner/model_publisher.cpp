@@ -74,7 +74,7 @@ void remove_if_writer_dead(const std::string& name, shm::Kind kind) {
            "weight slab /{} is being written by live process {} (this one: another publisher of this job is still "
            "open): close it first (Python: pub.close(), or make it in a with-block) or use another job name",
            name, info.creator_pid);
-    if (process_alive(info.creator_pid) && !this_process)
+    if (info.creator_alive && !this_process)
       fail(ErrorKind::segment_exists,
            "weight slab /{} is being written by live process {}: only one learner per node publishes (local rank "
            "0), and job names must be unique; stop that process or use another job name",

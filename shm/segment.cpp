@@ -43,6 +43,17 @@ std::uint64_t header_checksum(const std::byte* header) {
 
 namespace {
 
+// Read at each creation, never cached: a child forked after a first creation is another process.
+std::uint32_t own_start_low() {
+  const auto self = process_identity(static_cast<std::uint32_t>(::getpid()));
+  return self ? static_cast<std::uint32_t>(self->start_ticks) : 0u;
+}
+
+bool creator_alive(const SegmentHeader& h) {
+  if (h.creator_start == 0) return process_alive(h.creator_pid);  // made before the start time was kept
+  return process_alive(h.creator_pid, h.creator_start, 0xffff'ffffu);
+}
+
 std::byte* map(int fd, std::size_t size, Segment::Access access, const std::string& name) {
   int prot = PROT_READ | (access == Segment::Access::read_write ? PROT_WRITE : 0);
   void* p = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
@@ -119,6 +130,7 @@ Segment Segment::create(const std::string& name, Kind kind, std::uint32_t layout
   h.layout_version = layout_version;
   h.creator_uid = ::getuid();
   h.creator_pid = static_cast<std::uint32_t>(::getpid());
+  h.creator_start = own_start_low();
   h.created_unix_ns = unix_ns();
   h.total_size = total;
   h.payload_offset = payload_offset;
@@ -163,7 +175,7 @@ Segment Segment::attach(const std::string& name, Kind kind, std::uint32_t layout
   if (h.magic != kMagic)
     fail(ErrorKind::foreign_segment, "shared-memory segment '/{}' is not a Tandem segment (bad magic): {}", name, fix);
   if (h.ready.load(std::memory_order_acquire) != static_cast<std::uint32_t>(Ready::ready)) {
-    bool alive = process_alive(h.creator_pid);
+    const bool alive = creator_alive(h);
     fail(ErrorKind::corrupt_segment, "shared-memory segment '/{}' is not ready: {}: {}", name,
          alive ? fmt::format("its creator (pid {}) is still writing it", h.creator_pid)
                : fmt::format("its creator (pid {}) died before finishing it", h.creator_pid),
@@ -324,7 +336,7 @@ std::vector<SegmentInfo> list_segments() {
           info.kind = h->kind;
           info.layout_version = h->layout_version;
           info.creator_pid = h->creator_pid;
-          info.creator_alive = process_alive(h->creator_pid);
+          info.creator_alive = creator_alive(*h);
           info.created_unix_ns = h->created_unix_ns;
           if (info.ready && h->header_checksum != header_checksum(header)) {
             info.problem = "corrupt header";

@@ -54,7 +54,9 @@ struct SegmentHeader {
   std::uint64_t payload_offset;      // multiple of kPayloadAlignment
   std::uint64_t header_checksum;     // XXH3-64 of bytes [0, 48) then [64, 4096)
   std::atomic<std::uint32_t> ready;  // Ready; stored last, with release ordering
-  std::uint32_t reserved;
+  // The low 32 bits of the creator's start time (/proc/<pid>/stat field 22), so that a pid reused
+  // by a later process does not keep a dead creator's segment alive; 0: not recorded.
+  std::uint32_t creator_start;
 };
 static_assert(std::is_standard_layout_v<SegmentHeader>);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);

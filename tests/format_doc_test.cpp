@@ -142,7 +142,7 @@ TEST_CASE("FORMAT.md: the segment header and dataset cache tables match the stru
                 MEMBER(SegmentHeader, creator_uid), MEMBER(SegmentHeader, creator_pid),
                 MEMBER(SegmentHeader, created_unix_ns), MEMBER(SegmentHeader, total_size),
                 MEMBER(SegmentHeader, payload_offset), MEMBER(SegmentHeader, header_checksum),
-                MEMBER(SegmentHeader, ready), MEMBER(SegmentHeader, reserved)});
+                MEMBER(SegmentHeader, ready), MEMBER(SegmentHeader, creator_start)});
   check_struct(tables, "DatasetDescriptor", sizeof(DatasetDescriptor),
                {MEMBER(DatasetDescriptor, name), MEMBER(DatasetDescriptor, source), MEMBER(DatasetDescriptor, format),
                 MEMBER(DatasetDescriptor, num_samples), MEMBER(DatasetDescriptor, num_fields),

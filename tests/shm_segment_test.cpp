@@ -189,3 +189,18 @@ TEST_CASE("segment: list reports a segment abandoned by its dead creator" * doct
   CHECK(seen);
   Segment::unlink(name);
 }
+
+TEST_CASE("segment: a creator whose pid now belongs to a process started at another time is gone") {
+  std::string name = test::unique_name("tandem.test");
+  Segment s = Segment::create(name, Kind::dataset, 1, 4096, "fix");
+  s.mark_ready();
+  auto creator_alive = [&] {
+    for (const auto& info : shm::list_segments())
+      if (info.name == name) return info.creator_alive;
+    FAIL("segment not listed");
+    return false;
+  };
+  CHECK(creator_alive());          // this process, its start time as recorded
+  s.header().creator_start ^= 1u;  // the pid's process now started at another tick: a reused pid
+  CHECK_FALSE(creator_alive());
+}

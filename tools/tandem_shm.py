@@ -36,7 +36,7 @@ CHECKSUM_CHUNK = 4 << 20
 SEGMENT_HEADER = np.dtype([
     ("magic", "<u8"), ("kind", "<u4"), ("layout_version", "<u4"), ("creator_uid", "<u4"),
     ("creator_pid", "<u4"), ("created_unix_ns", "<u8"), ("total_size", "<u8"),
-    ("payload_offset", "<u8"), ("header_checksum", "<u8"), ("ready", "<u4"), ("reserved", "<u4")])
+    ("payload_offset", "<u8"), ("header_checksum", "<u8"), ("ready", "<u4"), ("creator_start", "<u4")])
 FIELD_DESC = np.dtype([
     ("name", "S32"), ("dtype", "<u4"), ("ndim", "<u4"), ("shape", "<u8", (4,)), ("offset", "<u8"),
     ("stride", "<u8"), ("bytes", "<u8")])
