@@ -65,6 +65,7 @@
 
 #include "common/cuda.hpp"
 #include "learner/device_chain.hpp"
+#include "learner/publisher_writes.hpp"
 #include "shm/weight_slab.hpp"
 
 namespace tandem::learner {
@@ -153,6 +154,9 @@ class Publisher {
   PublisherStats stats() const;
   std::vector<PublishTiming> take_timings();  // drains the per-publish timings collected so far
   bool on_device() const { return source_.device >= 0; }
+  // Tests only: `fault` runs where each device transfer enqueues its copies (under the mutex, on
+  // either thread); what it throws stands for a failing CUDA call there. Empty: none.
+  void inject_transfer_fault_for_test(std::function<void()> fault);
 
  private:
   struct Staging;
@@ -191,6 +195,7 @@ class Publisher {
   PublisherStats stats_;
   std::vector<PublishTiming> timings_;
   std::exception_ptr async_error_;
+  std::function<void()> transfer_fault_;
 
   // CUDA path only.
   cuda::HostRegistration registration_;
