@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "common/log.hpp"
 
 namespace tandem::feed {
@@ -65,6 +67,10 @@ void SlotRing::fail(std::exception_ptr error) {
 }
 
 std::size_t SlotRing::take(std::uint64_t step, std::uint32_t holders) {
+  // No release would ever free a slot that nobody holds: the workers would stall on it a lap later.
+  if (holders == 0)
+    throw std::invalid_argument(
+        fmt::format("SlotRing::take(step {}, holders 0): holders must be >= 1, one per release to come", step));
   const std::size_t k = step % slots_.size();
   std::unique_lock lock(mu_);
   Slot& slot = slots_[k];

@@ -50,8 +50,8 @@ class SlotRing {
   // The first error is kept and rethrown by take(); the ring stops.
   void fail(std::exception_ptr error);
 
-  // Consumer: blocks until `step` is ready and returns its slot, now held by `holders` (>= 1).
-  // Rethrows a worker's error; throws std::runtime_error when the ring is stopped without one.
+  // Consumer: blocks until `step` is ready and returns its slot, now held by `holders` (>= 1;
+  // 0 throws std::invalid_argument at once). Rethrows a worker's error; throws std::runtime_error when the ring is stopped without one.
   std::size_t take(std::uint64_t step, std::uint32_t holders);
   // One holder fewer; the last frees the slot for the workers.
   void release(std::size_t slot);
