@@ -33,9 +33,9 @@ shm::SlabSpec spec_of(std::size_t bytes) {
 }
 
 // The next publish lands whole: the failed transfer left no write open in the slab.
-void check_next_publish_lands(Publisher& pub, const std::string& name, void* src, cuda::Stream& train) {
+void check_next_publish_lands(Publisher& pub, const std::string& name, const cuda::Buffer& src, cuda::Stream& train) {
   const std::uint64_t v = pub.next_version();
-  learner::fill_verify_pattern_async(src, 1 << 20, v, train.get());
+  learner::fill_verify_pattern_async(src.data(), src.size(), v, train.get());
   CHECK(pub.publish(100).outcome == Publisher::Outcome::in_flight);
   pub.flush();
   auto reader = shm::WeightSlabReader::attach(name, 1);
@@ -110,7 +110,7 @@ TEST_CASE(
   pub.inject_transfer_fault_for_test(illegal_address);
   CHECK_THROWS_WITH_AS(pub.publish(1), doctest::Contains("cudaMemcpyAsync"), CallError);
   pub.inject_transfer_fault_for_test({});
-  check_next_publish_lands(pub, name, src.data(), train);
+  check_next_publish_lands(pub, name, src, train);
 }
 
 TEST_CASE(
@@ -138,10 +138,13 @@ TEST_CASE(
       ++errors;
     }
   };
-  for (int i = 0; i < 1000 && !fired; ++i) count_error([&] { (void)pub.publish(i); });
+  for (int i = 0; i < 2000 && !fired; ++i) {  // until one publish waited behind a D2H and the committer started it
+    count_error([&] { (void)pub.publish(i); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   REQUIRE(fired);
   count_error([&] { pub.flush(); });
   CHECK(errors == 1);
   pub.inject_transfer_fault_for_test({});
-  check_next_publish_lands(pub, name, src.data(), train);
+  check_next_publish_lands(pub, name, src, train);
 }
