@@ -94,7 +94,7 @@ void Publisher::run_without_preempting() {
 
 Publisher::~Publisher() {
   {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -122,7 +122,7 @@ Publisher::Result Publisher::publish(std::uint64_t step) {
   Result r = on_device() ? publish_device(step, version, t0) : publish_host(step, version, t0);
   const double call_us = double(monotonic_ns() - t0) / 1e3;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stats_.calls++;
     stats_.total_call_us += call_us;
     stats_.max_call_us = std::max(stats_.max_call_us, call_us);
@@ -140,19 +140,19 @@ void Publisher::record(const PublishTiming& t) {
 }
 
 std::vector<PublishTiming> Publisher::take_timings() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return std::exchange(timings_, {});
 }
 
 PublisherStats Publisher::stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return stats_;
 }
 
 void Publisher::flush() {
   {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] {
+    MutexLock lock(mutex_);
+    lock.wait(changed_, [&]() REQUIRES(mutex_) {
       return !host_copy_ &&
              std::none_of(staging_.begin(), staging_.end(), [](auto& s) { return s->state != Staging::State::free; });
     });
@@ -161,19 +161,19 @@ void Publisher::flush() {
 }
 
 void Publisher::rethrow_async_error() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (async_error_) std::rethrow_exception(std::exchange(async_error_, nullptr));
 }
 
 void Publisher::inject_transfer_fault_for_test(std::function<void()> fault) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   transfer_fault_ = std::move(fault);
 }
 
 #ifdef TANDEM_HAVE_CUDA
 
 Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // The buffer to snapshot into: the one whose snapshot has not started its D2H yet (newest wins),
   // else a free one. With two buffers and at most one transfer there is always one.
   Staging* target = nullptr;
@@ -213,7 +213,7 @@ Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t ve
   return {skipped ? Outcome::skipped : Outcome::in_flight, version};
 }
 
-// Mutex held. Takes a slot in each slab and enqueues the device chain (device slabs) and the D2H; a
+// Takes a slot in each slab and enqueues the device chain (device slabs) and the D2H; a
 // slab with no free slot skips this version (counted); with none at all, the snapshot is dropped.
 // A failing CUDA call aborts the writes this call opened and frees `s` before the error leaves.
 void Publisher::start_transfer(Staging& s) {
@@ -231,7 +231,7 @@ void Publisher::start_transfer(Staging& s) {
   s.timing.version = s.version;
   s.chain_dst = std::move(chain_dst);
   s.chain_queued = !any_device;  // the committer enqueues it: a few hundred calls, off the training thread
-  s.writes.run_or_abort([&] {
+  s.writes.run_or_abort([&]() REQUIRES(mutex_) {
     if (transfer_fault_) transfer_fault_();
     TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
     if (s.writes.host) {
@@ -244,16 +244,15 @@ void Publisher::start_transfer(Staging& s) {
   s.state = Staging::State::transferring;
 }
 
-// Mutex held on entry and exit, released while waiting. A failed copy aborts both slots' writes and
-// keeps the error for the training thread.
-bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock) {
-  lock.unlock();
+// A failed copy aborts both slots' writes and keeps the error for the training thread.
+bool Publisher::wait_copy(Staging& s, const cuda::Event& done) {
+  mutex_.unlock();
   try {
     done.synchronize();
-    lock.lock();
+    mutex_.lock();
     return true;
   } catch (...) {
-    lock.lock();
+    mutex_.lock();
     async_error_ = std::current_exception();
     abort_slots(s);
     changed_.notify_all();
@@ -261,7 +260,7 @@ bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<
   }
 }
 
-// Mutex held. A failed transfer: its slots go back unpublished, its buffer is free again.
+// A failed transfer: its slots go back unpublished, its buffer is free again.
 void Publisher::abort_slots(Staging& s) {
   s.writes.abort();
   s.state = Staging::State::free;
@@ -286,26 +285,26 @@ void Publisher::commit_device(Staging& s, std::size_t hop) {
 void Publisher::committer_loop() {
   run_without_preempting();
   cuda::set_device(source_.device);
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
     Staging* active = nullptr;
-    changed_.wait(lock, [&] {
+    lock.wait(changed_, [&]() REQUIRES(mutex_) {
       for (auto& s : staging_)
         if (s->state == Staging::State::transferring) active = s.get();
       return active != nullptr || stopping_;
     });
     if (active == nullptr) return;  // stopping and nothing in flight
     try {
-      if (!active->chain_queued) enqueue_chain(*active, lock);
+      if (!active->chain_queued) enqueue_chain(*active);
       // The device slots first, in chain order: GPU readers must not wait for the D2H behind them.
       bool failed = false;
       for (std::size_t hop = 0; hop < device_slabs_.size() && !failed; ++hop) {
         if (!active->writes.devices[hop]) continue;
-        failed = !wait_copy(*active, chain_.done(hop), lock);
+        failed = !wait_copy(*active, chain_.done(hop));
         if (!failed) commit_device(*active, hop);
       }
       if (failed) continue;
-      if (active->writes.host && !wait_copy(*active, active->d2h_done, lock)) continue;
+      if (active->writes.host && !wait_copy(*active, active->d2h_done)) continue;
       PublishTiming& t = active->timing;
       if (active->writes.host) {
         slab_.commit(*active->writes.host, active->version, active->step, source_.bytes, active->call_ns);
@@ -337,22 +336,22 @@ void Publisher::committer_loop() {
   }
 }
 
-// Mutex held on entry and exit, released while enqueueing: the training thread never waits for it,
-// and only this thread touches the chain and a transferring staging buffer's slots.
-void Publisher::enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock) {
+// The mutex is released while enqueueing: the training thread never waits for it, and only this
+// thread touches the chain and a transferring staging buffer's slots.
+void Publisher::enqueue_chain(Staging& s) {
   DeviceChain::SourceReady ready;
   for (const cuda::Event& e : s.snapshot_pieces) ready.pieces.push_back(e.get());
   ready.piece_bytes = snapshot_piece_bytes();
   if (ready.pieces.empty()) ready = {{s.snapshot_done.get()}, source_.bytes};  // a bf16 snapshot, or no other GPU
   const std::vector<std::byte*> dst = s.chain_dst;
-  lock.unlock();
+  mutex_.unlock();
   std::exception_ptr error;
   try {
     chain_.enqueue(s.buffer.data(), ready, dst);
   } catch (...) {
     error = std::current_exception();
   }
-  lock.lock();
+  mutex_.lock();
   if (error) std::rethrow_exception(error);
   s.chain_queued = true;
 }
@@ -376,10 +375,10 @@ Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version
 }
 void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
-bool Publisher::wait_copy(Staging&, const cuda::Event&, std::unique_lock<std::mutex>&) { return false; }
+bool Publisher::wait_copy(Staging&, const cuda::Event&) { return false; }
 void Publisher::commit_device(Staging&, std::size_t) {}
 void Publisher::abort_slots(Staging&) {}
-void Publisher::enqueue_chain(Staging&, std::unique_lock<std::mutex>&) {}
+void Publisher::enqueue_chain(Staging&) {}
 void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
 }

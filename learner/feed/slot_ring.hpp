@@ -22,9 +22,10 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <vector>
+
+#include "common/thread_annotations.hpp"
 
 namespace tandem::feed {
 
@@ -40,7 +41,7 @@ class SlotRing {
   // items_of(step) must be > 0; it is called under the ring's lock, so it must not call the ring.
   SlotRing(std::size_t slots, std::uint64_t chunk_items, std::function<std::uint64_t(std::uint64_t)> items_of);
 
-  std::size_t size() const { return slots_.size(); }
+  std::size_t size() const { return slots_count_; }
 
   // Workers. claim() blocks until the next chunk can be claimed; nullopt once the ring is stopped.
   std::optional<Chunk> claim();
@@ -69,18 +70,19 @@ class SlotRing {
     std::uint32_t holders = 0;
   };
 
-  bool claimable() const;
+  bool claimable() const REQUIRES(mu_);
 
+  const std::size_t slots_count_;
   const std::uint64_t chunk_items_;
   const std::function<std::uint64_t(std::uint64_t)> items_of_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable work_cv_;   // workers: a slot became free, or stop
   std::condition_variable ready_cv_;  // consumer: a slot became ready, or stop
-  std::vector<Slot> slots_;
-  bool stopped_ = false;
-  std::exception_ptr error_;
-  std::uint64_t fill_step_ = 0;  // the step whose chunks workers claim next
-  std::uint64_t fill_chunk_ = 0;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ GUARDED_BY(mu_);
+  std::uint64_t fill_step_ GUARDED_BY(mu_) = 0;  // the step whose chunks workers claim next
+  std::uint64_t fill_chunk_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tandem::feed
