@@ -12,8 +12,9 @@
 // Threads: workers call claim / finish / mark_ready / fail; one consumer thread calls take with
 // steps 0, 1, 2, ...; release may come from any thread, also after the ring's owner has moved on
 // (share the ring through a shared_ptr for that). stop() may be called from any thread. Every
-// method locks the ring's one mutex: a worker's writes into a slot happen before mark_ready, and the
-// consumer reads them after take, so the mutex's release/acquire orders the slot's memory too.
+// method but size() locks the ring's one mutex (the members it guards say GUARDED_BY): a worker's
+// writes into a slot happen before mark_ready, and the consumer reads them after take, so the
+// mutex's release/acquire orders the slot's memory too.
 // Misuse (finishing a chunk twice, releasing a free slot) is not detected.
 #pragma once
 
