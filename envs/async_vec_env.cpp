@@ -112,8 +112,8 @@ bool AsyncVecEnv::wait_for(std::chrono::nanoseconds limit) {
     fail("recv() would wait for ever: {} envs are stepping, fewer than batch_size {}: send() more first", in_flight_,
          batch_size_);
   Buffer& next = *buffers_[received_ % buffers_.size()];
-  std::unique_lock lock(mutex_);
-  return batch_done_.wait_for(lock, limit, [&] { return next.filled.load(std::memory_order_acquire) == batch_size_; });
+  MutexLock lock(mutex_);
+  return lock.wait_for(batch_done_, limit, [&] { return next.filled.load(std::memory_order_acquire) == batch_size_; });
 }
 
 AsyncBatch AsyncVecEnv::recv() {
@@ -127,7 +127,7 @@ AsyncBatch AsyncVecEnv::recv() {
   in_flight_ -= batch_size_;
   for (std::int32_t e : buffer.env_ids) in_flight_flags_[e] = 0;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (error_) {
       broken_ = true;
       std::rethrow_exception(error_);
@@ -213,7 +213,7 @@ void AsyncVecEnv::run(int e) {
       step_with_autoreset(*envs_[e], rngs_[e], spec_.max_episode_steps, episodes_[e], action, env_row(e));
     }
   } catch (...) {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     if (!error_) error_ = std::current_exception();
   }
   publish(e);
@@ -237,7 +237,7 @@ void AsyncVecEnv::publish(int e) {
     buffer.episode_lengths[row] = episode_lengths_[env];
   }
   if (buffer.filled.fetch_add(1, std::memory_order_acq_rel) + 1 == batch_size_) {
-    std::lock_guard lock(mutex_);  // the owner checks the count under it before it sleeps
+    MutexLock lock(mutex_);  // the owner checks the count under it before it sleeps
     batch_done_.notify_one();
   }
 }

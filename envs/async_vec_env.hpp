@@ -48,13 +48,13 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <semaphore>
 #include <span>
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.hpp"
 #include "envs/env.hpp"
 #include "envs/episode.hpp"
 
@@ -163,9 +163,9 @@ class AsyncVecEnv {
   std::counting_semaphore<> queued_{0};
   std::atomic<std::uint64_t> results_{0};
   std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::mutex mutex_;  // guards error_ and the owner's sleep on a batch
+  Mutex mutex_;  // guards error_ and the owner's sleep on a batch
   std::condition_variable batch_done_;
-  std::exception_ptr error_;
+  std::exception_ptr error_ GUARDED_BY(mutex_);
   std::atomic<bool> stopping_{false};
   std::vector<std::jthread> workers_;  // last: joined before what they use goes
 };

@@ -21,14 +21,14 @@ namespace tandem::learner {
 
 // One device staging buffer and the events that time and fence its two copies.
 struct Publisher::Staging {
+  explicit Staging(TransferWrites w) : writes(std::move(w)) {}
   enum class State { free, pending, transferring };
   State state = State::free;
   cuda::Buffer buffer;
   cuda::Event snapshot_start, snapshot_done, d2h_start, d2h_done;
   std::uint64_t version = 0, step = 0, call_ns = 0;
-  std::optional<shm::WeightSlabWriter::Slot> slot;                       // host slab
-  std::vector<std::optional<shm::WeightSlabWriter::Slot>> device_slots;  // one per device slab
-  std::vector<std::byte*> chain_dst;                                     // the device slots' memory, null where skipped
+  TransferWrites writes;
+  std::vector<std::byte*> chain_dst;         // the device slots' memory, null where skipped
   bool chain_queued = true;                  // the committer has enqueued the chain (or there is none)
   std::vector<cuda::Event> snapshot_pieces;  // with GPUs beyond the first: the snapshot's pieces done
   PublishTiming timing;
@@ -61,14 +61,15 @@ Publisher::Publisher(shm::WeightSlabWriter& slab, PublishSource source, Publishe
   cuda::set_device(source_.device);
   registration_ = cuda::HostRegistration(slab_.slots_begin(), slab_.slots_span_bytes());
   publish_stream_ = cuda::Stream::create(source_.device);
+  std::vector<shm::WeightSlabWriter*> device_writers;
+  for (OwnedDeviceSlab* d : device_slabs_) device_writers.push_back(&d->writer);
   for (int i = 0; i < 2; ++i) {
-    auto s = std::make_unique<Staging>();
+    auto s = std::make_unique<Staging>(TransferWrites(slab_, device_writers));
     s->buffer = cuda::Buffer::allocate(cuda::Buffer::Kind::device, source_.bytes);
     s->snapshot_start = cuda::Event::create(true);
     s->snapshot_done = cuda::Event::create(true);
     s->d2h_start = cuda::Event::create(true);
     s->d2h_done = cuda::Event::create(true);
-    s->device_slots.resize(device_slabs_.size());
     if (device_slabs_.size() > 1 && !source_.snapshot)
       for (std::size_t i = 0; i < kSnapshotPieces; ++i) s->snapshot_pieces.push_back(cuda::Event::create(false));
     staging_.push_back(std::move(s));
@@ -93,7 +94,7 @@ void Publisher::run_without_preempting() {
 
 Publisher::~Publisher() {
   {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
@@ -121,7 +122,7 @@ Publisher::Result Publisher::publish(std::uint64_t step) {
   Result r = on_device() ? publish_device(step, version, t0) : publish_host(step, version, t0);
   const double call_us = double(monotonic_ns() - t0) / 1e3;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(mutex_);
     stats_.calls++;
     stats_.total_call_us += call_us;
     stats_.max_call_us = std::max(stats_.max_call_us, call_us);
@@ -139,19 +140,19 @@ void Publisher::record(const PublishTiming& t) {
 }
 
 std::vector<PublishTiming> Publisher::take_timings() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return std::exchange(timings_, {});
 }
 
 PublisherStats Publisher::stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return stats_;
 }
 
 void Publisher::flush() {
   {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] {
+    MutexLock lock(mutex_);
+    lock.wait(changed_, [&]() REQUIRES(mutex_) {
       return !host_copy_ &&
              std::none_of(staging_.begin(), staging_.end(), [](auto& s) { return s->state != Staging::State::free; });
     });
@@ -160,14 +161,19 @@ void Publisher::flush() {
 }
 
 void Publisher::rethrow_async_error() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   if (async_error_) std::rethrow_exception(std::exchange(async_error_, nullptr));
+}
+
+void Publisher::inject_transfer_fault_for_test(std::function<void()> fault) {
+  MutexLock lock(mutex_);
+  transfer_fault_ = std::move(fault);
 }
 
 #ifdef TANDEM_HAVE_CUDA
 
 Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   // The buffer to snapshot into: the one whose snapshot has not started its D2H yet (newest wins),
   // else a free one. With two buffers and at most one transfer there is always one.
   Staging* target = nullptr;
@@ -200,53 +206,53 @@ Publisher::Result Publisher::publish_device(std::uint64_t step, std::uint64_t ve
 
   bool busy = std::any_of(staging_.begin(), staging_.end(),
                           [](auto& s) { return s->state == Staging::State::transferring; });
-  if (!busy) start_transfer(*target);
+  if (!busy) start_transfer(*target);  // a failure leaves with target free and its writes aborted
   const bool skipped = target->state == Staging::State::free;  // start_transfer found no free slot
   lock.unlock();
   changed_.notify_all();
   return {skipped ? Outcome::skipped : Outcome::in_flight, version};
 }
 
-// Mutex held. Takes a slot in each slab and enqueues the device chain (device slabs) and the D2H; a
+// Takes a slot in each slab and enqueues the device chain (device slabs) and the D2H; a
 // slab with no free slot skips this version (counted); with none at all, the snapshot is dropped.
+// A failing CUDA call aborts the writes this call opened and frees `s` before the error leaves.
 void Publisher::start_transfer(Staging& s) {
-  s.slot = slab_.begin_write();
-  if (!s.slot) stats_.skipped++;
+  const bool any = s.writes.open();
+  if (!s.writes.host) stats_.skipped++;
   std::vector<std::byte*> chain_dst;
-  for (std::size_t i = 0; i < device_slabs_.size(); ++i) {
-    s.device_slots[i] = device_slabs_[i]->writer.begin_write();
-    if (!s.device_slots[i]) stats_.device_skipped++;
-    chain_dst.push_back(s.device_slots[i] ? s.device_slots[i]->data : nullptr);
+  for (const auto& slot : s.writes.devices) {
+    if (!slot) stats_.device_skipped++;
+    chain_dst.push_back(slot ? slot->data : nullptr);
   }
+  s.state = Staging::State::free;
+  if (!any) return;
   const bool any_device = std::any_of(chain_dst.begin(), chain_dst.end(), [](std::byte* p) { return p != nullptr; });
-  if (!s.slot && !any_device) {
-    s.state = Staging::State::free;
-    return;
-  }
   s.timing = PublishTiming{};
   s.timing.version = s.version;
   s.chain_dst = std::move(chain_dst);
   s.chain_queued = !any_device;  // the committer enqueues it: a few hundred calls, off the training thread
-  TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
-  if (s.slot) {
-    s.d2h_start.record(publish_stream_.get());
-    TANDEM_CUDA_CHECK(
-        cudaMemcpyAsync(s.slot->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost, publish_stream_.get()));
-    s.d2h_done.record(publish_stream_.get());
-  }
+  s.writes.run_or_abort([&]() REQUIRES(mutex_) {
+    if (transfer_fault_) transfer_fault_();
+    TANDEM_CUDA_CHECK(cudaStreamWaitEvent(publish_stream_.get(), s.snapshot_done.get(), 0));
+    if (s.writes.host) {
+      s.d2h_start.record(publish_stream_.get());
+      TANDEM_CUDA_CHECK(cudaMemcpyAsync(s.writes.host->data, s.buffer.data(), source_.bytes, cudaMemcpyDeviceToHost,
+                                        publish_stream_.get()));
+      s.d2h_done.record(publish_stream_.get());
+    }
+  });
   s.state = Staging::State::transferring;
 }
 
-// Mutex held on entry and exit, released while waiting. A failed copy aborts both slots' writes and
-// keeps the error for the training thread.
-bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock) {
-  lock.unlock();
+// A failed copy aborts both slots' writes and keeps the error for the training thread.
+bool Publisher::wait_copy(Staging& s, const cuda::Event& done) {
+  mutex_.unlock();
   try {
     done.synchronize();
-    lock.lock();
+    mutex_.lock();
     return true;
   } catch (...) {
-    lock.lock();
+    mutex_.lock();
     async_error_ = std::current_exception();
     abort_slots(s);
     changed_.notify_all();
@@ -254,18 +260,16 @@ bool Publisher::wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<
   }
 }
 
-// Mutex held. A failed transfer: its slots go back unpublished, its buffer is free again.
+// A failed transfer: its slots go back unpublished, its buffer is free again.
 void Publisher::abort_slots(Staging& s) {
-  if (s.slot) slab_.abort(*std::exchange(s.slot, std::nullopt));
-  for (std::size_t i = 0; i < device_slabs_.size(); ++i)
-    if (s.device_slots[i]) device_slabs_[i]->writer.abort(*std::exchange(s.device_slots[i], std::nullopt));
+  s.writes.abort();
   s.state = Staging::State::free;
 }
 
 // Hop 0 is the source GPU's device slab; a version counts as on every other GPU only when none skipped it.
 void Publisher::commit_device(Staging& s, std::size_t hop) {
-  device_slabs_[hop]->writer.commit(*s.device_slots[hop], s.version, s.step, source_.bytes, s.call_ns);
-  s.device_slots[hop].reset();
+  device_slabs_[hop]->writer.commit(*s.writes.devices[hop], s.version, s.step, source_.bytes, s.call_ns);
+  s.writes.devices[hop].reset();
   const double visible_ms = double(monotonic_ns() - s.call_ns) / 1e6;
   stats_.device_committed++;
   if (hop == 0) {
@@ -281,30 +285,30 @@ void Publisher::commit_device(Staging& s, std::size_t hop) {
 void Publisher::committer_loop() {
   run_without_preempting();
   cuda::set_device(source_.device);
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
     Staging* active = nullptr;
-    changed_.wait(lock, [&] {
+    lock.wait(changed_, [&]() REQUIRES(mutex_) {
       for (auto& s : staging_)
         if (s->state == Staging::State::transferring) active = s.get();
       return active != nullptr || stopping_;
     });
     if (active == nullptr) return;  // stopping and nothing in flight
     try {
-      if (!active->chain_queued) enqueue_chain(*active, lock);
+      if (!active->chain_queued) enqueue_chain(*active);
       // The device slots first, in chain order: GPU readers must not wait for the D2H behind them.
       bool failed = false;
       for (std::size_t hop = 0; hop < device_slabs_.size() && !failed; ++hop) {
-        if (!active->device_slots[hop]) continue;
-        failed = !wait_copy(*active, chain_.done(hop), lock);
+        if (!active->writes.devices[hop]) continue;
+        failed = !wait_copy(*active, chain_.done(hop));
         if (!failed) commit_device(*active, hop);
       }
       if (failed) continue;
-      if (active->slot && !wait_copy(*active, active->d2h_done, lock)) continue;
+      if (active->writes.host && !wait_copy(*active, active->d2h_done)) continue;
       PublishTiming& t = active->timing;
-      if (active->slot) {
-        slab_.commit(*active->slot, active->version, active->step, source_.bytes, active->call_ns);
-        active->slot.reset();
+      if (active->writes.host) {
+        slab_.commit(*active->writes.host, active->version, active->step, source_.bytes, active->call_ns);
+        active->writes.host.reset();
         t.visible_ms = double(monotonic_ns() - active->call_ns) / 1e6;
         t.d2h_ms = cuda::Event::elapsed_ms(active->d2h_start, active->d2h_done);
         stats_.committed++;
@@ -312,32 +316,42 @@ void Publisher::committer_loop() {
       t.snapshot_ms = cuda::Event::elapsed_ms(active->snapshot_start, active->snapshot_done);
       record(t);
       active->state = Staging::State::free;
-      for (auto& s : staging_)
-        if (s->state == Staging::State::pending) start_transfer(*s);
     } catch (...) {
       async_error_ = std::current_exception();
       abort_slots(*active);
+      changed_.notify_all();
+      continue;
+    }
+    // The snapshot that waited for this transfer. Its failure is its own: start_transfer has aborted
+    // the writes it opened, and the error waits for the training thread.
+    for (auto& s : staging_) {
+      if (s->state != Staging::State::pending) continue;
+      try {
+        start_transfer(*s);
+      } catch (...) {
+        async_error_ = std::current_exception();
+      }
     }
     changed_.notify_all();
   }
 }
 
-// Mutex held on entry and exit, released while enqueueing: the training thread never waits for it,
-// and only this thread touches the chain and a transferring staging buffer's slots.
-void Publisher::enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock) {
+// The mutex is released while enqueueing: the training thread never waits for it, and only this
+// thread touches the chain and a transferring staging buffer's slots.
+void Publisher::enqueue_chain(Staging& s) {
   DeviceChain::SourceReady ready;
   for (const cuda::Event& e : s.snapshot_pieces) ready.pieces.push_back(e.get());
   ready.piece_bytes = snapshot_piece_bytes();
   if (ready.pieces.empty()) ready = {{s.snapshot_done.get()}, source_.bytes};  // a bf16 snapshot, or no other GPU
   const std::vector<std::byte*> dst = s.chain_dst;
-  lock.unlock();
+  mutex_.unlock();
   std::exception_ptr error;
   try {
     chain_.enqueue(s.buffer.data(), ready, dst);
   } catch (...) {
     error = std::current_exception();
   }
-  lock.lock();
+  mutex_.lock();
   if (error) std::rethrow_exception(error);
   s.chain_queued = true;
 }
@@ -361,10 +375,10 @@ Publisher::Result Publisher::publish_device(std::uint64_t, std::uint64_t version
 }
 void Publisher::start_transfer(Staging&) {}
 void Publisher::committer_loop() {}
-bool Publisher::wait_copy(Staging&, const cuda::Event&, std::unique_lock<std::mutex>&) { return false; }
+bool Publisher::wait_copy(Staging&, const cuda::Event&) { return false; }
 void Publisher::commit_device(Staging&, std::size_t) {}
 void Publisher::abort_slots(Staging&) {}
-void Publisher::enqueue_chain(Staging&, std::unique_lock<std::mutex>&) {}
+void Publisher::enqueue_chain(Staging&) {}
 void fill_verify_pattern_async(void*, std::size_t, std::uint64_t, cuda::StreamHandle) {
   fail("this build of Tandem has no CUDA support: rebuild where the CUDA toolkit is installed");
 }

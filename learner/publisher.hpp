@@ -58,13 +58,14 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "common/cuda.hpp"
+#include "common/thread_annotations.hpp"
 #include "learner/device_chain.hpp"
+#include "learner/publisher_writes.hpp"
 #include "shm/weight_slab.hpp"
 
 namespace tandem::learner {
@@ -153,6 +154,9 @@ class Publisher {
   PublisherStats stats() const;
   std::vector<PublishTiming> take_timings();  // drains the per-publish timings collected so far
   bool on_device() const { return source_.device >= 0; }
+  // Tests only: `fault` runs where each device transfer enqueues its copies (under the mutex, on
+  // either thread); what it throws stands for a failing CUDA call there. Empty: none.
+  void inject_transfer_fault_for_test(std::function<void()> fault);
 
  private:
   struct Staging;
@@ -165,16 +169,16 @@ class Publisher {
   void copier_loop();
   void copy_into(std::byte* dst);  // the source (or `snapshot`) into a host slot
   Result publish_device(std::uint64_t step, std::uint64_t version, std::uint64_t t0);
-  void start_transfer(Staging& s);  // mutex held
+  void start_transfer(Staging& s) REQUIRES(mutex_);
   void committer_loop();
-  bool wait_copy(Staging& s, const cuda::Event& done, std::unique_lock<std::mutex>& lock);
-  void commit_device(Staging& s, std::size_t hop);  // mutex held
-  void abort_slots(Staging& s);                     // mutex held
-  void enqueue_chain(Staging& s, std::unique_lock<std::mutex>& lock);
+  bool wait_copy(Staging& s, const cuda::Event& done) REQUIRES(mutex_);  // released while waiting
+  void commit_device(Staging& s, std::size_t hop) REQUIRES(mutex_);
+  void abort_slots(Staging& s) REQUIRES(mutex_);
+  void enqueue_chain(Staging& s) REQUIRES(mutex_);  // released while enqueueing
   // The snapshot's pieces when a chain to other GPUs follows it (one piece otherwise).
   static constexpr std::size_t kSnapshotPieces = 16;
   std::size_t snapshot_piece_bytes() const { return (source_.bytes + kSnapshotPieces - 1) / kSnapshotPieces; }
-  void record(const PublishTiming& t);
+  void record(const PublishTiming& t) REQUIRES(mutex_);
   static void run_without_preempting();  // the copier's and the committer's first call
   void rethrow_async_error();
 
@@ -186,22 +190,23 @@ class Publisher {
   std::uint64_t last_step_ = 0, last_ns_ = 0;
   bool published_once_ = false;
 
-  mutable std::mutex mutex_;  // CUDA path: staging states, slab writes, stats, timings
+  mutable Mutex mutex_;  // also the staging buffers' states and the slab writes of the two threads
   std::condition_variable changed_;
-  PublisherStats stats_;
-  std::vector<PublishTiming> timings_;
-  std::exception_ptr async_error_;
+  PublisherStats stats_ GUARDED_BY(mutex_);
+  std::vector<PublishTiming> timings_ GUARDED_BY(mutex_);
+  std::exception_ptr async_error_ GUARDED_BY(mutex_);
+  std::function<void()> transfer_fault_ GUARDED_BY(mutex_);
 
   // CUDA path only.
   cuda::HostRegistration registration_;
   cuda::Stream publish_stream_;
-  DeviceChain chain_;  // with device slabs
-  std::vector<std::unique_ptr<Staging>> staging_;
-  bool stopping_ = false;
+  DeviceChain chain_;                              // with device slabs
+  std::vector<std::unique_ptr<Staging>> staging_;  // fixed at construction; each one's state: mutex_
+  bool stopping_ GUARDED_BY(mutex_) = false;
   std::thread committer_;
 
   // Overlapped CPU path only: the copy handed to the copier, set until committed (or aborted).
-  std::optional<HostCopy> host_copy_;
+  std::optional<HostCopy> host_copy_ GUARDED_BY(mutex_);
   std::thread copier_;
 };
 

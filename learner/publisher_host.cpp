@@ -29,7 +29,7 @@ Publisher::Result Publisher::publish_host(std::uint64_t step, std::uint64_t vers
   t.version = version;
   t.snapshot_ms = double(copied - t0) / 1e6;
   t.visible_ms = double(monotonic_ns() - t0) / 1e6;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   record(t);
   return {Outcome::committed, version};
 }
@@ -37,8 +37,9 @@ Publisher::Result Publisher::publish_host(std::uint64_t step, std::uint64_t vers
 // Training thread: a slot for the copier, or a skip. The slab writer's calls stay on one thread at a
 // time: begin_write here runs only once the copier has committed (or aborted) the previous slot.
 Publisher::Result Publisher::hand_to_copier(std::uint64_t step, std::uint64_t version, std::uint64_t t0) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !host_copy_; });  // only when the caller published twice without a fence
+  MutexLock lock(mutex_);
+  lock.wait(changed_,
+            [&]() REQUIRES(mutex_) { return !host_copy_; });  // only when the caller published twice without a fence
   auto slot = slab_.begin_write();
   if (!slot) return {Outcome::skipped, version};
   host_copy_ = HostCopy{*slot, version, step, t0};
@@ -47,9 +48,9 @@ Publisher::Result Publisher::hand_to_copier(std::uint64_t step, std::uint64_t ve
 
 void Publisher::copier_loop() {
   run_without_preempting();
-  std::unique_lock lock(mutex_);
+  MutexLock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return host_copy_.has_value() || stopping_; });
+    lock.wait(changed_, [&]() REQUIRES(mutex_) { return host_copy_.has_value() || stopping_; });
     if (!host_copy_) return;  // stopping and nothing in flight
     const HostCopy job = *host_copy_;
     lock.unlock();
@@ -82,8 +83,8 @@ void Publisher::copier_loop() {
 void Publisher::wait_before_update() {
   if (!copier_.joinable()) return;
   const std::uint64_t t0 = monotonic_ns();
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !host_copy_; });
+  MutexLock lock(mutex_);
+  lock.wait(changed_, [&]() REQUIRES(mutex_) { return !host_copy_; });
   const double us = double(monotonic_ns() - t0) / 1e3;
   stats_.fences++;
   stats_.total_fence_us += us;

@@ -201,3 +201,16 @@ TEST_CASE("staging ring: stopping wakes a consumer that waits for a step no work
   consumer.join();
   CHECK(threw);
 }
+
+TEST_CASE("staging ring: a take with no holders is refused, naming the argument, and holds nothing" *
+          doctest::timeout(60)) {
+  SlotRing ring(1, 8, items_of);
+  Slots slots(1);
+  RingWorkers workers(ring, 2, write_values(slots));
+  REQUIRE_THROWS_WITH_AS(ring.take(0, 0), doctest::Contains("holders must be >= 1"), std::invalid_argument);
+  // Step 0 is still there to take, and the ring's one slot comes back for step 1 after its release.
+  CHECK(slots.hold(ring.take(0, 1), 0, 1));
+  slots.release(ring, 0);
+  CHECK(slots.hold(ring.take(1, 1), 1, 1));
+  slots.release(ring, 0);
+}

@@ -1,6 +1,7 @@
 // The overlapped CPU publish path (learner/publisher.hpp, publisher_host.cpp): the copier thread
 // copies while training runs, the fence before the optimizer step, prefaulted slots, and readers
-// under a writer publishing flat out. Threads, so its own non-parallel suite.
+// under a writer publishing flat out; and the writes a device transfer holds (publisher_writes.hpp),
+// which need no GPU to fail. Threads, so its own non-parallel suite.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/cuda.hpp"
 #include "learner/publisher.hpp"
+#include "learner/publisher_writes.hpp"
 #include "shm/verify_pattern.hpp"
 #include "shm/weight_slab.hpp"
 #include "tests/harness.hpp"
@@ -191,4 +194,35 @@ TEST_CASE("publisher (CPU, overlapped): no torn read while the writer publishes 
   CHECK(reads > 10);
   CHECK(torn == 0);
   CHECK(backwards == 0);
+}
+
+TEST_CASE(
+    "publisher (device transfer): a CUDA error while the copies are enqueued leaves once, named, and gives back "
+    "the writes it opened, so the next transfer opens them again") {
+  const std::string host_name = test::unique_name("tandem.test-writes-host");
+  const std::string device_name = test::unique_name("tandem.test-writes-device");
+  auto host = shm::WeightSlabWriter::create(host_name, spec_of(4096));
+  auto device = shm::WeightSlabWriter::create(device_name, spec_of(4096));  // a device slab's writer, in host memory
+  learner::TransferWrites writes(host, {&device});
+  REQUIRE(writes.open());
+  const auto failing_copy = [] {
+    cuda::throw_cuda_error(700, "cudaMemcpyAsync(slot, staging, ...)", TANDEM_CALL_SITE);
+  };
+  try {
+    writes.run_or_abort(failing_copy);
+    FAIL("the enqueue's error did not leave run_or_abort");
+  } catch (const CallError& e) {
+    CHECK(e.library() == "CUDA");
+    CHECK(e.code() == 700);
+    CHECK(std::string(e.what()).find("cudaMemcpyAsync") != std::string::npos);
+  }
+  CHECK_FALSE(writes.host);
+  CHECK_FALSE(writes.devices[0]);
+  // No write is left open in either slab: the next transfer begins, copies and commits.
+  REQUIRE(writes.open());
+  writes.run_or_abort([&] { std::memset(writes.host->data, 7, 4096); });
+  host.commit(*std::exchange(writes.host, std::nullopt), 1, 1, 4096, 0);
+  device.commit(*std::exchange(writes.devices[0], std::nullopt), 1, 1, 4096, 0);
+  CHECK(host.latest_version() == 1);
+  CHECK(device.latest_version() == 1);
 }

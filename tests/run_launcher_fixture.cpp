@@ -32,7 +32,7 @@ Launcher::Launcher(const std::vector<std::string>& args) {
   reader_ = std::thread([this, fd = std::move(read_end)] {
     char buf[4096];
     for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(mutex_);
       output_.append(buf, static_cast<std::size_t>(n));
       grew_.notify_all();
     }
@@ -45,13 +45,13 @@ Launcher::~Launcher() {
 }
 
 std::string Launcher::output() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(mutex_);
   return output_;
 }
 
 bool Launcher::wait_for_output(const std::string& text, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mutex_);
-  return grew_.wait_for(lock, timeout, [&] { return output_.find(text) != std::string::npos; });
+  MutexLock lock(mutex_);
+  return lock.wait_for(grew_, timeout, [&]() REQUIRES(mutex_) { return output_.find(text) != std::string::npos; });
 }
 
 int Launcher::wait(std::chrono::milliseconds timeout) {

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.hpp"
 #include "shm/control_block.hpp"
 #include "tests/harness.hpp"
 
@@ -38,9 +38,9 @@ class Launcher {
  private:
   Child child_;
   std::thread reader_;
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable grew_;
-  std::string output_;
+  std::string output_ GUARDED_BY(mutex_);
 };
 
 // A job config in a fresh directory, children played by this binary; write() gives its path.

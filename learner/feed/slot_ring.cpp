@@ -5,24 +5,26 @@
 #include <stdexcept>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "common/log.hpp"
 
 namespace tandem::feed {
 
 SlotRing::SlotRing(std::size_t slots, std::uint64_t chunk_items, std::function<std::uint64_t(std::uint64_t)> items_of)
-    : chunk_items_(chunk_items), items_of_(std::move(items_of)), slots_(slots) {}
+    : slots_count_(slots), chunk_items_(chunk_items), items_of_(std::move(items_of)), slots_(slots) {}
 
 // A step's chunks are claimed in order: the next one is claimable while its step is part-claimed,
 // or when the step's slot is free again.
-bool SlotRing::claimable() const { return fill_chunk_ > 0 || slots_[fill_step_ % slots_.size()].state == State::free; }
+bool SlotRing::claimable() const { return fill_chunk_ > 0 || slots_[fill_step_ % slots_count_].state == State::free; }
 
 std::optional<SlotRing::Chunk> SlotRing::claim() {
-  std::unique_lock lock(mu_);
-  work_cv_.wait(lock, [&] { return stopped_ || claimable(); });
+  MutexLock lock(mu_);
+  lock.wait(work_cv_, [&]() REQUIRES(mu_) { return stopped_ || claimable(); });
   if (stopped_) return std::nullopt;
   Chunk chunk;
   chunk.step = fill_step_;
-  chunk.slot = fill_step_ % slots_.size();
+  chunk.slot = fill_step_ % slots_count_;
   chunk.step_items = items_of_(fill_step_);
   Slot& slot = slots_[chunk.slot];
   if (fill_chunk_ == 0) {
@@ -41,14 +43,14 @@ std::optional<SlotRing::Chunk> SlotRing::claim() {
 }
 
 bool SlotRing::finish(const Chunk& chunk) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Slot& slot = slots_[chunk.slot];
   return ++slot.chunks_done == slot.chunks;
 }
 
 void SlotRing::mark_ready(std::size_t slot) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     slots_[slot].state = State::ready;
   }
   ready_cv_.notify_all();
@@ -56,7 +58,7 @@ void SlotRing::mark_ready(std::size_t slot) {
 
 void SlotRing::fail(std::exception_ptr error) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!error_) error_ = std::move(error);
     stopped_ = true;
   }
@@ -65,17 +67,21 @@ void SlotRing::fail(std::exception_ptr error) {
 }
 
 std::size_t SlotRing::take(std::uint64_t step, std::uint32_t holders) {
-  const std::size_t k = step % slots_.size();
-  std::unique_lock lock(mu_);
+  // No release would ever free a slot that nobody holds: the workers would stall on it a lap later.
+  if (holders == 0)
+    throw std::invalid_argument(
+        fmt::format("SlotRing::take(step {}, holders 0): holders must be >= 1, one per release to come", step));
+  const std::size_t k = step % slots_count_;
+  MutexLock lock(mu_);
   Slot& slot = slots_[k];
-  auto staged = [&] { return stopped_ || (slot.state == State::ready && slot.step == step); };
+  auto staged = [&]() REQUIRES(mu_) { return stopped_ || (slot.state == State::ready && slot.step == step); };
   bool warned = false;
-  while (!ready_cv_.wait_for(lock, std::chrono::seconds(10), staged))
+  while (!lock.wait_for(ready_cv_, std::chrono::seconds(10), staged))
     if (!warned && slot.state == State::held) {
       log::warn(
           "HostFeed: step {} waits for slot {}, still held by the tensors of step {}: release batches "
           "sooner or raise ring_slots ({})",
-          step, k, slot.step, slots_.size());
+          step, k, slot.step, slots_count_);
       warned = true;
     }
   if (error_) std::rethrow_exception(error_);
@@ -87,7 +93,7 @@ std::size_t SlotRing::take(std::uint64_t step, std::uint32_t holders) {
 
 void SlotRing::release(std::size_t slot) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (--slots_[slot].holders > 0) return;
     slots_[slot].state = State::free;
   }
@@ -96,7 +102,7 @@ void SlotRing::release(std::size_t slot) {
 
 void SlotRing::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = true;
   }
   work_cv_.notify_all();

@@ -12,8 +12,9 @@
 // Threads: workers call claim / finish / mark_ready / fail; one consumer thread calls take with
 // steps 0, 1, 2, ...; release may come from any thread, also after the ring's owner has moved on
 // (share the ring through a shared_ptr for that). stop() may be called from any thread. Every
-// method locks the ring's one mutex: a worker's writes into a slot happen before mark_ready, and the
-// consumer reads them after take, so the mutex's release/acquire orders the slot's memory too.
+// method but size() locks the ring's one mutex (the members it guards say GUARDED_BY): a worker's
+// writes into a slot happen before mark_ready, and the consumer reads them after take, so the
+// mutex's release/acquire orders the slot's memory too.
 // Misuse (finishing a chunk twice, releasing a free slot) is not detected.
 #pragma once
 
@@ -22,9 +23,10 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <vector>
+
+#include "common/thread_annotations.hpp"
 
 namespace tandem::feed {
 
@@ -40,7 +42,7 @@ class SlotRing {
   // items_of(step) must be > 0; it is called under the ring's lock, so it must not call the ring.
   SlotRing(std::size_t slots, std::uint64_t chunk_items, std::function<std::uint64_t(std::uint64_t)> items_of);
 
-  std::size_t size() const { return slots_.size(); }
+  std::size_t size() const { return slots_count_; }
 
   // Workers. claim() blocks until the next chunk can be claimed; nullopt once the ring is stopped.
   std::optional<Chunk> claim();
@@ -50,8 +52,8 @@ class SlotRing {
   // The first error is kept and rethrown by take(); the ring stops.
   void fail(std::exception_ptr error);
 
-  // Consumer: blocks until `step` is ready and returns its slot, now held by `holders` (>= 1).
-  // Rethrows a worker's error; throws std::runtime_error when the ring is stopped without one.
+  // Consumer: blocks until `step` is ready and returns its slot, now held by `holders` (>= 1;
+  // 0 throws std::invalid_argument at once). Rethrows a worker's error; throws std::runtime_error when the ring is stopped without one.
   std::size_t take(std::uint64_t step, std::uint32_t holders);
   // One holder fewer; the last frees the slot for the workers.
   void release(std::size_t slot);
@@ -69,18 +71,19 @@ class SlotRing {
     std::uint32_t holders = 0;
   };
 
-  bool claimable() const;
+  bool claimable() const REQUIRES(mu_);
 
+  const std::size_t slots_count_;
   const std::uint64_t chunk_items_;
   const std::function<std::uint64_t(std::uint64_t)> items_of_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable work_cv_;   // workers: a slot became free, or stop
   std::condition_variable ready_cv_;  // consumer: a slot became ready, or stop
-  std::vector<Slot> slots_;
-  bool stopped_ = false;
-  std::exception_ptr error_;
-  std::uint64_t fill_step_ = 0;  // the step whose chunks workers claim next
-  std::uint64_t fill_chunk_ = 0;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ GUARDED_BY(mu_);
+  std::uint64_t fill_step_ GUARDED_BY(mu_) = 0;  // the step whose chunks workers claim next
+  std::uint64_t fill_chunk_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tandem::feed
