@@ -31,15 +31,15 @@ TEST_CASE("grad sync: buckets launch during backward, last parameters first, and
   peers.in_backward = true;
   synced.loss().backward();
   peers.in_backward = false;
-  CHECK(other ranks.launches.size() == sync.bucket_count());  // every bucket was launched from a hook
+  CHECK(peers.launches.size() == sync.bucket_count());  // every bucket was launched from a hook
   for (const auto& l : peers.launches) CHECK(l.during_backward);
-  for (const auto& l : other ranks.launches) CHECK(l.carried_bytes == 0);  // the mlp has no buffers
+  for (const auto& l : peers.launches) CHECK(l.carried_bytes == 0);  // the mlp has no buffers
   // The first bucket: the last parameters until it reaches 64 KiB (16384 floats), plus the stop vote.
   std::int64_t first = 1;
   const auto params = synced.params();
   for (auto p = params.rbegin(); p != params.rend() && first - 1 < 16384; ++p) first += p->numel();
   CHECK(peers.launches[0].numel == first);
-  for (std::size_t i = 1; i < other ranks.launches.size(); ++i)  // walking the flat gradients from the end
+  for (std::size_t i = 1; i < peers.launches.size(); ++i)  // walking the flat gradients from the end
     CHECK(static_cast<const float*>(peers.launches[i].data) < static_cast<const float*>(peers.launches[i - 1].data));
   sync.vote_stop(false);
   sync.finish(0);
@@ -101,7 +101,7 @@ TEST_CASE(
   ddp::GradSync sync(synced.flat, synced.params(), peers, rank, {.bucket_first_mb = 0.0625, .bucket_mb = 0.25});
   sync.rehook();
   synced.loss().backward();
-  CHECK(other ranks.launches.size() == sync.bucket_count());  // one hook per parameter, not two
+  CHECK(peers.launches.size() == sync.bucket_count());  // one hook per parameter, not two
   sync.finish(0);
 
   const torch::Tensor alive = synced.loss();  // its graph holds the parameters' accumulators

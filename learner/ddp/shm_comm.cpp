@@ -69,7 +69,7 @@ class ShmCommunicator final : public Communicator {
     op->scale = static_cast<float>(scale);
     op->rank0_bytes = rank0_bytes;
     if (op->in_slot && !worker_.joinable()) {
-      // Handing the gradients over never waits: the caller sums, with its other ranks, in wait().
+      // Handing the gradients over never waits: the caller sums, with the other ranks, in wait().
       auto slots_op = group_.start_slots(slot_offset(t), static_cast<std::size_t>(t.numel()), op->scale, riding(*op));
       return std::make_unique<SlotsPending>(*this, std::move(op), slots_op);
     }
