@@ -139,4 +139,4 @@ def test_the_words_of_a_message_do_not_choose_its_class():
 def test_a_refusal_quoting_a_name_the_user_chose_keeps_its_class():
     with pytest.raises(tandem.Error) as e:
         tandem.envs.make("a corrupt env that does not exist")
-    assert type(e.value) is tandem.Error and "is not one of" in str(e.value), repr(e.value)
+    assert type(e.value) is tandem.Error and "is not a built-in env" in str(e.value), repr(e.value)
