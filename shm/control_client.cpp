@@ -50,10 +50,7 @@ ControlClient::ControlClient(ControlBlock block, Role role, std::uint32_t index,
 }
 
 ControlClient::ControlClient(ControlClient&& other) noexcept
-    : block_(std::move(other.block_)),
-      role_(other.role_),
-      index_(other.index_),
-      row_(other.row_) {}
+    : block_(std::move(other.block_)), role_(other.role_), index_(other.index_), row_(other.row_) {}
 
 std::string ControlClient::name() const { return fmt::format("{}.{}", role_name(role_), index_); }
 
