@@ -50,6 +50,7 @@ std::string env_id(const EnvSettings& settings) {
 
 std::vector<std::string> builtin_env_names() {
   std::vector<std::string> out;
+  out.reserve(std::size(kBuiltin));
   for (const Builtin& b : kBuiltin) out.emplace_back(b.name);
   return out;
 }
