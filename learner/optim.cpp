@@ -149,49 +149,57 @@ void Optimizer::update(Param& p, const torch::Tensor& grad, double lr, double bc
 //   adam/adamw: [-lr / bc1, 1 / sqrt(bc2) (CUDA divides by a host scalar as a multiply by its float
 //               reciprocal), 1 - lr * weight_decay]
 // followed by what the fused optimizers read: [lr, the step count (Adam's bias corrections)].
-void Optimizer::set_step_coefficients(double lr) {
-  ++steps_;
+void Optimizer::set_step_coefficients(double lr, std::int64_t steps) {
+  if (steps < 1) fail("Optimizer::set_step_coefficients: steps = {}, needs at least 1", steps);
   const OptimizerConfig& c = config_;
-  float k[5] = {static_cast<float>(-lr), static_cast<float>(-lr * c.momentum), 0.0f, static_cast<float>(lr),
-                static_cast<float>(steps_)};
-  if (c.kind != "sgd") {
-    const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps_));
-    const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(steps_));
-    k[0] = static_cast<float>(-lr / bc1);
-    k[1] = 1.0f / static_cast<float>(std::sqrt(bc2));
-    k[2] = static_cast<float>(1.0 - lr * c.weight_decay);
+  std::vector<float> k(static_cast<std::size_t>(steps) * kCoefficients);
+  for (std::int64_t i = 0; i < steps; ++i) {
+    ++steps_;
+    float* row = k.data() + i * kCoefficients;
+    row[0] = static_cast<float>(-lr), row[1] = static_cast<float>(-lr * c.momentum), row[2] = 0.0f;
+    row[3] = static_cast<float>(lr), row[4] = static_cast<float>(steps_);
+    if (c.kind != "sgd") {
+      const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps_));
+      const double bc2 = 1.0 - std::pow(c.beta2, static_cast<double>(steps_));
+      row[0] = static_cast<float>(-lr / bc1);
+      row[1] = 1.0f / static_cast<float>(std::sqrt(bc2));
+      row[2] = static_cast<float>(1.0 - lr * c.weight_decay);
+    }
   }
   if (params_.empty()) return;
   const torch::Device device = params_[0].value.device();
-  if (!coefficients_.defined())
-    coefficients_ = torch::empty({5}, torch::TensorOptions().dtype(torch::kFloat).device(device));
-  // A fresh pinned block per step: the caching host allocator keeps it until the copy has run, so the
+  if (!coefficients_.defined() || coefficients_.size(0) != steps)
+    coefficients_ = torch::empty({steps, kCoefficients}, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  // A fresh pinned block per call: the caching host allocator keeps it until the copy has run, so the
   // host never overwrites values a queued copy has yet to read.
-  const torch::Tensor host = torch::from_blob(k, {5}, torch::kFloat);
+  const torch::Tensor host = torch::from_blob(k.data(), {steps, kCoefficients}, torch::kFloat);
   if (device.is_cuda()) coefficients_.copy_(host.pin_memory(), /*non_blocking=*/true);
   else coefficients_.copy_(host);  // CPU parameters: the tests check the formulas here
 }
 
-void Optimizer::step_captured() {
+void Optimizer::step_captured(std::int64_t k) {
   torch::NoGradGuard no_grad;
   if (!coefficients_.defined())
     fail("Optimizer::step_captured before set_step_coefficients: a captured step needs its coefficients");
+  if (k < 0 || k >= coefficients_.size(0))
+    fail("Optimizer::step_captured({}): set_step_coefficients set {} steps", k, coefficients_.size(0));
+  const torch::Tensor row = coefficients_[k];
   if (flat()) {
     const torch::Tensor g = flat_grad();
     if (g.defined()) {
-      update_captured(flat_, g);
+      update_captured(flat_, g, row);
       return;
     }
   }
   for (Param& p : params_)
-    if (p.value.grad().defined()) update_captured(p, p.value.grad());
+    if (p.value.grad().defined()) update_captured(p, p.value.grad(), row);
 }
 
 // update() with every step-dependent scalar read from coefficients_: a + alpha * b becomes
 // a + b * k (addcmul with a 0-dim factor), the same product and sum.
-void Optimizer::update_captured(Param& p, const torch::Tensor& grad) const {
+void Optimizer::update_captured(Param& p, const torch::Tensor& grad, const torch::Tensor& k) const {
   const OptimizerConfig& c = config_;
-  const torch::Tensor k0 = coefficients_[0], k1 = coefficients_[1], k2 = coefficients_[2];
+  const torch::Tensor k0 = k[0], k1 = k[1], k2 = k[2];
   if (c.kind == "sgd") {
     torch::Tensor g = c.weight_decay != 0.0 ? grad.add(p.value, c.weight_decay) : grad;
     if (p.buf1.defined()) {
@@ -250,7 +258,7 @@ void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
   if (values.empty()) return;
 #if TORCH_VERSION_MAJOR >= 2
   const OptimizerConfig& c = config_;
-  const torch::Tensor lr = coefficients_[3], step = coefficients_[4];
+  const torch::Tensor lr = coefficients_[0][3], step = coefficients_[0][4];
   if (c.kind == "sgd") {
     at::_fused_sgd_(values, gs, buf1, c.weight_decay, c.momentum, lr, /*dampening=*/0.0, c.nesterov,
                     /*maximize=*/false, /*is_first_step=*/false);

@@ -65,8 +65,10 @@ class Optimizer {
   // reads them there, so one capture serves every step. Call set_step_coefficients outside the
   // graph before each replay. Same per-element formulas as step() (a scalar alpha becomes the same
   // float read from the tensor). CUDA parameters only.
-  void set_step_coefficients(double lr);
-  void step_captured();
+  // A graph that holds several steps (the RL update's epochs) sets `steps` of them at once, and its
+  // k-th step reads row k: step_captured(k), k < steps (Adam's bias corrections differ per step).
+  void set_step_coefficients(double lr, std::int64_t steps = 1);
+  void step_captured(std::int64_t k = 0);
   // The captured step through LibTorch's fused multi-tensor optimizers (_fused_sgd_, _fused_adam_,
   // _fused_adamw_: LibTorch 2.x, CUDA parameters): one or two launches update every parameter instead
   // of a handful per buffer, reading the learning rate and the step count that set_step_coefficients
@@ -97,14 +99,17 @@ class Optimizer {
     torch::Tensor buf2;  // adam: exp_avg_sq
   };
   void update(Param& p, const torch::Tensor& grad, double lr, double bc1, double bc2) const;
-  void update_captured(Param& p, const torch::Tensor& grad) const;
+  void update_captured(Param& p, const torch::Tensor& grad, const torch::Tensor& k) const;
   torch::Tensor flat_grad() const;  // the gradients as one tensor, if they tile one buffer in order
 
   std::vector<Param> params_;
   Param flat_;  // defined when the parameters tile one buffer: params_' state are views of its state
   OptimizerConfig config_;
   std::int64_t steps_ = 0;
-  torch::Tensor coefficients_;  // float [5] on the parameters' device: see set_step_coefficients
+  static constexpr std::int64_t kCoefficients = 5;  // per step: see set_step_coefficients
+  // float [steps, 5] on the parameters' device. A graph keeps its address: the same `steps` on every
+  // call reuses it (a different count makes a new one, which an existing graph would not see).
+  torch::Tensor coefficients_;
 };
 
 }  // namespace tandem

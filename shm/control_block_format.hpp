@@ -1,7 +1,7 @@
 // The control block's format `/tandem.<job>.ctl`: the bytes the launcher (`tandem run`) and every
 // process of a job share, as a Python reader sees them (docs/FORMAT.md, "Control block"). Layout: the
 // segment header, a ControlDescriptor at byte 64, then the payload: a JobControl record (512 bytes)
-// followed by one 256-byte ProcessRow per process: learner ranks first (row r = rank r), then actors
+// followed by one 512-byte ProcessRow per process: learner ranks first (row r = rank r), then actors
 // (row learners + i = actor i). The launcher's side is control_block.hpp, a process's own side
 // control_client.hpp.
 //
@@ -46,7 +46,7 @@
 
 namespace tandem::shm {
 
-inline constexpr std::uint32_t kControlLayoutVersion = 1;
+inline constexpr std::uint32_t kControlLayoutVersion = 2;
 inline constexpr std::size_t kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 inline constexpr std::uint32_t kMaxLearners = 256;
 inline constexpr std::uint32_t kMaxActors = 4096;
@@ -95,6 +95,14 @@ std::string_view stop_reason_name(StopReason reason);
 //             env_share stepping its envs, compute_share running its policy, wait_share waiting on a
 //             full ring; RL learner: compute_share in its updates (batch, update, publish), wait_share
 //             waiting for slots. The rest (reports, weight loads, gathering) is in none of them.
+//   PPO's and V-trace's diagnostics (RL learner, the last update; docs/RL.md says how to read them):
+//             policy_loss, value_loss, entropy (means over its minibatches), approx_kl = mean of
+//             (r - 1) - log r over its samples (r the ratio to the behaviour policy), clip_frac = share of
+//             samples with |r - 1| > rl.clip_coef, explained_var = 1 - Var(targets - values) / Var(targets)
+//             of the values before the update, adv_std = the advantages' std before normalisation,
+//             log_std = the Gaussian policy's mean log-std, return_std = the running std the value
+//             targets are divided by (rl.norm_value), reward_std = the running std of the discounted
+//             return rewards are divided by (rl.norm_reward).
 // A double that was not measured is NaN; `updated_ns` is set by report() (0 = no record yet). The
 // fields by name, for every path that names them: shm/metric_fields.hpp.
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -122,19 +130,30 @@ struct ProcessMetrics {
   double env_share = kNaN;  // byte 160
   double compute_share = kNaN;
   double wait_share = kNaN;
+  double policy_loss = kNaN;  // byte 184
+  double value_loss = kNaN;
+  double entropy = kNaN;
+  double approx_kl = kNaN;
+  double clip_frac = kNaN;
+  double explained_var = kNaN;  // byte 224
+  double adv_std = kNaN;
+  double log_std = kNaN;
+  double return_std = kNaN;
+  double reward_std = kNaN;
 };
-inline constexpr std::size_t kMetricWords = 23;
+inline constexpr std::size_t kMetricWords = 33;
 static_assert(std::is_trivially_copyable_v<ProcessMetrics> && std::is_standard_layout_v<ProcessMetrics>);
 static_assert(sizeof(ProcessMetrics) == kMetricWords * 8);
 static_assert(offsetof(ProcessMetrics, samples_per_s) == 40 && offsetof(ProcessMetrics, lr) == 72);
 static_assert(offsetof(ProcessMetrics, env_steps) == 80 && offsetof(ProcessMetrics, policy_lag_min) == 112);
 static_assert(offsetof(ProcessMetrics, allreduce_s) == 144 && offsetof(ProcessMetrics, env_share) == 160);
+static_assert(offsetof(ProcessMetrics, policy_loss) == 184 && offsetof(ProcessMetrics, explained_var) == 224);
 
 struct ControlDescriptor {      // at segment byte 64; immutable once ready
   std::uint32_t row_count;      // learner_count + actor_count
   std::uint32_t learner_count;  // WORLD_SIZE
   std::uint32_t actor_count;
-  std::uint32_t row_bytes;    // sizeof(ProcessRow) = 256
+  std::uint32_t row_bytes;    // sizeof(ProcessRow) = 512
   std::uint64_t job_offset;   // of JobControl, from the payload start (0)
   std::uint64_t rows_offset;  // of row 0, from the payload start (512)
   std::int32_t launcher_pid;
@@ -172,7 +191,7 @@ static_assert(offsetof(JobControl, nccl_id_state) == 24);
 static_assert(offsetof(JobControl, nccl_id) == 64);
 static_assert(sizeof(JobControl) == 512);
 
-struct alignas(64) ProcessRow {                      // 256 bytes; rows_offset + i * 256
+struct alignas(64) ProcessRow {                      // 512 bytes; rows_offset + i * 512
   Role role;                                         // immutable once ready
   std::uint32_t index;                               // learner rank or actor index; immutable once ready
   std::atomic<std::int32_t> pid;                     // launcher at spawn (and the process at attach); 0 = none
@@ -186,6 +205,7 @@ struct alignas(64) ProcessRow {                      // 256 bytes; rows_offset +
   std::uint8_t no_heartbeat;                         // 1: its program does not join the block; exit status only
   std::atomic<std::uint64_t> metrics_seq;            // byte 64: seqlock, odd while the record is being written
   std::atomic<std::uint64_t> metrics[kMetricWords];  // byte 72: ProcessMetrics, word by word
+  std::uint8_t reserved[176];                        // byte 336: zero; room for more metrics
 };
 static_assert(std::is_standard_layout_v<ProcessRow>);
 static_assert(offsetof(ProcessRow, pid) == 8);
@@ -195,7 +215,7 @@ static_assert(offsetof(ProcessRow, version_seen) == 40);
 static_assert(offsetof(ProcessRow, group) == 48 && offsetof(ProcessRow, no_heartbeat) == 63);
 static_assert(offsetof(ProcessRow, metrics_seq) == 64);
 static_assert(offsetof(ProcessRow, metrics) == 72);
-static_assert(sizeof(ProcessRow) == 256);
+static_assert(sizeof(ProcessRow) == 512);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free &&
               std::atomic<std::int32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<std::uint64_t>) == 8 && sizeof(std::atomic<std::uint32_t>) == 4);

@@ -72,6 +72,16 @@ inline constexpr std::array kMetricFields = {
     TANDEM_METRIC(env_share, measure, "tandem_env_share", "gauge", "RL actor: share of its time stepping its envs"),
     TANDEM_METRIC(compute_share, measure, "tandem_compute_share", "gauge", "RL actor: share of its time in its policy; RL learner: in its updates"),
     TANDEM_METRIC(wait_share, measure, "tandem_wait_share", "gauge", "RL actor: share of its time waiting on a full ring; RL learner: for slots"),
+    TANDEM_METRIC(policy_loss, measure, "tandem_policy_loss", "gauge", "RL learner: policy loss of the last update"),
+    TANDEM_METRIC(value_loss, measure, "tandem_value_loss", "gauge", "RL learner: value loss of the last update"),
+    TANDEM_METRIC(entropy, measure, "tandem_policy_entropy", "gauge", "RL learner: mean policy entropy in the last update"),
+    TANDEM_METRIC(approx_kl, measure, "tandem_approx_kl", "gauge", "RL learner: mean KL(behaviour || current) estimate over the last update"),
+    TANDEM_METRIC(clip_frac, measure, "tandem_clip_fraction", "gauge", "PPO learner: share of samples whose ratio left the clip range"),
+    TANDEM_METRIC(explained_var, measure, "tandem_explained_variance", "gauge", "RL learner: how much of the value targets' variance the values explain"),
+    TANDEM_METRIC(adv_std, measure, "tandem_advantage_std", "gauge", "RL learner: std of the advantages before normalisation"),
+    TANDEM_METRIC(log_std, measure, "tandem_policy_log_std", "gauge", "RL learner: mean log-std of a Gaussian policy"),
+    TANDEM_METRIC(return_std, measure, "tandem_return_std", "gauge", "RL learner: running std of the value targets (rl.norm_value)"),
+    TANDEM_METRIC(reward_std, measure, "tandem_reward_std", "gauge", "RL learner: running std rewards are divided by (rl.norm_reward)"),
 };
 #undef TANDEM_METRIC
 // clang-format on

@@ -259,7 +259,8 @@ TEST_CASE("FORMAT.md: the control block tables match the structs' offsets and si
                {MEMBER(ProcessRow, role), MEMBER(ProcessRow, index), MEMBER(ProcessRow, pid), MEMBER(ProcessRow, state),
                 MEMBER(ProcessRow, restarts), MEMBER(ProcessRow, exit_status), MEMBER(ProcessRow, spawned_ns),
                 MEMBER(ProcessRow, heartbeat_ns), MEMBER(ProcessRow, version_seen), MEMBER(ProcessRow, group),
-                MEMBER(ProcessRow, no_heartbeat), MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics)});
+                MEMBER(ProcessRow, no_heartbeat), MEMBER(ProcessRow, metrics_seq), MEMBER(ProcessRow, metrics),
+                MEMBER(ProcessRow, reserved)});
   std::vector<Member> metrics = {MEMBER(ProcessMetrics, updated_ns)};  // then the named fields
   for (const shm::MetricField& f : shm::kMetricFields) metrics.push_back({std::string(f.name), f.offset, 8});
   check_struct(tables, "ProcessMetrics", sizeof(ProcessMetrics), metrics);

@@ -114,7 +114,7 @@ TEST_CASE("rl learner: learner.cuda_graph says why an update stays eager: a CPU 
   auto why = [&](Algo algo, bool ranks) {
     rl::RlUpdater updater(model, policy_head_for(env), optimizer, algo, settings.rl, at::detail::createCPUGenerator(0));
     if (ranks) updater.set_after_backward([] {});
-    return updater.capture_minibatches().value_or("captured");
+    return updater.capture_updates().value_or("captured");
   };
   CHECK(why(Algo::ppo, false).find("the learner trains on the CPU") == 0);
   CHECK(why(Algo::vtrace, false).find("the learner trains on the CPU") == 0);

@@ -1,6 +1,6 @@
 // The RL update captured in a CUDA graph (learner.cuda_graph, learner/rl/update.hpp) against the same
 // updates run eagerly on the same GPU: the same weights and losses, PPO and V-trace, for a discrete
-// and a continuous policy.
+// and a continuous policy. Both draw the minibatch order on the device from the same seed.
 #include "tests/torch_doctest.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -38,7 +38,7 @@ Updated rl_updates(const std::string& env_name, Algo algo, bool capture, int upd
   model.to(cuda);
   Optimizer optimizer(model.named_parameters(), {.kind = "adam", .lr = 1e-3, .weight_decay = 0});
   rl::RlUpdater updater(model, head, optimizer, algo, config.rl, at::detail::createCPUGenerator(5));
-  if (capture) REQUIRE_FALSE(updater.capture_minibatches().has_value());
+  if (capture) REQUIRE_FALSE(updater.capture_updates().has_value());
 
   const std::int64_t T = 16, N = 8, D = env.obs_dim;
   torch::manual_seed(11);
@@ -57,7 +57,7 @@ Updated rl_updates(const std::string& env_name, Algo algo, bool capture, int upd
     out.stats.push_back(updater.update(b, 1e-3));
   }
   for (const torch::Tensor& p : model.parameters()) out.params.push_back(p.detach().cpu());
-  out.captured = updater.minibatches_captured();
+  out.captured = updater.updates_captured();
   return out;
 }
 
@@ -72,8 +72,9 @@ TEST_CASE(
     const bool vtrace = algo == Algo::vtrace;
     CAPTURE(env);
     CAPTURE(vtrace);
-    const Updated eager = rl_updates(env, algo, false, 3);
-    const Updated graph = rl_updates(env, algo, true, 3);  // 24 minibatch steps: 3 warm-up, 1 capture, 20 replays
+    // Five updates of 8 minibatch steps: three warm-ups, the capture (and its first replay), a replay.
+    const Updated eager = rl_updates(env, algo, false, 5);
+    const Updated graph = rl_updates(env, algo, true, 5);
     CHECK_FALSE(eager.captured);
     CHECK(graph.captured);
     REQUIRE(eager.params.size() == graph.params.size());
@@ -89,6 +90,8 @@ TEST_CASE(
       CHECK(graph.stats[u].minibatches == 8);
       CHECK(graph.stats[u].loss == doctest::Approx(eager.stats[u].loss).epsilon(1e-4));
       CHECK(graph.stats[u].entropy == doctest::Approx(eager.stats[u].entropy).epsilon(1e-4));
+      CHECK(graph.stats[u].approx_kl == doctest::Approx(eager.stats[u].approx_kl).epsilon(1e-3));
+      CHECK(graph.stats[u].explained_var == doctest::Approx(eager.stats[u].explained_var).epsilon(1e-3));
     }
   }
 }

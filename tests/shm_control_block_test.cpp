@@ -98,17 +98,17 @@ TEST_CASE("control block: the bytes sit where docs/FORMAT.md says") {
   CHECK(d.row_count == 5);
   CHECK(d.learner_count == 2);
   CHECK(d.actor_count == 3);
-  CHECK(d.row_bytes == 256);
+  CHECK(d.row_bytes == 512);
   CHECK(d.rows_offset == 512);
   CHECK(std::string(d.job) == job);
   CHECK(std::string(d.run_dir) == "/tmp/run");
-  CHECK(block.segment().payload_size() >= 512 + 5 * 256);
+  CHECK(block.segment().payload_size() >= 512 + 5 * 512);
 
   // Row 3 is actor 1; write through the API, read the raw bytes at the documented offsets.
   block.begin_spawn(3, 2);
   block.set_pid(3, 4242);
   block.write_metrics(3, record(9));
-  const std::size_t row3 = 512 + 3 * 256;
+  const std::size_t row3 = 512 + 3 * 512;
   CHECK(raw<std::uint32_t>(block, row3 + 0) == static_cast<std::uint32_t>(Role::actor));
   CHECK(raw<std::uint32_t>(block, row3 + 4) == 1);
   CHECK(raw<std::int32_t>(block, row3 + 8) == 4242);

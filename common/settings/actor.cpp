@@ -61,6 +61,10 @@ const std::vector<ConfigKey> kRl = {
     {"rl.rho_bar", T::real, "1.0", "V-trace: truncation of the importance weights in the value targets", 0.0, 1.0e6},
     {"rl.c_bar", T::real, "1.0", "V-trace: truncation of the trace-cutting coefficients", 0.0, 1.0e6},
     {"rl.anneal_lr", T::boolean, "true", "decay optimizer.lr linearly to 0 over rl.total_env_steps"},
+    {"rl.ppo_targets", T::string, "\"gae\"", "PPO: advantages and value targets from gae (GAE with rl.gae_lambda), or vtrace (V-trace with rl.rho_bar and rl.c_bar, the policy before the update against the behaviour policy: corrects the targets of slots played by older weights, as Sample Factory's APPO)", {}, {}, {"gae", "vtrace"}},
+    {"rl.norm_value", T::boolean, "false", "PPO: the value head learns the value targets normalised by their running mean and std (Sample Factory's normalize_returns); its outputs are de-normalised for GAE and V-trace; kept in checkpoints"},
+    {"rl.kl_coef", T::real, "0", "PPO: coefficient of a penalty on KL(behaviour || current), estimated per sample from the log-probabilities as (r - 1) - log r (Sample Factory's kl_loss_coeff); 0 = off", 0.0, 100.0},
+    {"rl.kl_target", T::real, "0", "PPO: > 0 adapts the learning rate after every update: / 1.5 when the update's mean KL is above 2 x rl.kl_target, x 1.5 when below half of it, within [optimizer.lr / 100, optimizer.lr x 10] (rl_games' adaptive schedule); replaces rl.anneal_lr (set it false); 0 = off", 0.0, 10.0},
 };
 // clang-format on
 
@@ -149,7 +153,11 @@ RlSettings RlSettings::parse(const Config& c) {
           .max_grad_norm = c.real("rl.max_grad_norm"),
           .rho_bar = c.real("rl.rho_bar"),
           .c_bar = c.real("rl.c_bar"),
-          .anneal_lr = c.boolean("rl.anneal_lr")};
+          .anneal_lr = c.boolean("rl.anneal_lr"),
+          .ppo_targets = c.string("rl.ppo_targets") == "vtrace" ? RlSettings::Targets::vtrace : RlSettings::Targets::gae,
+          .norm_value = c.boolean("rl.norm_value"),
+          .kl_coef = c.real("rl.kl_coef"),
+          .kl_target = c.real("rl.kl_target")};
 }
 
 std::span<const ConfigKey> RlSettings::keys() { return kRl; }

@@ -67,6 +67,12 @@ struct RlSettings {
   double ent_coef = 0.01, vf_coef = 0.5, max_grad_norm = 0.5;
   double rho_bar = 1.0, c_bar = 1.0;
   bool anneal_lr = true;
+  // PPO's options beyond CleanRL's recipe (docs/RL.md, "What the PPO keys do", says why each exists).
+  enum class Targets { gae, vtrace };
+  Targets ppo_targets = Targets::gae;  // advantages and value targets
+  bool norm_value = false;             // the value head learns returns over their running std
+  double kl_coef = 0.0;                // KL(behaviour || current) penalty
+  double kl_target = 0.0;              // > 0: the learning rate follows each update's KL
 
   static RlSettings parse(const Config& config);
   static std::span<const ConfigKey> keys();

@@ -86,6 +86,15 @@ void check_rl_batches(const JobSettings& s) {
   if (static_cast<std::uint64_t>(rl.minibatches) > split)
     fail("config: rl.minibatches = {} is more than the {} {} of one update: lower rl.minibatches", rl.minibatches,
          split, ppo ? "samples" : "trajectories (V-trace splits by trajectory)");
+  if (!ppo && (rl.norm_value || rl.kl_coef > 0 || rl.kl_target > 0 || rl.ppo_targets != RlSettings::Targets::gae))
+    fail(
+        "config: rl.norm_value, rl.kl_coef, rl.kl_target and rl.ppo_targets are PPO's, but learner.algo = "
+        "\"vtrace\": set learner.algo = \"ppo\" (rl.ppo_targets = \"vtrace\" is PPO on V-trace targets), or remove them");
+  if (rl.kl_target > 0 && rl.anneal_lr)
+    fail(
+        "config: rl.kl_target = {} and rl.anneal_lr = true both set the learning rate: set rl.anneal_lr = false to "
+        "follow the KL, or rl.kl_target = 0 to anneal",
+        rl.kl_target);
 }
 
 // RL learner ranks: each consumes the rings of its own rollout actors, so the actors and the slots of

@@ -66,4 +66,38 @@ torch::Tensor RewardScaler::scale(const std::vector<HeldSlot>& slots, std::int64
 
 NamedTensors RewardScaler::state() const { return {{"reward_returns", returns_}, {"reward_moments", moments_}}; }
 
+namespace {
+constexpr double kReturnEpsilon = 1e-5;  // Sample Factory's RunningMeanStd
+constexpr double kReturnClip = 5.0;
+}  // namespace
+
+ReturnNormalizer::ReturnNormalizer(const torch::Device& device)
+    : moments_(torch::tensor({0.0, 1.0, kStartCount}, torch::kFloat64).to(device)) {}
+
+void ReturnNormalizer::update(const torch::Tensor& targets) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = targets.reshape({-1}).to(torch::kFloat64);
+  const double n = static_cast<double>(x.numel());
+  if (n == 0) return;
+  // merge_moments with the count a tensor too: nothing here waits for the device.
+  const torch::Tensor mean = moments_[0], var = moments_[1], count = moments_[2];
+  const torch::Tensor total = count + n, delta = x.mean() - mean;
+  const torch::Tensor m2 = var * count + x.var(/*unbiased=*/false) * n + delta * delta * count * (n / total);
+  moments_.copy_(torch::stack({mean + delta * (n / total), m2 / total, total}));
+}
+
+torch::Tensor ReturnNormalizer::normalize(const torch::Tensor& x) const {
+  const torch::Tensor m = moments_.to(x.scalar_type());
+  return ((x - m[0]) * (m[1] + kReturnEpsilon).rsqrt()).clamp(-kReturnClip, kReturnClip);
+}
+
+torch::Tensor ReturnNormalizer::denormalize(const torch::Tensor& normalized) const {
+  const torch::Tensor m = moments_.to(normalized.scalar_type());
+  return normalized * (m[1] + kReturnEpsilon).sqrt() + m[0];
+}
+
+torch::Tensor ReturnNormalizer::stddev() const { return (moments_[1] + kReturnEpsilon).sqrt(); }
+
+NamedTensors ReturnNormalizer::state() const { return {{"return_moments", moments_}}; }
+
 }  // namespace tandem::rl

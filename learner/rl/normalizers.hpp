@@ -12,7 +12,12 @@
 //    (slot_gather.hpp), so scaling the gathered slots in their order keeps each (actor, env)
 //    accumulator's order. Its state goes into the RL checkpoint (state()).
 //
-// Both merge batches into the running moments with the parallel-variance rule (Chan et al.), as
+//  * rl.norm_value: a ReturnNormalizer keeps the running mean and variance of the value targets
+//    (Sample Factory's returns normaliser, after rl_games'): the value head learns the targets
+//    normalised, and its outputs are de-normalised wherever a value stands for a return (GAE, V-trace).
+//    It lives on the learner's device and is never read back to the host in an update.
+//
+// All three merge batches into the running moments with the parallel-variance rule (Chan et al.), as
 // gymnasium's RunningMeanStd does, from its starting point mean 0, variance 1, count 1e-4.
 //
 // Threads: the learner's main thread.
@@ -72,6 +77,23 @@ class RewardScaler {
   double gamma_;
   torch::Tensor returns_;  // f64 [actors, envs]: each env's discounted return so far
   torch::Tensor moments_;  // f64 [3]: mean, var, count of the returns
+};
+
+class ReturnNormalizer {
+ public:
+  explicit ReturnNormalizer(const torch::Device& device);
+
+  // Folds one update's value targets (any shape) into the moments, on the device.
+  void update(const torch::Tensor& targets);
+  // (x - mean) / sqrt(var + 1e-5), clipped to +-5 (Sample Factory's epsilon and clip); and back.
+  torch::Tensor normalize(const torch::Tensor& x) const;
+  torch::Tensor denormalize(const torch::Tensor& normalized) const;
+  torch::Tensor stddev() const;  // 0-dim, float64, on the device
+
+  NamedTensors state() const;  // for the RL checkpoint, as RewardScaler::state()
+
+ private:
+  torch::Tensor moments_;  // f64 [3] on the device: mean, var, count
 };
 
 }  // namespace tandem::rl

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <numeric>
@@ -82,6 +83,8 @@ class RlLearner {
   void report(const rl::UpdateStats& st, const PolicyLag& lag, double lr, const Clock::time_point& update_start,
               double gather_s);
   void judge_solved();
+  void follow_kl(double kl);
+  double mean_log_std() const;
 
   const Clock::time_point started_ = Clock::now();
   const JobSettings& settings_;
@@ -104,7 +107,9 @@ class RlLearner {
   std::optional<ddp::GradSync> sync_;
   const std::optional<ObsStats> obs_stats_;  // rl.norm_obs
   std::optional<rl::RewardScaler> reward_scaler_;
-  NamedTensors learner_state_;  // what a checkpoint keeps beside the model: the reward scales
+  std::optional<rl::ReturnNormalizer> return_normalizer_;  // rl.norm_value
+  NamedTensors learner_state_;  // what a checkpoint keeps beside the model: the reward and return scales
+  double lr_scale_ = 1.0;       // rl.kl_target: the learning rate is optimizer.lr x this
 
   std::int64_t step_ = 0;  // updates done
   std::uint64_t env_steps_ = 0, resumed_version_ = 0;
@@ -184,6 +189,9 @@ RlLearner::RlLearner(const JobSettings& settings, shm::JobProcess& process, cons
   if (session_) sync_.emplace(flat_, model_.trainable_parameters(), session_->comm(), rank_, session_->sync_options());
   if (s_.norm_reward) reward_scaler_.emplace(rollout_actors_, settings.env.envs, s_.gamma);
   if (reward_scaler_) learner_state_ = reward_scaler_->state();
+  if (s_.norm_value) return_normalizer_.emplace(device_);
+  if (return_normalizer_)
+    for (auto& named : return_normalizer_->state()) learner_state_.push_back(named);
 }
 
 void RlLearner::resume() {
@@ -192,6 +200,7 @@ void RlLearner::resume() {
     step_ = r.step;
     resumed_version_ = rl::metadata_count(*latest, r.metadata, "version", 0);
     env_steps_ = rl::metadata_count(*latest, r.metadata, "env_steps", 0);
+    if (auto it = r.metadata.find("lr_scale"); it != r.metadata.end()) lr_scale_ = std::stod(it->second);
     log::info("resumed from {} at update {}, env step {} (weights version {})", *latest, step_, env_steps_,
               resumed_version_);
   }
@@ -222,19 +231,22 @@ void RlLearner::start() {
   runtime_.checkpoint_with([this](const std::string& path, std::map<std::string, std::string> metadata) {
     metadata["env_steps"] = std::to_string(env_steps_);
     metadata["algo"] = std::string(algo_);
+    metadata["lr_scale"] = fmt::format("{:.17g}", lr_scale_);
     rl::save_checkpoint(path, model_, optimizer_, step_, metadata, learner_state_);
   });
 
   const bool deterministic = settings_.shape.deterministic;
   updater_.emplace(model_, head_, optimizer_, settings_.learner.algo, s_,
-                   at::detail::createCPUGenerator(settings_.learner.seed));
+                   at::detail::createCPUGenerator(settings_.learner.seed),
+                   return_normalizer_ ? &*return_normalizer_ : nullptr);
   if (sync_) updater_->set_after_backward([this] { sync_->finish(synced_steps_++); });
   updater_->set_before_step([this] { runtime_.wait_before_update(); });
   if (settings_.learner.cuda_graph) {
-    if (auto why = updater_->capture_minibatches()) log::info("learner.cuda_graph = true, updating eagerly: {}", *why);
+    if (auto why = updater_->capture_updates()) log::info("learner.cuda_graph = true, updating eagerly: {}", *why);
     else
-      log::info("learner.cuda_graph: each {} minibatch step is captured after three warm-up steps and replayed",
-                settings_.learner.algo == Algo::vtrace ? "V-trace" : "PPO");
+      log::info("learner.cuda_graph: each {} update ({} minibatch steps) is one graph, captured after three warm-up "
+                "updates and replayed",
+                settings_.learner.algo == Algo::vtrace ? "V-trace" : "PPO", s_.update_epochs * s_.minibatches);
   }
   gatherer_.emplace(*rings_, own_, slots_per_update_, deterministic ? settings_.slots_per_actor() : 0);
   log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}{}",
@@ -267,10 +279,11 @@ bool RlLearner::update_once() {
   const Clock::time_point update_start = Clock::now();
   const PolicyLag lag = read_slots(gatherer_->slots(), runtime_.published_version(), episodes_);
   const double frac = 1.0 - static_cast<double>(env_steps_) / static_cast<double>(s_.total_env_steps);
-  const double lr = s_.anneal_lr ? settings_.optimizer.lr * frac : settings_.optimizer.lr;
+  const double lr = settings_.optimizer.lr * (s_.anneal_lr ? frac : lr_scale_);
   rl::Batch batch = rl::make_batch(gatherer_->slots(), rings_->descriptor(), device_);
   if (reward_scaler_) batch.rewards.copy_(reward_scaler_->scale(gatherer_->slots(), batch.steps()));
   const rl::UpdateStats st = updater_->update(batch, lr);
+  if (s_.kl_target > 0) follow_kl(st.approx_kl);
   // The batch's observations join the statistics after the update, not before: the actors acted
   // with the statistics the update trained under, so an on-policy batch starts at ratio 1. Folded
   // in before, every update would first chase the shift of its own normalisation.
@@ -323,16 +336,42 @@ void RlLearner::report(const rl::UpdateStats& st, const PolicyLag& lag, double l
            .policy_lag_max = lag.max,
            .ring_full_waits = full_waits,
            .compute_share = seconds_since(update_start) / since_report,
-           .wait_share = gather_s / since_report};
+           .wait_share = gather_s / since_report,
+           .policy_loss = st.policy_loss,
+           .value_loss = st.value_loss,
+           .entropy = st.entropy,
+           .approx_kl = st.approx_kl,
+           .clip_frac = st.clip_frac,
+           .explained_var = st.explained_var,
+           .adv_std = st.adv_std,
+           .log_std = mean_log_std(),
+           .return_std = st.return_std,
+           .reward_std = reward_scaler_ ? std::sqrt(reward_scaler_->variance() + rl::kNormEpsilon) : shm::kNaN};
   runtime_.report(last_, true);
   if (step_ % settings_.learner.report_every_steps != 0) return;
   log::info(
-      "update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} lag {:.0f}/{:.1f}/{:.0f} "
-      "lr {:.3g} {:.0f} env steps/s refused {}",
-      step_, env_steps_, episodes_.mean_return(), episodes_.mean_length(), st.loss, st.entropy, lag.min, lag.avg,
-      lag.max, lr, steps_per_s, gatherer_->refused());
+      "update {} env step {} return {:.1f} length {:.1f} loss {:.4f} entropy {:.3f} kl {:.4f} clip {:.3f} ev {:.3f} "
+      "log_std {:.3f} lag {:.0f}/{:.1f}/{:.0f} lr {:.3g} {:.0f} env steps/s refused {}",
+      step_, env_steps_, episodes_.mean_return(), episodes_.mean_length(), st.loss, st.entropy, st.approx_kl,
+      st.clip_frac, st.explained_var, last_.log_std, lag.min, lag.avg, lag.max, lr, steps_per_s, gatherer_->refused());
   window_start_ = Clock::now();
   window_steps_ = 0;
+}
+
+// rl_games' adaptive schedule, once per update: a step that moved the policy too far is followed by a
+// smaller one. Every rank computes the same (the KL is of the averaged gradients' update).
+void RlLearner::follow_kl(double kl) {
+  if (!std::isfinite(kl)) return;
+  if (kl > 2.0 * s_.kl_target) lr_scale_ /= 1.5;
+  else if (kl < 0.5 * s_.kl_target) lr_scale_ *= 1.5;
+  lr_scale_ = std::clamp(lr_scale_, 0.01, 10.0);
+}
+
+// The Gaussian policy's log-std, averaged over the action dimensions (NaN for a discrete policy).
+double RlLearner::mean_log_std() const {
+  for (const auto& [name, p] : model_.named_parameters())
+    if (name == "log_std") return p.detach().mean().item<double>();
+  return shm::kNaN;
 }
 
 // Rank 0 judges by its own actors' episodes, a sample of every rank's, and tells the others.

@@ -1,6 +1,7 @@
 #include "learner/rl/update.hpp"
 
 #include <torch/nn/utils/clip_grad.h>
+#include <torch/cuda.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -54,7 +55,20 @@ void clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   for (torch::Tensor& g : grads) g.mul_(coef);
 }
 
+// 1 - Var(targets - values) / Var(targets): 1 when the values predict the targets, 0 when they
+// predict no better than the targets' mean, negative when worse (CleanRL's explained_var).
+torch::Tensor explained_variance(const torch::Tensor& targets, const torch::Tensor& values) {
+  torch::NoGradGuard no_grad;
+  return 1 - (targets - values.detach()).var() / targets.var();
+}
+
 }  // namespace
+
+std::vector<torch::Tensor> Batch::tensors() const {
+  return {observations, final_observations, actions, rewards, terminated, truncated, log_probs};
+}
+
+Batch Batch::of(const std::vector<torch::Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
 
 Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescriptor& d, const torch::Device& device) {
   const std::int64_t T = d.steps, E = d.envs, D = d.obs_dim, A = d.action_dim;
@@ -79,9 +93,23 @@ Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescri
           torch::cat(term, 1), torch::cat(trunc, 1), torch::cat(lp, 1)};
 }
 
+std::vector<torch::Tensor> PpoSamples::tensors() const {
+  return {observations, actions, log_probs, advantages, returns, values};
+}
+
+PpoSamples PpoSamples::of(const std::vector<torch::Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5]}; }
+
 RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo algo, const RlSettings& settings,
-                     at::Generator generator)
-    : model_(model), head_(head), optimizer_(optimizer), algo_(algo), s_(settings), generator_(std::move(generator)) {}
+                     at::Generator generator, ReturnNormalizer* returns)
+    : model_(model),
+      head_(head),
+      optimizer_(optimizer),
+      algo_(algo),
+      s_(settings),
+      generator_(std::move(generator)),
+      returns_(returns) {
+  if (model_.device().is_cuda()) torch::cuda::manual_seed_all(generator_.current_seed());  // the device's order
+}
 
 RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {
   const auto lead = obs.sizes().slice(0, obs.dim() - 1);
@@ -91,41 +119,65 @@ RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {
   return {out[0].reshape(params_shape), out[1].reshape(lead)};
 }
 
-std::pair<torch::Tensor, torch::Tensor> RlUpdater::values_of(const Batch& b) {
-  torch::NoGradGuard no_grad;
-  return {heads(b.observations).value, final_values_of(b, [&](const torch::Tensor& o) { return heads(o).value; })};
+// On a GPU the order is drawn there (random keys, sorted), so that a captured update draws a new one
+// at every replay; on the CPU from the seeded generator.
+torch::Tensor RlUpdater::permutation(std::int64_t n, const torch::Device& device) {
+  if (device.is_cuda()) return torch::rand({n}, torch::TensorOptions().device(device)).argsort();
+  return torch::randperm(n, generator_, torch::TensorOptions().dtype(torch::kInt64));
 }
 
-void RlUpdater::step(const Losses& losses, double lr) {
+void RlUpdater::eager_step(const Losses& losses, double lr) {
   losses.total.backward();
   if (after_backward_) after_backward_();
   if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
-  if (before_step_) before_step_();
   optimizer_.step(lr);
   optimizer_.zero_grad();
   add_to_sums(losses);
 }
 
-void RlUpdater::add_to_sums(const Losses& losses) {
+void RlUpdater::add_to_sums(const Losses& l) {
   torch::NoGradGuard no_grad;
-  sums_.add_(torch::stack({losses.total, losses.policy, losses.value, losses.entropy}).detach());
+  sums_.add_(torch::stack({l.total, l.policy, l.value, l.entropy, l.approx_kl, l.clip_frac, l.explained_var, l.adv_std})
+                 .detach()
+                 .to(torch::kFloat32));
 }
 
-UpdateStats RlUpdater::read_sums(int minibatches) {
-  const torch::Tensor sums = sums_.to(torch::kCPU, torch::kFloat64);  // the update's one read of the device
-  const double n = minibatches > 0 ? minibatches : 1;
-  const double* v = sums.data_ptr<double>();
-  return {v[0] / n, v[1] / n, v[2] / n, v[3] / n, minibatches};
+UpdateStats RlUpdater::read_sums() {
+  std::vector<torch::Tensor> read = {sums_.to(torch::kFloat64)};
+  if (returns_) read.push_back(returns_->stddev().reshape({1}));
+  const torch::Tensor all = torch::cat(read).to(torch::kCPU);  // the update's one read of the device
+  const double n = static_cast<double>(steps_per_update());
+  const double* v = all.data_ptr<double>();
+  UpdateStats st{.loss = v[0] / n,
+                 .policy_loss = v[1] / n,
+                 .value_loss = v[2] / n,
+                 .entropy = v[3] / n,
+                 .approx_kl = v[4] / n,
+                 .clip_frac = algo_ == Algo::ppo ? v[5] / n : shm::kNaN,
+                 .explained_var = v[6] / n,
+                 .adv_std = v[7] / n,
+                 .minibatches = static_cast<int>(n)};
+  if (returns_) st.return_std = v[8];
+  return st;
 }
 
 UpdateStats RlUpdater::update(const Batch& batch, double lr) {
   const torch::Device dev = batch.rewards.device();
-  if (!sums_.defined() || sums_.device() != dev) sums_ = torch::zeros({4}, torch::TensorOptions().device(dev));
+  if (!sums_.defined() || sums_.device() != dev) sums_ = torch::zeros({8}, torch::TensorOptions().device(dev));
   sums_.zero_();
-  return algo_ == Algo::vtrace ? vtrace(batch, lr) : ppo(batch, lr);
+  if (before_step_) before_step_();  // once before the update's first optimizer step
+  if (algo_ == Algo::vtrace) {
+    run_epochs(batch.tensors(), lr, [&](const std::vector<torch::Tensor>& t, const Step& step, bool captured) {
+      vtrace_epochs(Batch::of(t), step, captured);
+    });
+  } else {
+    run_epochs(ppo_samples(batch).tensors(), lr,
+               [&](const std::vector<torch::Tensor>& t, const Step& step, bool) { ppo_epochs(PpoSamples::of(t), step); });
+  }
+  return read_sums();
 }
 
-std::optional<std::string> RlUpdater::capture_minibatches() {
+std::optional<std::string> RlUpdater::capture_updates() {
   if (!model_.nn_module())
     return "a TorchScript model is not captured (its forward may branch on the data, which a graph would freeze)";
   if (after_backward_) return "learner ranks synchronise their gradients between backward and the update, on the host";
@@ -134,77 +186,97 @@ std::optional<std::string> RlUpdater::capture_minibatches() {
   return std::nullopt;
 }
 
-bool RlUpdater::minibatches_captured() const { return capture_ && graph_ && graph_->captured(); }
+bool RlUpdater::updates_captured() const { return capture_ && graph_ && graph_->captured(); }
 
-bool RlUpdater::replay(const std::vector<torch::Tensor>& inputs, double lr,
-                       const std::function<Losses(const std::vector<torch::Tensor>&)>& losses_of) {
-  if (!graph_) {
-    for (const torch::Tensor& t : inputs) fixed_.push_back(torch::empty_like(t, torch::MemoryFormat::Contiguous));
-    graph_ = std::make_unique<GraphCapture>(model_.device(), 3);
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].sizes() != fixed_[i].sizes()) return false;  // another minibatch size: eager
-  for (std::size_t i = 0; i < inputs.size(); ++i) fixed_[i].copy_(inputs[i], /*non_blocking=*/true);
-  if (before_step_) before_step_();  // the publisher's fence, before the graph's update as before the eager one
-  const std::int64_t before = optimizer_.steps_taken();
-  optimizer_.set_step_coefficients(lr);
-  const GraphCapture::Ran ran = graph_->run([&] {
-    const Losses l = losses_of(fixed_);
-    if (!one_.defined()) one_ = torch::ones_like(l.total);
-    l.total.backward(one_);
-    if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
-    optimizer_.step_captured();
-    optimizer_.zero_grad();
-    add_to_sums(l);
-  });
-  if (ran != GraphCapture::Ran::refused) return true;
-  log::warn("learner.cuda_graph: capturing the {} minibatch step failed ({}); updating eagerly from here",
-            algo_ == Algo::vtrace ? "V-trace" : "PPO", graph_->why_refused());
-  optimizer_.set_steps_taken(before);  // the refused step is taken again, eagerly
-  capture_ = false;
-  return false;
-}
-
-UpdateStats RlUpdater::ppo(const Batch& b, double lr) {
-  const auto [values, final_values] = values_of(b);
-  const std::int64_t T = b.steps();
-  const GaeResult g = gae({b.rewards, values, final_values, b.terminated, b.truncated}, s_.gamma, s_.gae_lambda);
-  const torch::Device dev = b.rewards.device();
-  const std::int64_t B = T * b.columns(), D = b.observations.size(-1);
-  const torch::Tensor obs = b.observations.narrow(0, 0, T).reshape({B, D});
-  const torch::Tensor act = head_.is_continuous() ? b.actions.reshape({B, -1}) : b.actions.reshape({B});
-  const torch::Tensor old_lp = b.log_probs.reshape({B});
-  const torch::Tensor adv_all = g.advantages.to(dev).reshape({B}), ret_all = g.returns.to(dev).reshape({B});
-  const torch::Tensor old_v = values.narrow(0, 0, T).reshape({B});
-
-  const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
-  for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
-    const torch::Tensor perm = torch::randperm(B, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
-    // One gather per epoch; each minibatch is then a contiguous slice (fewer ops per step).
-    const PpoMinibatch shuffled{obs.index_select(0, perm),     act.index_select(0, perm),
-                                old_lp.index_select(0, perm),  adv_all.index_select(0, perm),
-                                ret_all.index_select(0, perm), old_v.index_select(0, perm)};
-    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
-      auto slice = [&](const torch::Tensor& t) { return t.narrow(0, m * mb, mb); };
-      const PpoMinibatch mini{slice(shuffled.observations), slice(shuffled.actions), slice(shuffled.log_probs),
-                              slice(shuffled.advantages),   slice(shuffled.returns), slice(shuffled.values)};
-      const auto captured = [&](const std::vector<torch::Tensor>& f) {
-        return ppo_losses({f[0], f[1], f[2], f[3], f[4], f[5]});
-      };
-      if (capture_ &&
-          replay({mini.observations, mini.actions, mini.log_probs, mini.advantages, mini.returns, mini.values}, lr,
-                 captured))
-        continue;
-      step(ppo_losses(mini), lr);
+void RlUpdater::run_epochs(
+    const std::vector<torch::Tensor>& inputs, double lr,
+    const std::function<void(const std::vector<torch::Tensor>&, const Step&, bool captured)>& epochs) {
+  if (capture_) {
+    if (!graph_) {
+      for (const torch::Tensor& t : inputs) fixed_.push_back(torch::empty_like(t, torch::MemoryFormat::Contiguous));
+      graph_ = std::make_unique<GraphCapture>(model_.device(), 3);
+    }
+    bool same_shapes = true;
+    for (std::size_t i = 0; i < inputs.size(); ++i) same_shapes = same_shapes && inputs[i].sizes() == fixed_[i].sizes();
+    if (same_shapes) {
+      for (std::size_t i = 0; i < inputs.size(); ++i) fixed_[i].copy_(inputs[i], /*non_blocking=*/true);
+      const std::int64_t before = optimizer_.steps_taken();
+      optimizer_.set_step_coefficients(lr, steps_per_update());
+      const GraphCapture::Ran ran = graph_->run([&] {
+        std::int64_t k = 0;
+        epochs(fixed_, [&](const Losses& l) {
+          if (!one_.defined()) one_ = torch::ones_like(l.total);
+          l.total.backward(one_);
+          if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
+          optimizer_.step_captured(k++);
+          optimizer_.zero_grad();
+          add_to_sums(l);
+        }, true);
+      });
+      if (ran != GraphCapture::Ran::refused) return;
+      log::warn("learner.cuda_graph: capturing the {} update failed ({}); updating eagerly from here",
+                algo_ == Algo::vtrace ? "V-trace" : "PPO", graph_->why_refused());
+      optimizer_.set_steps_taken(before);  // the refused update is taken again, eagerly
+      capture_ = false;
     }
   }
-  return read_sums(static_cast<int>(s_.update_epochs * s_.minibatches));
+  epochs(inputs, [&](const Losses& l) { eager_step(l, lr); }, false);
 }
 
-Losses RlUpdater::ppo_losses(const PpoMinibatch& m) {
+PpoSamples RlUpdater::ppo_samples(const Batch& b) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t T = b.steps(), B = T * b.columns(), D = b.observations.size(-1);
+  // Values as returns (de-normalised with rl.norm_value): GAE and V-trace add rewards to them.
+  const auto as_return = [&](const torch::Tensor& v) { return returns_ ? returns_->denormalize(v) : v; };
+  const Heads h = heads(b.observations);
+  const torch::Tensor values = as_return(h.value);
+  const torch::Tensor final_values = final_values_of(b, [&](const torch::Tensor& o) { return as_return(heads(o).value); });
+  const EpisodeSteps steps{b.rewards, values, final_values, b.terminated, b.truncated};
+  torch::Tensor advantages, returns;
+  if (s_.ppo_targets == RlSettings::Targets::vtrace) {
+    // The weights before the update against the behaviour policy: what corrects a slot played by
+    // older weights (rho = 1 for an on-policy slot, and V-trace is then GAE with lambda = c_bar).
+    const torch::Tensor log_rhos = head_.log_prob(h.params.narrow(0, 0, T), b.actions) - b.log_probs;
+    const VtraceResult vt = rl::vtrace(steps, log_rhos, s_.gamma, s_.rho_bar, s_.c_bar);
+    advantages = vt.pg_advantages, returns = vt.vs;
+  } else {
+    const GaeResult g = gae(steps, s_.gamma, s_.gae_lambda);
+    advantages = g.advantages, returns = g.returns;
+  }
+  const torch::Device dev = b.rewards.device();
+  returns = returns.to(dev);
+  if (returns_) {
+    returns_->update(returns);  // this update's targets count, as Sample Factory's
+    returns = returns_->normalize(returns);
+  }
+  return {b.observations.narrow(0, 0, T).reshape({B, D}),
+          head_.is_continuous() ? b.actions.reshape({B, -1}) : b.actions.reshape({B}),
+          b.log_probs.reshape({B}),
+          advantages.to(dev).reshape({B}),
+          returns.reshape({B}),
+          h.value.narrow(0, 0, T).reshape({B})};
+}
+
+void RlUpdater::ppo_epochs(const PpoSamples& all, const Step& step) {
+  const std::int64_t B = all.observations.size(0);
+  const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
+  for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
+    const torch::Tensor perm = permutation(B, all.observations.device()).to(all.observations.device());
+    // One gather per epoch; each minibatch is then a contiguous slice (fewer ops per step).
+    std::vector<torch::Tensor> shuffled;
+    for (const torch::Tensor& t : all.tensors()) shuffled.push_back(t.index_select(0, perm));
+    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
+      std::vector<torch::Tensor> mini;
+      for (const torch::Tensor& t : shuffled) mini.push_back(t.narrow(0, m * mb, mb));
+      step(ppo_losses(PpoSamples::of(mini)));
+    }
+  }
+}
+
+Losses RlUpdater::ppo_losses(const PpoSamples& m) {
   const Heads h = heads(m.observations);
   const torch::Tensor lp = head_.log_prob(h.params, m.actions);
-  const torch::Tensor ratio = (lp - m.log_probs).exp();
+  const torch::Tensor log_ratio = lp - m.log_probs, ratio = log_ratio.exp();
   torch::Tensor adv = m.advantages;
   if (s_.norm_adv && adv.size(0) > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
   const torch::Tensor pg = torch::max(-adv * ratio, -adv * ratio.clamp(1 - s_.clip_coef, 1 + s_.clip_coef)).mean();
@@ -216,32 +288,26 @@ Losses RlUpdater::ppo_losses(const PpoMinibatch& m) {
     v_loss = 0.5 * (h.value - m.returns).pow(2).mean();
   }
   const torch::Tensor ent = head_.entropy(h.params).mean();
-  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent};
+  const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();  // >= 0 per sample; KL(behaviour || current)
+  torch::Tensor total = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
+  if (s_.kl_coef > 0) total = total + s_.kl_coef * kl;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor clipped_share = ((ratio - 1).abs() > s_.clip_coef).to(torch::kFloat32).mean();
+  return {total, pg, v_loss, ent, kl, clipped_share, explained_variance(m.returns, h.value), m.advantages.std()};
 }
 
-UpdateStats RlUpdater::vtrace(const Batch& b, double lr) {
+void RlUpdater::vtrace_epochs(const Batch& b, const Step& step, bool captured) {
   const std::int64_t N = b.columns();
-  const torch::Device dev = b.rewards.device();
   const std::int64_t mb = N / s_.minibatches;  // whole trajectories: minibatches split the columns
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
-    const torch::Tensor perm = torch::randperm(N, generator_, torch::TensorOptions().dtype(torch::kInt64)).to(dev);
+    const torch::Tensor perm = permutation(N, b.rewards.device()).to(b.rewards.device());
     for (std::int64_t m = 0; m < s_.minibatches; ++m) {
       const torch::Tensor cols = perm.narrow(0, m * mb, mb);
-      Batch sub{b.observations.index_select(1, cols), b.final_observations.index_select(1, cols),
-                b.actions.index_select(1, cols),      b.rewards.index_select(1, cols),
-                b.terminated.index_select(1, cols),   b.truncated.index_select(1, cols),
-                b.log_probs.index_select(1, cols)};
-      const auto captured = [&](const std::vector<torch::Tensor>& f) {
-        return vtrace_losses({f[0], f[1], f[2], f[3], f[4], f[5], f[6]}, FinalValues::masked);
-      };
-      if (capture_ && replay({sub.observations, sub.final_observations, sub.actions, sub.rewards, sub.terminated,
-                              sub.truncated, sub.log_probs},
-                             lr, captured))
-        continue;
-      step(vtrace_losses(sub, FinalValues::selected), lr);
+      std::vector<torch::Tensor> sub;
+      for (const torch::Tensor& t : b.tensors()) sub.push_back(t.index_select(1, cols));
+      step(vtrace_losses(Batch::of(sub), captured ? FinalValues::masked : FinalValues::selected));
     }
   }
-  return read_sums(static_cast<int>(s_.update_epochs * s_.minibatches));
 }
 
 Losses RlUpdater::vtrace_losses(const Batch& sub, FinalValues final_values_how) {
@@ -256,10 +322,20 @@ Losses RlUpdater::vtrace_losses(const Batch& sub, FinalValues final_values_how) 
   const VtraceResult vt = rl::vtrace({sub.rewards, h.value.detach(), final_values, sub.terminated, sub.truncated},
                                      log_rhos, s_.gamma, s_.rho_bar, s_.c_bar);
   const torch::Device dev = sub.rewards.device();
+  const torch::Tensor vs = vt.vs.to(dev), values = h.value.narrow(0, 0, T);
   const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
-  const torch::Tensor v_loss = 0.5 * (vt.vs.to(dev) - h.value.narrow(0, 0, T)).pow(2).mean();
+  const torch::Tensor v_loss = 0.5 * (vs - values).pow(2).mean();
   const torch::Tensor ent = head_.entropy(params).mean();
-  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss, pg, v_loss, ent};
+  torch::NoGradGuard no_grad;
+  const torch::Tensor kl = ((log_rhos.exp() - 1) - log_rhos).mean();
+  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss,
+          pg,
+          v_loss,
+          ent,
+          kl,
+          torch::zeros({}, kl.options()),
+          explained_variance(vs, values),
+          vt.pg_advantages.std()};
 }
 
 }  // namespace tandem::rl
