@@ -238,12 +238,14 @@ std::vector<torch::Tensor> Optimizer::parameters() const {
   return out;
 }
 
-void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
+void Optimizer::step_fused(const std::vector<torch::Tensor>& grads, std::int64_t k) {
   if (!fused()) fail("Optimizer::step_fused needs LibTorch 2.x and parameters on a GPU");
   if (!coefficients_.defined())
     fail("Optimizer::step_fused before set_step_coefficients: a fused step needs its coefficients");
   if (grads.size() != params_.size())
     fail("Optimizer::step_fused got {} gradients for {} parameters", grads.size(), params_.size());
+  if (k < 0 || k >= coefficients_.size(0))
+    fail("Optimizer::step_fused(k = {}): set_step_coefficients set {} steps", k, coefficients_.size(0));
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> values, gs, buf1, buf2;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -258,7 +260,7 @@ void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
   if (values.empty()) return;
 #if TORCH_VERSION_MAJOR >= 2
   const OptimizerConfig& c = config_;
-  const torch::Tensor lr = coefficients_[0][3], step = coefficients_[0][4];
+  const torch::Tensor lr = coefficients_[k][3], step = coefficients_[k][4];
   if (c.kind == "sgd") {
     at::_fused_sgd_(values, gs, buf1, c.weight_decay, c.momentum, lr, /*dampening=*/0.0, c.nesterov,
                     /*maximize=*/false, /*is_first_step=*/false);
@@ -275,10 +277,15 @@ void Optimizer::step_fused(const std::vector<torch::Tensor>& grads) {
 }
 
 void Optimizer::zero_grad() {
-  for (Param& p : params_) {
-    torch::Tensor g = p.value.grad();
-    if (g.defined()) g.zero_();
-  }
+  std::vector<torch::Tensor> grads;
+  for (Param& p : params_)
+    if (p.value.grad().defined()) grads.push_back(p.value.grad());
+  if (grads.empty()) return;
+#if TORCH_VERSION_MAJOR >= 2
+  at::_foreach_zero_(grads);  // one launch for all (a captured step counts its launches)
+#else
+  for (torch::Tensor& g : grads) g.zero_();
+#endif
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state_tensors() const {

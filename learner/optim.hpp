@@ -77,7 +77,7 @@ class Optimizer {
   // update formulas as PyTorch's optimizers; rounding differs from step() by float32 reordering.
   static bool fused_available();
   bool fused() const;  // config().fused, fused_available() and the parameters are on a GPU
-  void step_fused(const std::vector<torch::Tensor>& grads);
+  void step_fused(const std::vector<torch::Tensor>& grads, std::int64_t k = 0);  // k: as step_captured's
   std::vector<torch::Tensor> parameters() const;  // the tensors this optimizer updates, in order
 
   void zero_grad();  // in place: gradient tensors (and views of a flat gradient) stay allocated

@@ -4,6 +4,7 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 #include <torch/utils.h>
+#include <torch/version.h>
 
 #include <functional>
 
@@ -52,7 +53,11 @@ void clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   if (grads.empty()) return;
   const torch::Tensor total = torch::stack(at::_foreach_norm(grads, 2)).norm();
   const torch::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+#if TORCH_VERSION_MAJOR >= 2
+  at::_foreach_mul_(grads, coef);
+#else
   for (torch::Tensor& g : grads) g.mul_(coef);
+#endif
 }
 
 // 1 - Var(targets - values) / Var(targets): 1 when the values predict the targets, 0 when they
@@ -208,7 +213,13 @@ void RlUpdater::run_epochs(
           if (!one_.defined()) one_ = torch::ones_like(l.total);
           l.total.backward(one_);
           if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
-          optimizer_.step_captured(k++);
+          if (optimizer_.fused()) {  // one or two launches for every parameter, not a few per parameter
+            std::vector<torch::Tensor> grads;
+            for (const torch::Tensor& p : optimizer_.parameters()) grads.push_back(p.grad());
+            optimizer_.step_fused(grads, k++);
+          } else {
+            optimizer_.step_captured(k++);
+          }
           optimizer_.zero_grad();
           add_to_sums(l);
         }, true);
