@@ -57,8 +57,8 @@ LoopRate time_loop(int envs, double seconds, Chunk chunk) {
 }
 
 std::unique_ptr<envs::Env> make_task(const std::string& task) {
-  if (task != "Hopper" && task != "Walker2d" && task != "HalfCheetah" && task != "Ant")
-    fail("--tasks: '{}' is not a MuJoCo task: choose Hopper, Walker2d, HalfCheetah or Ant", task);
+  if (task != "Hopper" && task != "Walker2d" && task != "HalfCheetah" && task != "Ant" && task != "Humanoid")
+    fail("--tasks: '{}' is not a MuJoCo task: choose Hopper, Walker2d, HalfCheetah, Ant or Humanoid", task);
   return envs::make_env(task);
 }
 
@@ -78,19 +78,28 @@ class BareLoop {
     model_ = &first.model();
     frame_skip_ = first.frame_skip();
     lengths_.assign(static_cast<std::size_t>(envs_), 0);
-    table_ = action_table(static_cast<std::size_t>(envs_) * static_cast<std::size_t>(model_->nu));
+    // The actions mapped onto each actuator's ctrlrange as the env maps them, ahead of the loop (the
+    // identity but for Humanoid's [-0.4, 0.4]), so both loops write the same ctrl to the last bit.
+    const std::vector<float> actions = action_table(static_cast<std::size_t>(envs_) * static_cast<std::size_t>(model_->nu));
+    ctrl_table_.resize(actions.size());
+    for (std::size_t k = 0; k < actions.size(); ++k) {
+      const auto j = static_cast<int>(k % static_cast<std::size_t>(model_->nu));
+      const double low = model_->actuator_ctrlrange[2 * j], high = model_->actuator_ctrlrange[2 * j + 1];
+      const bool limited = model_->actuator_ctrllimited[j] != 0;
+      ctrl_table_[k] = (limited ? 0.5 * (low + high) : 0.0) + (limited ? 0.5 * (high - low) : 1.0) * actions[k];
+    }
   }
 
   // Advances every env one step; returns the episodes that ended.
   long step() {
     const int nu = model_->nu;
-    const float* actions = &table_[static_cast<std::size_t>(row_++ % kActionRows) * envs_ * nu];
+    const double* ctrl = &ctrl_table_[static_cast<std::size_t>(row_++ % kActionRows) * envs_ * nu];
     long ended = 0;
     for (int e = 0; e < envs_; ++e) {
       const auto i = static_cast<std::size_t>(e);
       auto& env = static_cast<LocomotionEnv&>(*list_[i]);
       mjData* d = &env.mutable_data();
-      for (int j = 0; j < nu; ++j) d->ctrl[j] = actions[e * nu + j];
+      for (int j = 0; j < nu; ++j) d->ctrl[j] = ctrl[e * nu + j];
       for (int k = 0; k < frame_skip_; ++k) mj_step(model_, d);
       env.after_physics();
       if (!env.healthy() || ++lengths_[i] >= 1000) {
@@ -106,7 +115,8 @@ class BareLoop {
   int envs_;
   std::vector<std::unique_ptr<envs::Env>> list_;
   std::vector<envs::Rng> rngs_;
-  std::vector<float> scratch_, table_;
+  std::vector<float> scratch_;
+  std::vector<double> ctrl_table_;
   std::vector<int> lengths_;
   const mjModel* model_ = nullptr;
   int frame_skip_ = 1;

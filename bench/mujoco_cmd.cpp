@@ -132,7 +132,7 @@ void add_mujoco_command(CLI::App& app) {
   static MujocoBenchOptions o;
   auto* cmd = app.add_subcommand("mujoco",
                                  "MuJoCo locomotion envs: VecEnv on K threads against a bare mj_step loop on one core");
-  cmd->add_option("--tasks", o.tasks, "tasks to time (Hopper, Walker2d, HalfCheetah, Ant)")
+  cmd->add_option("--tasks", o.tasks, "tasks to time (Hopper, Walker2d, HalfCheetah, Ant, Humanoid)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--envs", o.envs, "envs in the VecEnv and in the bare loop")->capture_default_str();

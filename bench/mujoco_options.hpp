@@ -1,11 +1,12 @@
 // `tandem-bench mujoco`: env steps/s of VecEnv over the MuJoCo locomotion tasks on K threads, against a
-// bare loop on one core over the same envs' own mjData: ctrl written straight from the same actions,
-// frame_skip mj_step calls, the step's after-physics work (Ant's mj_rnePostConstraint) and the
-// task's health test, and the env's own reset (same seeds, same noise) where an episode ends; no
-// observation, reward, action clipping or VecEnv bookkeeping. Both loops therefore follow the same
-// trajectories and end each episode at the same step, so the difference
-// is the engine's: one core's overhead = bare rate / VecEnv K=1 rate - 1, compared per CPU second
-// (so a busy machine does not count); thread scaling = VecEnv K rate / K=1 rate, per wall second.
+// bare loop on one core over the same envs' own mjData: ctrl written straight from the same actions
+// (mapped onto ctrlrange before the loop), frame_skip mj_step calls, the step's after-physics work
+// (Ant's and Humanoid's mj_rnePostConstraint) and the task's health test, and the env's own reset
+// (same seeds, same noise) where an episode ends; no observation, reward, action clipping or VecEnv
+// bookkeeping. Both loops therefore follow the same trajectories and end each episode at the same
+// step, so the difference is the engine's: one core's overhead = bare rate / VecEnv K=1 rate - 1,
+// compared per CPU second (so a busy machine does not count); thread scaling = VecEnv K rate / K=1
+// rate, per wall second.
 // The rows of a task are measured in turn, `rounds` times, and each figure is the best of its rounds:
 // another process on the machine (or on a hyperthread's sibling) only ever slows a round down. The
 // overhead the goal is judged on is measured apart, paired: both loops in alternating turns of a

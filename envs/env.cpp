@@ -17,7 +17,7 @@ std::unique_ptr<Env> make_env(const std::string& name) {
   if (auto task = mujoco::make_task(name)) return task;
   fail(
       "unknown env '{}': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, Hopper, Walker2d, "
-      "HalfCheetah, Ant, Breakout or null, or load your own with env.plugin",
+      "HalfCheetah, Ant, Humanoid, Breakout or null, or load your own with env.plugin",
       name);
 }
 

@@ -63,7 +63,7 @@ class Env {
 };
 
 // The built-in envs by Gymnasium id: CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1; the MuJoCo
-// tasks by names of our own (Hopper, Walker2d, HalfCheetah, Ant: unversioned, as they are ours and not
+// tasks by names of our own (Hopper, Walker2d, HalfCheetah, Ant, Humanoid: unversioned, as they are ours and not
 // Gymnasium's -v5); and "null" (obs_dim zeros, 2 actions, reward 0, never ends before its time limit:
 // for overhead numbers). An unknown name is a UserError naming the choices.
 std::unique_ptr<Env> make_env(const std::string& name);

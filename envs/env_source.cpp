@@ -18,7 +18,7 @@ namespace {
 struct Builtin {
   std::string_view name, id, gymnasium;
 };
-constexpr std::array<Builtin, 10> kBuiltin = {{
+constexpr std::array<Builtin, 11> kBuiltin = {{
     {"cartpole", "CartPole-v1", "CartPole-v1"},
     {"acrobot", "Acrobot-v1", "Acrobot-v1"},
     {"mountaincar", "MountainCar-v0", "MountainCar-v0"},
@@ -27,6 +27,7 @@ constexpr std::array<Builtin, 10> kBuiltin = {{
     {"walker2d", "Walker2d", "Walker2d-v5"},
     {"halfcheetah", "HalfCheetah", "HalfCheetah-v5"},
     {"ant", "Ant", "Ant-v5"},
+    {"humanoid", "Humanoid", "Humanoid-v5"},
     {"breakout", "Breakout", ""},
     {"null", "null", ""},
 }};

@@ -24,7 +24,7 @@ struct Task {
   const char* name;
   int obs_dim, action_dim;
 };
-const Task kTasks[] = {{"Hopper", 11, 3}, {"Walker2d", 17, 6}, {"HalfCheetah", 17, 6}, {"Ant", 105, 8}};
+const Task kTasks[] = {{"Hopper", 11, 3}, {"Walker2d", 17, 6}, {"HalfCheetah", 17, 6}, {"Ant", 105, 8}, {"Humanoid", 348, 17}};
 
 VecEnv make_vec(const std::string& name, int n, std::uint64_t job_seed = 1, int threads = 1) {
   std::vector<std::unique_ptr<Env>> envs;
@@ -113,7 +113,7 @@ TEST_CASE("mujoco: one seed gives one trajectory bit for bit, another seed anoth
 }
 
 TEST_CASE("mujoco: VecEnv on 1 or 3 threads gives bit-identical observations, rewards and episode ends") {
-  for (const char* name : {"Hopper", "Ant"}) {
+  for (const char* name : {"Hopper", "Ant", "Humanoid"}) {
     CAPTURE(name);
     const std::vector<float> one = trajectory(name, 5, 1, 7, 400);
     CHECK(bitwise_equal(one, trajectory(name, 5, 3, 7, 400)));

@@ -169,7 +169,7 @@ TEST_CASE("envs: actions that do not fit the space are refused and step nothing"
 TEST_CASE("envs: an unknown env name, mixed specs or a policy of another shape get one line naming the fix") {
   CHECK(error_of([] { make_env("CartPole-v0"); }) ==
         "unknown env 'CartPole-v0': choose CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, Hopper, Walker2d, "
-        "HalfCheetah, Ant, Breakout or null, or load your own with env.plugin");
+        "HalfCheetah, Ant, Humanoid, Breakout or null, or load your own with env.plugin");
   std::vector<std::unique_ptr<Env>> mixed;
   mixed.push_back(make_env("CartPole-v1"));
   mixed.push_back(make_env("Acrobot-v1"));

@@ -290,7 +290,7 @@ TEST_CASE(
        "env.plugin = \"/nonexistent/libenv.so\" is not a file"},
       {{"env.name=cartpol"},
        "env.name = \"cartpol\" is not one of: cartpole, acrobot, mountaincar, pendulum, hopper, walker2d, halfcheetah, "
-       "ant, breakout, null, plugin"},
+       "ant, humanoid, breakout, null, plugin"},
       {{"run.deterministic=true", "run.actors=3", "rl.slots_per_update=3"},
        "run.deterministic needs rl.slots_per_update = 3 to be a multiple of the 2 rollout actors: set it to 2"},
       {{"rl.slots_per_update=9"}, "rl.slots_per_update = 9 is more than the 1 rings x rl.slots_per_ring = 4 can hold"},

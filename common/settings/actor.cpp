@@ -28,7 +28,7 @@ const std::vector<ConfigKey> kActor = {
 
 // clang-format off
 const std::vector<ConfigKey> kEnv = {
-    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), the MuJoCo tasks hopper, walker2d, halfcheetah, ant (ours after Gymnasium's -v5, docs/ENVS.md), breakout (MinAtar's, 4 x 10 x 10 images: model.name = \"actor_critic_cnn\"), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
+    {"env.name", T::string, "\"cartpole\"", "environment: cartpole (CartPole-v1), acrobot (Acrobot-v1), mountaincar (MountainCar-v0), pendulum (Pendulum-v1), the MuJoCo tasks hopper, walker2d, halfcheetah, ant, humanoid (ours after Gymnasium's -v5, docs/ENVS.md), breakout (MinAtar's, 4 x 10 x 10 images: model.name = \"actor_critic_cnn\"), null (no dynamics, for overhead figures), plugin (env.plugin), python (env.python)"},
     {"env.plugin", T::string, "\"\"", "with env.name = \"plugin\": path of a shared library implementing envs/tandem_env.h"},
     {"env.python", T::string, "\"\"", "with env.name = \"python\": module:Class of a Gymnasium-API env written in Python (importable from the job's directory or PYTHONPATH), stepped by the Python rollout actor (docs/RL.md)"},
     {"env.kwargs", T::string, "\"{}\"", "with env.name = \"python\": the env's keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}'"},

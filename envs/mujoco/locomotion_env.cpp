@@ -44,8 +44,8 @@ StepOut LocomotionEnv::step(ActionRef action, float* obs) {
   double ctrl_square = 0.0;
   for (int i = 0; i < m.nu; ++i) {
     const double a = std::fmin(std::fmax(static_cast<double>(action.values[i]), -1.0), 1.0);
-    ctrl_square += a * a;
     d.ctrl[i] = ctrl_centre_[static_cast<std::size_t>(i)] + ctrl_half_[static_cast<std::size_t>(i)] * a;
+    ctrl_square += d.ctrl[i] * d.ctrl[i];
   }
   const double before = forward_position();
   for (int k = 0; k < config_.frame_skip; ++k) mj_step(&m, &d);

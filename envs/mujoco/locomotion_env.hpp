@@ -2,13 +2,16 @@
 // locomotion envs (docs/ENVS.md has every definition and where ours differ).
 //
 //  action   action_dim floats, each clipped to [-1, 1] (NaN reads as -1) and mapped onto its
-//           actuator's ctrlrange as centre + half-width * a (the identity for the built-in bodies,
-//           whose ctrlrange is [-1, 1]); the policy always sees [-1, 1] (EnvSpec action_low/high).
+//           actuator's ctrlrange as centre + half-width * a (the identity for the bodies whose
+//           ctrlrange is [-1, 1]; Humanoid's [-0.4, 0.4] makes it 0.4 * a); the policy always sees
+//           [-1, 1] (EnvSpec action_low/high).
 //  step     ctrl set once, then frame_skip mj_step calls; the task's after_physics() hook; then
-//           reward = forward_weight * dx/dt + healthy_reward * healthy - ctrl_cost_weight * |a|^2
+//           reward = forward_weight * dx/dt + healthy_reward * healthy - ctrl_cost_weight * |ctrl|^2
 //                    - extra_cost()
-//           with dx the task's forward position (forward_position()) across the step and
-//           dt = timestep * frame_skip; terminated = terminate_when_unhealthy && !healthy.
+//           with ctrl the control written (v5 squares data.ctrl for Humanoid, the action for the
+//           others: the same thing where ctrlrange is [-1, 1]), dx the task's forward position
+//           (forward_position()) across the step and dt = timestep * frame_skip;
+//           terminated = terminate_when_unhealthy && !healthy.
 //  reset    mj_resetData, then qpos = qpos0 + U(-noise, noise) per coordinate (drawn first, in
 //           order), qvel = U(-noise, noise) or noise * N(0, 1) per coordinate (drawn next), from
 //           the env's Rng; then mj_forward.

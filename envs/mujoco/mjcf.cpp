@@ -2,7 +2,8 @@
 // can fail at run time. Dimensions, masses (geom density), joint ranges, gears, contact parameters,
 // time steps and integrators are the standard ones of the literature these tasks come from (the
 // hopper and walker of Erez, Tassa & Todorov 2011, Wawrzynski's half-cheetah as in the DeepMind
-// Control Suite, Schulman et al.'s quadruped "ant"), which Gymnasium's v5 models also use, so the
+// Control Suite, Schulman et al.'s quadruped "ant", the humanoid of Tassa, Erez & Todorov 2012, with
+// the parameters of Gymnasium's humanoid.xml), which Gymnasium's v5 models also use, so the
 // dynamics match Gymnasium's. The files are laid out in each body's local frame (Gymnasium's hopper
 // and walker give global coordinates); docs/ENVS.md says where ours differ.
 #include "envs/mujoco/mjcf.hpp"
@@ -226,6 +227,117 @@ const char* const kAntXml = R"mjcf(<mujoco model="tandem-ant">
     <motor name="back_left_ankle_motor" joint="back_left_ankle_hinge"/>
     <motor name="back_right_hip_motor" joint="back_right_hip_hinge"/>
     <motor name="back_right_ankle_motor" joint="back_right_ankle_hinge"/>
+  </actuator>
+</mujoco>
+)mjcf";
+
+// A torso (chest, head, upper waist) on a free joint at 1.4 m; the lower waist and pelvis on a
+// three-axis abdomen; two legs of thigh, shin and foot sphere on three hip hinges and a knee; two arms
+// of upper and lower arm on two shoulder hinges and an elbow. 14 bodies with the world: what the
+// 130 cinert, 78 cvel and 78 contact-force observations count (13 x 10, 13 x 6, 13 x 6). The hinges
+// are springs (stiffness, damping and armature per joint, as published: the left knee has stiffness 1,
+// the right none); the two fixed tendons (hip pitch against knee) have no stiffness, damping or limit,
+// so they apply no force. Body-body contacts are frictionless (condim 1); the ground gives friction.
+const char* const kHumanoidXml = R"mjcf(<mujoco model="tandem-humanoid">
+  <compiler angle="degree" inertiafromgeom="true"/>
+  <option timestep="0.003" integrator="RK4" solver="PGS" iterations="50"/>
+  <default>
+    <joint limited="true" armature="1" damping="1"/>
+    <geom contype="1" conaffinity="1" condim="1" margin="0.001"/>
+    <motor ctrllimited="true" ctrlrange="-0.4 0.4"/>
+  </default>
+  <worldbody>
+    <geom name="ground" type="plane" size="20 20 0.125" condim="3" friction="1 0.1 0.1"/>
+    <body name="torso" pos="0 0 1.4">
+      <joint name="root" type="free" limited="false" armature="0" damping="0" stiffness="0"/>
+      <geom name="chest_capsule" type="capsule" fromto="0 -0.07 0 0 0.07 0" size="0.07"/>
+      <geom name="head_sphere" type="sphere" pos="0 0 0.19" size="0.09"/>
+      <geom name="upper_waist_capsule" type="capsule" fromto="-0.01 -0.06 -0.12 -0.01 0.06 -0.12" size="0.06"/>
+      <body name="lower_waist" pos="-0.01 0 -0.26" quat="1 0 -0.002 0">
+        <geom name="lower_waist_capsule" type="capsule" fromto="0 -0.06 0 0 0.06 0" size="0.06"/>
+        <joint name="abdomen_z" type="hinge" pos="0 0 0.065" axis="0 0 1" range="-45 45" stiffness="20" damping="5" armature="0.02"/>
+        <joint name="abdomen_y" type="hinge" pos="0 0 0.065" axis="0 1 0" range="-75 30" stiffness="10" damping="5" armature="0.02"/>
+        <body name="pelvis" pos="0 0 -0.165" quat="1 0 -0.002 0">
+          <joint name="abdomen_x" type="hinge" pos="0 0 0.1" axis="1 0 0" range="-35 35" stiffness="10" damping="5" armature="0.02"/>
+          <geom name="pelvis_capsule" type="capsule" fromto="-0.02 -0.07 0 -0.02 0.07 0" size="0.09"/>
+          <body name="right_thigh" pos="0 -0.1 -0.04">
+            <joint name="right_hip_x" type="hinge" axis="1 0 0" range="-25 5" stiffness="10" damping="5" armature="0.01"/>
+            <joint name="right_hip_z" type="hinge" axis="0 0 1" range="-60 35" stiffness="10" damping="5" armature="0.01"/>
+            <joint name="right_hip_y" type="hinge" axis="0 1 0" range="-110 20" stiffness="20" damping="5" armature="0.008"/>
+            <geom name="right_thigh_capsule" type="capsule" fromto="0 0 0 0 0.01 -0.34" size="0.06"/>
+            <body name="right_shin" pos="0 0.01 -0.403">
+              <joint name="right_knee" type="hinge" pos="0 0 0.02" axis="0 -1 0" range="-160 -2" armature="0.006"/>
+              <geom name="right_shin_capsule" type="capsule" fromto="0 0 0 0 0 -0.3" size="0.049"/>
+              <body name="right_foot" pos="0 0 -0.45">
+                <geom name="right_foot_sphere" type="sphere" pos="0 0 0.1" size="0.075"/>
+              </body>
+            </body>
+          </body>
+          <body name="left_thigh" pos="0 0.1 -0.04">
+            <joint name="left_hip_x" type="hinge" axis="-1 0 0" range="-25 5" stiffness="10" damping="5" armature="0.01"/>
+            <joint name="left_hip_z" type="hinge" axis="0 0 -1" range="-60 35" stiffness="10" damping="5" armature="0.01"/>
+            <joint name="left_hip_y" type="hinge" axis="0 1 0" range="-110 20" stiffness="20" damping="5" armature="0.01"/>
+            <geom name="left_thigh_capsule" type="capsule" fromto="0 0 0 0 -0.01 -0.34" size="0.06"/>
+            <body name="left_shin" pos="0 -0.01 -0.403">
+              <joint name="left_knee" type="hinge" pos="0 0 0.02" axis="0 -1 0" range="-160 -2" stiffness="1" armature="0.006"/>
+              <geom name="left_shin_capsule" type="capsule" fromto="0 0 0 0 0 -0.3" size="0.049"/>
+              <body name="left_foot" pos="0 0 -0.45">
+                <geom name="left_foot_sphere" type="sphere" pos="0 0 0.1" size="0.075"/>
+              </body>
+            </body>
+          </body>
+        </body>
+      </body>
+      <body name="right_upper_arm" pos="0 -0.17 0.06">
+        <joint name="right_shoulder1" type="hinge" axis="2 1 1" range="-85 60" stiffness="1" armature="0.0068"/>
+        <joint name="right_shoulder2" type="hinge" axis="0 -1 1" range="-85 60" stiffness="1" armature="0.0051"/>
+        <geom name="right_upper_arm_capsule" type="capsule" fromto="0 0 0 0.16 -0.16 -0.16" size="0.04"/>
+        <body name="right_lower_arm" pos="0.18 -0.18 -0.18">
+          <joint name="right_elbow" type="hinge" axis="0 -1 1" range="-90 50" armature="0.0028"/>
+          <geom name="right_lower_arm_capsule" type="capsule" fromto="0.01 0.01 0.01 0.17 0.17 0.17" size="0.031"/>
+          <geom name="right_hand_sphere" type="sphere" pos="0.18 0.18 0.18" size="0.04"/>
+        </body>
+      </body>
+      <body name="left_upper_arm" pos="0 0.17 0.06">
+        <joint name="left_shoulder1" type="hinge" axis="2 -1 1" range="-60 85" stiffness="1" armature="0.0068"/>
+        <joint name="left_shoulder2" type="hinge" axis="0 1 1" range="-60 85" stiffness="1" armature="0.0051"/>
+        <geom name="left_upper_arm_capsule" type="capsule" fromto="0 0 0 0.16 0.16 -0.16" size="0.04"/>
+        <body name="left_lower_arm" pos="0.18 0.18 -0.18">
+          <joint name="left_elbow" type="hinge" axis="0 -1 -1" range="-90 50" armature="0.0028"/>
+          <geom name="left_lower_arm_capsule" type="capsule" fromto="0.01 -0.01 0.01 0.17 -0.17 0.17" size="0.031"/>
+          <geom name="left_hand_sphere" type="sphere" pos="0.18 -0.18 0.18" size="0.04"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="left_hip_knee">
+      <joint joint="left_hip_y" coef="-1"/>
+      <joint joint="left_knee" coef="1"/>
+    </fixed>
+    <fixed name="right_hip_knee">
+      <joint joint="right_hip_y" coef="-1"/>
+      <joint joint="right_knee" coef="1"/>
+    </fixed>
+  </tendon>
+  <actuator>
+    <motor name="abdomen_y_motor" joint="abdomen_y" gear="100"/>
+    <motor name="abdomen_z_motor" joint="abdomen_z" gear="100"/>
+    <motor name="abdomen_x_motor" joint="abdomen_x" gear="100"/>
+    <motor name="right_hip_x_motor" joint="right_hip_x" gear="100"/>
+    <motor name="right_hip_z_motor" joint="right_hip_z" gear="100"/>
+    <motor name="right_hip_y_motor" joint="right_hip_y" gear="300"/>
+    <motor name="right_knee_motor" joint="right_knee" gear="200"/>
+    <motor name="left_hip_x_motor" joint="left_hip_x" gear="100"/>
+    <motor name="left_hip_z_motor" joint="left_hip_z" gear="100"/>
+    <motor name="left_hip_y_motor" joint="left_hip_y" gear="300"/>
+    <motor name="left_knee_motor" joint="left_knee" gear="200"/>
+    <motor name="right_shoulder1_motor" joint="right_shoulder1" gear="25"/>
+    <motor name="right_shoulder2_motor" joint="right_shoulder2" gear="25"/>
+    <motor name="right_elbow_motor" joint="right_elbow" gear="25"/>
+    <motor name="left_shoulder1_motor" joint="left_shoulder1" gear="25"/>
+    <motor name="left_shoulder2_motor" joint="left_shoulder2" gear="25"/>
+    <motor name="left_elbow_motor" joint="left_elbow" gear="25"/>
   </actuator>
 </mujoco>
 )mjcf";

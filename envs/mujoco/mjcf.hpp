@@ -8,5 +8,6 @@ extern const char* const kHopperXml;
 extern const char* const kWalker2dXml;
 extern const char* const kHalfCheetahXml;
 extern const char* const kAntXml;
+extern const char* const kHumanoidXml;
 
 }  // namespace tandem::envs::mujoco

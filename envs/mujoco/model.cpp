@@ -87,10 +87,11 @@ ModelPtr shared_model(Body body) {
     const char* file;
     const char* const* xml;
   };
-  static const std::array<Builtin, 4> kBuiltin = {{{"hopper.xml", &kHopperXml},
+  static const std::array<Builtin, 5> kBuiltin = {{{"hopper.xml", &kHopperXml},
                                                    {"walker2d.xml", &kWalker2dXml},
                                                    {"half_cheetah.xml", &kHalfCheetahXml},
-                                                   {"ant.xml", &kAntXml}}};
+                                                   {"ant.xml", &kAntXml},
+                                                   {"humanoid.xml", &kHumanoidXml}}};
   static std::mutex mutex;
   static std::array<std::weak_ptr<const mjModel>, kBuiltin.size()> cache;
   const auto i = static_cast<std::size_t>(body);

@@ -39,7 +39,7 @@ using DataPtr = std::unique_ptr<mjData, DataDeleter>;
 ModelPtr load_model(std::string_view name, std::string_view xml);
 
 // The model of a built-in body, compiled once and shared while any env holds it.
-enum class Body { hopper, walker2d, half_cheetah, ant };
+enum class Body { hopper, walker2d, half_cheetah, ant, humanoid };
 ModelPtr shared_model(Body body);
 
 DataPtr make_data(const ModelPtr& model);

@@ -1,5 +1,5 @@
-// The four locomotion tasks over LocomotionEnv: each says what it observes, when it is healthy and,
-// for Ant, what contact costs. Constants are Gymnasium v5's defaults (docs/ENVS.md).
+// The five locomotion tasks over LocomotionEnv: each says what it observes, when it is healthy and,
+// for Ant and Humanoid, what contact costs. Constants are Gymnasium v5's defaults (docs/ENVS.md).
 #include "envs/mujoco/tasks.hpp"
 
 #include <algorithm>
@@ -18,6 +18,11 @@ float* observe_state(const mjModel& m, const mjData& d, int skip, double clip, f
 }
 
 int planar_obs_dim(const mjModel& m) { return m.nq - 1 + m.nv; }
+
+float* copy_out(const mjtNum* from, int n, float* obs) {
+  for (int i = 0; i < n; ++i) *obs++ = static_cast<float>(from[i]);
+  return obs;
+}
 
 // Hopper-v5: obs qpos[1:], clip(qvel, -10, 10); healthy while every qpos[2:], qvel is in (-100, 100),
 // the height qpos[1] is above 0.7 and the torso's angle qpos[2] is in (-0.2, 0.2).
@@ -136,6 +141,61 @@ class Ant final : public LocomotionEnv {
   }
 };
 
+// Humanoid-v5 with its defaults: obs qpos[2:] (22), qvel (23), then of every body but the world its
+// com-based inertia cinert[1:] (13 x 10), com-based velocity cvel[1:] (13 x 6), the actuator forces
+// past the free joint's 6 dofs qfrc_actuator[6:] (17) and the external contact forces cfrc_ext[1:]
+// (13 x 6), none clipped: 348 in all. Forward velocity of the centre of mass (xipos weighted by body
+// mass); contact cost min(5e-7 * |cfrc_ext|^2, 10); healthy while the torso's height qpos[2] is in
+// (1, 2), strictly (v5's code; its docstring says closed). cfrc_ext by mj_rnePostConstraint, as Ant.
+class Humanoid final : public LocomotionEnv {
+ public:
+  Humanoid()
+      : LocomotionEnv({.name = "Humanoid",
+                       .body = Body::humanoid,
+                       .frame_skip = 5,
+                       .forward_weight = 1.25,
+                       .healthy_reward = 5.0,
+                       .ctrl_cost_weight = 0.1,
+                       .terminate_when_unhealthy = true,
+                       .reset_noise = 1e-2,
+                       .obs_dim = humanoid_obs_dim}) {}
+
+ private:
+  static constexpr int kRootDofs = 6;
+  static constexpr double kContactCostWeight = 5e-7, kContactCostMax = 10.0;
+  static int humanoid_obs_dim(const mjModel& m) {
+    return m.nq - 2 + m.nv + (10 + 6 + 6) * (m.nbody - 1) + (m.nv - kRootDofs);
+  }
+
+  void observe(float* obs) const override {
+    const mjModel& m = model();
+    const mjData& d = data();
+    const int bodies = m.nbody - 1;  // the world's rows (body 0) are always 0: v5 leaves them out
+    obs = observe_state(m, d, 2, 0.0, obs);
+    obs = copy_out(d.cinert + 10, 10 * bodies, obs);
+    obs = copy_out(d.cvel + 6, 6 * bodies, obs);
+    obs = copy_out(d.qfrc_actuator + kRootDofs, m.nv - kRootDofs, obs);
+    copy_out(d.cfrc_ext + 6, 6 * bodies, obs);
+  }
+  bool healthy() const override { return data().qpos[2] > 1.0 && data().qpos[2] < 2.0; }
+  double forward_position() const override {
+    const mjModel& m = model();
+    double weighted = 0.0, mass = 0.0;
+    for (int b = 0; b < m.nbody; ++b) {
+      weighted += m.body_mass[b] * data().xipos[3 * b];
+      mass += m.body_mass[b];
+    }
+    return weighted / mass;
+  }
+  void after_physics() override { mj_rnePostConstraint(&model(), &mutable_data()); }
+  double extra_cost() const override {
+    const mjModel& m = model();
+    double sum = 0.0;
+    for (int i = 0; i < 6 * m.nbody; ++i) sum += data().cfrc_ext[i] * data().cfrc_ext[i];
+    return std::min(kContactCostWeight * sum, kContactCostMax);  // a NaN stays NaN, as np.clip's
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Env> make_task(std::string_view name) {
@@ -143,6 +203,7 @@ std::unique_ptr<Env> make_task(std::string_view name) {
   if (name == "Walker2d") return std::make_unique<Walker2d>();
   if (name == "HalfCheetah") return std::make_unique<HalfCheetah>();
   if (name == "Ant") return std::make_unique<Ant>();
+  if (name == "Humanoid") return std::make_unique<Humanoid>();
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
-// The MuJoCo locomotion tasks by name: Hopper, Walker2d, HalfCheetah and Ant, Tandem's versions of
-// Gymnasium's Hopper-v5, Walker2d-v5, HalfCheetah-v5 and Ant-v5 (docs/ENVS.md). Any thread.
+// The MuJoCo locomotion tasks by name: Hopper, Walker2d, HalfCheetah, Ant and Humanoid, Tandem's
+// versions of Gymnasium's Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5 and Humanoid-v5
+// (docs/ENVS.md). Any thread.
 #pragma once
 
 #include <memory>

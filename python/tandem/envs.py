@@ -13,9 +13,9 @@
 The envs are stepped in C++ by ``threads`` threads (the GIL is released meanwhile); ``send(actions)``
 then ``recv()`` is the same step split in two, so Python can work while the envs step. Every built-in
 env (``names()``: ``cartpole``, ``acrobot``, ``mountaincar``, ``pendulum``, ``hopper``, ``walker2d``,
-``halfcheetah``, ``ant``, ``breakout`` (4 x 10 x 10 images), ``null``, as the job config's ``env.name``
-spells them; any case, or the Gymnasium id of the env followed: ``"CartPole-v1"``, ``"Hopper-v5"``) and
-a C plugin (``make("plugin", plugin="lib.so")``) is reachable this way. The observation space carries
+``halfcheetah``, ``ant``, ``humanoid``, ``breakout`` (4 x 10 x 10 images), ``null``, as the job config's
+``env.name`` spells them; any case, or the Gymnasium id of the env followed: ``"CartPole-v1"``,
+``"Hopper-v5"``) and a C plugin (``make("plugin", plugin="lib.so")``) is reachable this way. The observation space carries
 the bounds the env keeps (CartPole's, Pendulum's, ...; infinite for the MuJoCo tasks and plugins); a
 continuous action outside the action space is clipped to it by the env, as Gymnasium's ``ClipAction``
 would.

@@ -13,7 +13,8 @@ import tandem
 import tandem.envs
 from helpers import refused
 
-MUJOCO = ["hopper", "walker2d", "halfcheetah", "ant"]
+MUJOCO_SPACES = {"hopper": (11, 3), "walker2d": (17, 6), "halfcheetah": (17, 6), "ant": (105, 8), "humanoid": (348, 17)}
+MUJOCO = list(MUJOCO_SPACES)
 
 
 def rollout(envs, steps, actions_of):
@@ -160,6 +161,17 @@ def test_a_mujoco_task_steps_finite_observations_reproducibly(task):
         assert np.all(np.isfinite(first[0]))
         again = rollout_from(envs, 11, 300, act)
         assert all(np.array_equal(x, y) for x, y in zip(first, again))
+
+
+@pytest.mark.parametrize("task", MUJOCO)
+def test_a_mujoco_task_observes_as_many_numbers_as_gymnasium_v5_and_acts_in_minus_one_to_one(task):
+    obs_dim, action_dim = MUJOCO_SPACES[task]
+    with tandem.envs.make(task, num_envs=2, seed=0) as envs:
+        assert envs.single_observation_space.shape == (obs_dim,)
+        space = envs.single_action_space
+        assert space.shape == (action_dim,) and np.all(space.low == -1) and np.all(space.high == 1)
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, obs_dim) and np.all(np.isfinite(obs))
 
 
 def test_wrong_arguments_are_one_line_errors_naming_them():

@@ -16,8 +16,8 @@ import tandem
 import tandem.envs
 from helpers import refused
 
-BUILTIN = ["cartpole", "acrobot", "mountaincar", "pendulum", "hopper", "walker2d", "halfcheetah", "ant", "breakout",
-           "null"]
+BUILTIN = ["cartpole", "acrobot", "mountaincar", "pendulum", "hopper", "walker2d", "halfcheetah", "ant", "humanoid",
+           "breakout", "null"]
 
 
 def test_names_lists_the_built_in_envs():
@@ -26,7 +26,8 @@ def test_names_lists_the_built_in_envs():
 
 @pytest.mark.parametrize("spelling,name", [
     ("Hopper", "Hopper"), ("Hopper-v5", "Hopper"), ("HOPPER", "Hopper"), ("HalfCheetah-v5", "HalfCheetah"),
-    ("walker2d-v5", "Walker2d"), ("Ant-v5", "Ant"), ("CartPole-v1", "CartPole-v1"), ("cartpole-V1", "CartPole-v1"),
+    ("walker2d-v5", "Walker2d"), ("Ant-v5", "Ant"), ("Humanoid-v5", "Humanoid"), ("humanoid", "Humanoid"),
+    ("CartPole-v1", "CartPole-v1"), ("cartpole-V1", "CartPole-v1"),
     ("Pendulum-v1", "Pendulum-v1"), ("Acrobot-v1", "Acrobot-v1"), ("MountainCar-v0", "MountainCar-v0"),
     ("Breakout", "Breakout"), ("NULL", "null")])
 def test_a_built_in_env_is_taken_by_any_case_of_its_name_and_by_its_gymnasium_id(spelling, name):
