@@ -32,14 +32,24 @@ from tandem_jobs import WINDOW, Job, RunFailed, eval_points, learner_curve, reso
 
 _CLEANRL = "CleanRL ppo_continuous_action, v4 task, 3 seeds (cleanrl docs/benchmark/ppo_continuous_action.md)"
 _SAMPLE_FACTORY = "Sample Factory APPO, v4 task (its MuJoCo model cards; 16 cores + 1 GPU)"
+
+
+def _cleanrl(ret, spread):
+    return ("CleanRL PPO", 1_000_000, ret, spread, _CLEANRL)
+
+
+def _sample_factory(ret):
+    return ("Sample Factory APPO", 10_000_000, ret, None, _SAMPLE_FACTORY)
+
+
 # Published training returns per task (env.name): who, env steps, return, its +- over seeds (None
 # where the source gives none), source.
 ANCHORS = {
-    "hopper": [("CleanRL PPO", 1_000_000, 2383, 272, _CLEANRL), ("Sample Factory APPO", 10_000_000, 2793, None, _SAMPLE_FACTORY)],
-    "walker2d": [("CleanRL PPO", 1_000_000, 2288, 572, _CLEANRL), ("Sample Factory APPO", 10_000_000, 5488, None, _SAMPLE_FACTORY)],
-    "halfcheetah": [("CleanRL PPO", 1_000_000, 1443, 46, _CLEANRL), ("Sample Factory APPO", 10_000_000, 6263, None, _SAMPLE_FACTORY)],
-    "ant": [("Sample Factory APPO", 10_000_000, 5876, None, _SAMPLE_FACTORY)],
-    "humanoid": [("CleanRL PPO", 1_000_000, 716, 49, _CLEANRL), ("Sample Factory APPO", 10_000_000, 5439, None, _SAMPLE_FACTORY)],
+    "hopper": [_cleanrl(2383, 272), _sample_factory(2793)],
+    "walker2d": [_cleanrl(2288, 572), _sample_factory(5488)],
+    "halfcheetah": [_cleanrl(1443, 46), _sample_factory(6263)],
+    "ant": [_sample_factory(5876)],
+    "humanoid": [_cleanrl(716, 49), _sample_factory(5439)],
 }
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 
@@ -183,10 +193,12 @@ def tables(s):
         out += ["", line(["published", "env steps", "its return", "ours (mean ± sd)", "gap (ours - it)"]),
                 line(["---"] * 5)]
         for a in s["anchors"]:
-            ours = fmt_mean(a["ours"]) if a["ours"] else f"not reached (runs end at {min(r['env_steps'] for r in s['rows']):,})"
+            end = min(r["env_steps"] for r in s["rows"])
+            ours = fmt_mean(a["ours"]) if a["ours"] else f"not reached (runs end at {end:,})"
             out.append(line([a["who"], f"{a['env_steps']:,}", fmt(a["return"], a["spread"], 0), ours,
                              "-" if a["gap"] is None else f"{a['gap']:+,.1f}"]))
-        out += [""] + [f"- {who}: {source}" for who, source in dict((a["who"], a["source"]) for a in s["anchors"]).items()]
+        sources = {a["who"]: a["source"] for a in s["anchors"]}
+        out += [""] + [f"- {who}: {source}" for who, source in sources.items()]
     return "\n".join(out) + "\n"
 
 
@@ -207,8 +219,8 @@ def charts(s, y0, w, h):
     """The two charts of one result: return against env steps (with the anchors) and against wall s."""
     out = []
     for col, (axis, xlabel) in enumerate(((0, "env steps"), (1, "wall seconds"))):
-        lines = [svg_charts.line(COLORS[i % len(COLORS)], [(p[axis], p[2]) for p in raw["curve"]], kind=f"seed seed-{raw['seed']}")
-                 for i, raw in enumerate(s["seeds"])]
+        lines = [svg_charts.line(COLORS[i % len(COLORS)], [(p[axis], p[2]) for p in raw["curve"]],
+                                 kind=f"seed seed-{raw['seed']}") for i, raw in enumerate(s["seeds"])]
         mean = mean_curve([raw["curve"] for raw in s["seeds"]], axis)
         lines += [svg_charts.line("black", mean, width=2.5, opacity=1, kind="mean")] if mean else []
         dots = [svg_charts.dot(e[axis], e[2], COLORS[i % len(COLORS)], kind=f"greedy seed-{raw['seed']}")
@@ -222,8 +234,8 @@ def charts(s, y0, w, h):
                     markers.append(svg_charts.marker(a["env_steps"], a["return"], label, spread=a["spread"]))
                 else:
                     beyond.append(label)
-        out.append(svg_charts.chart(col * w, y0, w, h, f"{s['task'] or s['config']}: training return (last {WINDOW} episodes)",
-                                    xlabel, lines=lines, dots=dots, markers=markers,
+        title = f"{s['task'] or s['config']}: training return (last {WINDOW} episodes)"
+        out.append(svg_charts.chart(col * w, y0, w, h, title, xlabel, lines=lines, dots=dots, markers=markers,
                                     note="beyond the axis: " + "; ".join(beyond) if beyond else ""))
     return out
 
@@ -239,13 +251,14 @@ def svg(results, path):
 
 def run(args):
     jobs = seed_jobs(args)
-    print(f"learning_curves: {len(jobs)} runs of {args.config}, {args.steps:,} env steps each, {args.parallel} at once, "
-          f"in {os.path.dirname(jobs[0].runs_dir)}", flush=True)
+    print(f"learning_curves: {len(jobs)} runs of {args.config}, {args.steps:,} env steps each, "
+          f"{args.parallel} at once, in {os.path.dirname(jobs[0].runs_dir)}", flush=True)
+    load = float(open("/proc/loadavg").read().split()[0])
     run_jobs(jobs, args.parallel)
     seeds = [measured(job, seed, args.steps) for job, seed in zip(jobs, args.seeds)]
     return {"bench": "learning_curves", "config": args.config, "task": seeds[0]["task"], "steps": args.steps,
             "checkpoints": sorted(args.at), "sets": args.set, "parallel": args.parallel, "cores": os.cpu_count(),
-            "load": float(open("/proc/loadavg").read().split()[0]), "window": WINDOW, "seeds": seeds}
+            "load": load, "window": WINDOW, "seeds": seeds}
 
 
 def main(argv):

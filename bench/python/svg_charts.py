@@ -63,11 +63,11 @@ def chart(x0, y0, w, h, title, xlabel, lines=(), dots=(), targets=(), markers=()
     parts += [f'<text x="{sx(0) - 4}" y="{sy(v) + 3}" text-anchor="end" font-size="10">{v:,.{yplaces}f}</text>'
               for v in ys]
     for ln in lines:
-        parts.append(f'<polyline class="{escape(ln["kind"])}" fill="none" stroke="{ln["color"]}" stroke-width="{ln["width"]}" '
-                     f'stroke-opacity="{ln["opacity"]}" points="'
+        parts.append(f'<polyline class="{escape(ln["kind"])}" fill="none" stroke="{ln["color"]}" '
+                     f'stroke-width="{ln["width"]}" stroke-opacity="{ln["opacity"]}" points="'
                      + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in ln["points"]) + '"/>')
-    parts += [f'<circle class="{escape(d["kind"])}" cx="{sx(d["x"]):.1f}" cy="{sy(d["y"]):.1f}" r="3" fill="{d["color"]}" '
-              'stroke="black" stroke-width="0.5"/>' for d in dots]
+    parts += [f'<circle class="{escape(d["kind"])}" cx="{sx(d["x"]):.1f}" cy="{sy(d["y"]):.1f}" r="3" '
+              f'fill="{d["color"]}" stroke="black" stroke-width="0.5"/>' for d in dots]
     parts += [f'<line x1="{sx(0)}" y1="{sy(t):.1f}" x2="{sx(xmax)}" y2="{sy(t):.1f}" stroke="gray" '
               'stroke-dasharray="4,3"/>' for t in targets]
     for m in markers:
@@ -88,9 +88,10 @@ def page(width, height, legend, charts):
     items, x = [], 10
     for color, text in legend:
         items.append(f'<text x="{x}" y="18" font-size="12" fill="{color}">{escape(text)}</text>')
-        x += 6 * len(text) + 24  # about a 12-px sans-serif character
+        x += round(6.5 * len(text)) + 24  # about a 12-px sans-serif character
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif">'
-            '<rect width="100%" height="100%" fill="white"/>' + "".join(items) + "\n" + "\n".join(charts) + "\n</svg>\n")
+            '<rect width="100%" height="100%" fill="white"/>' + "".join(items) + "\n"
+            + "\n".join(charts) + "\n</svg>\n")
 
 
 def write(path, svg_text):

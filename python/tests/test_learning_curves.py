@@ -32,7 +32,8 @@ def test_two_cartpole_seeds_side_by_side_give_a_table_a_json_and_one_curve_per_s
     assert out.returncode == 0, out.stdout + out.stderr
     table = (tmp_path / "t.md").read_text()
     assert table in out.stdout
-    assert "| seed | env steps | return at 12,000 | best return | greedy: last | greedy: best | return at 4,000 |" in table
+    assert table.count("| seed | env steps | return at 12,000 | best return | greedy: last | greedy: best | "
+                       "return at 4,000 | wall s to 4,000 | wall s | env steps/s |") == 1
     assert "| 0 | " in table and "| 1 | " in table and "| mean ± sd | " in table
     assert "published" not in table  # cartpole has no anchors
 
@@ -80,8 +81,8 @@ def test_draw_puts_the_published_hopper_figures_on_the_chart_and_their_gaps_in_t
 
 
 def test_a_run_that_fails_stops_the_driver_with_one_line_naming_it_and_its_log(name, tmp_path):
-    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 5000, "--seeds", 3, "--tandem", TANDEM,
-                "--runs-dir", tmp_path / "runs", "--job", name, "--set", "rl.no_such_key=1", "--json", tmp_path / "r.json")
+    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 5000, "--seeds", 3, "--tandem", TANDEM, "--runs-dir",
+                tmp_path / "runs", "--job", name, "--set", "rl.no_such_key=1", "--json", tmp_path / "r.json")
     assert out.returncode != 0
     log = tmp_path / "runs" / "seed3" / "tandem.log"
     assert out.stderr.strip().splitlines() == [f"learning_curves: seed 3: `tandem run` exited 1: see its log {log}"]
