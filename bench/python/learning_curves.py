@@ -9,8 +9,9 @@ Run from the repository root after building (./tools/dev/build build):
         --seeds 0 1 2 --parallel 3 --at 300000 1000000 --md H.md --json H.json --svg H.svg
 
 The training return is the learner's own: the mean of the last 100 finished training episodes (raw
-rewards, actions sampled), its `episode_return` in the run's metrics.jsonl. "At N" is the row where the
-run first passed N env steps. The greedy return is the evaluators' (eval.jsonl): the last version's and
+rewards, actions sampled), its `episode_return` in the run's metrics.jsonl, whose rows come every
+run.metrics_interval_s (1 s; a run of seconds wants --set run.metrics_interval_s=0.1). "At N" is the row
+where the run first passed N env steps. The greedy return is the evaluators' (eval.jsonl): the last version's and
 the best. Wall seconds count from the launch of `tandem run` (start-up included); env steps/s is the
 budget's env steps over the learner's time. Each seed sets env.seed, model.seed and learner.seed, runs
 as job <run.job>-seed<N> in <--runs-dir>/seed<N>/ with its console output in tandem.log there, and
@@ -243,8 +244,10 @@ def charts(s, y0, w, h):
 def svg(results, path):
     w, h = 560, 320
     legend = [(COLORS[i % len(COLORS)], f"seed {raw['seed']}") for i, raw in enumerate(results[0]["seeds"])]
-    legend += [("#555", "thin: a seed's training return"), ("black", "thick: their mean"),
-               ("#555", "dots: greedy return (evaluators)"), ("black", "diamonds: published figures")]
+    legend += [("#555", "thin: a seed's training return"), ("black", "thick: their mean")]
+    evaluated = any(raw["evals"] for s in results for raw in s["seeds"])
+    legend += [("#555", "dots: greedy return (evaluators)")] if evaluated else []
+    legend += [("black", "diamonds: published figures")] if any(s["anchors"] for s in results) else []
     body = [c for row, s in enumerate(results) for c in charts(s, 30 + row * h, w, h)]
     svg_charts.write(path, svg_charts.page(2 * w, 30 + len(results) * h, legend, body))
 

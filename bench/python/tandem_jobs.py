@@ -127,15 +127,17 @@ def learner_curve(run_dir):
 def eval_points(run_dir, started_unix):
     """[[env steps, wall s, greedy return, version]], one per evaluated version (the mean over its
     evaluators). eval.jsonl gives the learner step of a version: its env steps are read off learner
-    rank 0's rows (step -> env_steps, interpolated between samples); its wall time is when the
+    rank 0's rows (step -> env_steps, interpolated between its samples, which come every
+    run.metrics_interval_s); its wall time is when the
     evaluation ended, counted from started_unix (the job's start)."""
     by_version = {}
     for r in read_rows(os.path.join(run_dir, "eval.jsonl")):
         by_version.setdefault(r["version"], []).append(r)
     if not by_version:
         return []
-    known = sorted((r["step"], r["env_steps"]) for r in _rank0(run_dir) if r.get("env_steps") is not None)
-    steps, env_steps = (np.array([k[0] for k in known]), np.array([k[1] for k in known])) if known else ([0], [0])
+    # Step 0 is 0 env steps (the row leaves env_steps out while it is 0).
+    known = [(0, 0)] + sorted((r["step"], r["env_steps"]) for r in _rank0(run_dir) if r.get("env_steps") is not None)
+    steps, env_steps = [k[0] for k in known], [k[1] for k in known]
     points = []
     for version, rows in sorted(by_version.items()):
         at = float(np.interp(rows[0]["step"], steps, env_steps))

@@ -26,13 +26,15 @@ def classes(svg, tag):
 
 
 def test_two_cartpole_seeds_side_by_side_give_a_table_a_json_and_one_curve_per_seed(name, tmp_path):
-    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 12000, "--seeds", 0, 1, "--parallel", 2,
-                "--at", 4000, "--tandem", TANDEM, "--runs-dir", tmp_path / "runs", "--job", name,
+    # Metric rows every 0.1 s rather than 1 s: a curve of several points within a run of seconds.
+    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 20000, "--seeds", 0, 1, "--parallel", 2,
+                "--at", 4000, "--set", "run.metrics_interval_s=0.1", "--tandem", TANDEM,
+                "--runs-dir", tmp_path / "runs", "--job", name,
                 "--md", tmp_path / "t.md", "--json", tmp_path / "r.json", "--svg", tmp_path / "c.svg")
     assert out.returncode == 0, out.stdout + out.stderr
     table = (tmp_path / "t.md").read_text()
     assert table in out.stdout
-    assert table.count("| seed | env steps | return at 12,000 | best return | greedy: last | greedy: best | "
+    assert table.count("| seed | env steps | return at 20,000 | best return | greedy: last | greedy: best | "
                        "return at 4,000 | wall s to 4,000 | wall s | env steps/s |") == 1
     assert "| 0 | " in table and "| 1 | " in table and "| mean ± sd | " in table
     assert "published" not in table  # cartpole has no anchors
@@ -42,9 +44,9 @@ def test_two_cartpole_seeds_side_by_side_give_a_table_a_json_and_one_curve_per_s
     for raw, row in zip(r["seeds"], r["rows"]):
         config = tomllib.loads((pathlib.Path(raw["run_dir"]) / "config.toml").read_text())
         assert config["env"]["seed"] == config["model"]["seed"] == config["learner"]["seed"] == raw["seed"]
-        assert config["rl"]["total_env_steps"] == 12000 and config["run"]["job"] == f"{name}-seed{raw['seed']}"
+        assert config["rl"]["total_env_steps"] == 20000 and config["run"]["job"] == f"{name}-seed{raw['seed']}"
         steps = [p[0] for p in raw["curve"]]
-        assert steps == sorted(steps) and steps[-1] >= 12000 and row["env_steps"] == steps[-1]
+        assert steps == sorted(steps) and steps[-1] >= 20000 and row["env_steps"] == steps[-1]
         assert row["return"] == raw["curve"][-1][2] and row["best"] == max(p[2] for p in raw["curve"])
         assert row["at"][0][0] >= 4000 and row["at"][0] == next(p for p in raw["curve"] if p[0] >= 4000)
         assert raw["evals"] and row["greedy"] == raw["evals"][-1][2]  # the config has an evaluator
