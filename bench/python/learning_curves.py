@@ -277,10 +277,10 @@ def main(argv):
     text = "\n".join(tables(s) for s in results)
     print(text, end="", flush=True)
     if args.md:
-        with open(args.md, "w") as f:
+        with open(args.md, mode="w", encoding="utf-8") as f:
             f.write(text)
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json, mode="w", encoding="utf-8") as f:
             json.dump(results[0], f)
             f.write("\n")
     if args.svg:
