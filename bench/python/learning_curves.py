@@ -11,13 +11,14 @@ Run from the repository root after building (./tools/dev/build build):
 The training return is the learner's own: the mean of the last 100 finished training episodes (raw
 rewards, actions sampled), its `episode_return` in the run's metrics.jsonl, whose rows come every
 run.metrics_interval_s (1 s; a run of seconds wants --set run.metrics_interval_s=0.1). "At N" is the row
-where the run first passed N env steps. The greedy return is the evaluators' (eval.jsonl): the last version's and
-the best. Wall seconds count from the launch of `tandem run` (start-up included); env steps/s is the
-budget's env steps over the learner's time. Each seed sets env.seed, model.seed and learner.seed, runs
-as job <run.job>-seed<N> in <--runs-dir>/seed<N>/ with its console output in tandem.log there, and
-turns rl.stop_on_return off (the budget is the measure; --set rl.stop_on_return=true brings it back).
-A run that fails stops the others and the driver, naming its log. --draw A.json ... prints the tables
-and draws --svg again from earlier --json files (one row of charts each), running nothing.
+where the run first passed N env steps. The greedy return is the evaluators' (eval.jsonl): the last
+version's and the best. Wall seconds count from the launch of `tandem run` (start-up included); env
+steps/s is the rate over the span of the curve (first finished episode to budget: no start-up). Each
+seed sets env.seed, model.seed and learner.seed, runs as job <run.job>-seed<N> in <--runs-dir>/seed<N>/
+with its console output in tandem.log there, and turns rl.stop_on_return off (the budget is the
+measure; --set rl.stop_on_return=true brings it back). A run that fails stops the others and the
+driver, naming its log. --draw A.json ... prints the tables and draws --svg again from earlier --json
+files (one row of charts each), running nothing.
 """
 import argparse
 import json
@@ -29,7 +30,7 @@ import tomllib
 import numpy as np
 
 import svg_charts
-from tandem_jobs import WINDOW, Job, RunFailed, eval_points, learner_curve, resolved_config, run_jobs
+from tandem_jobs import WINDOW, Job, RunFailed, eval_points, learner_curve, resolved_config, run_jobs, toml_string
 
 _CLEANRL = "CleanRL ppo_continuous_action, v4 task, 3 seeds (cleanrl docs/benchmark/ppo_continuous_action.md)"
 _SAMPLE_FACTORY = "Sample Factory APPO, v4 task (its MuJoCo model cards; 16 cores + 1 GPU)"
@@ -93,14 +94,17 @@ def seed_jobs(args):
     stem = os.path.splitext(os.path.basename(args.config))[0]
     runs = args.runs_dir or os.path.join("runs", f"curves-{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     with open(args.config, "rb") as f:
-        base = args.job or tomllib.load(f).get("run", {}).get("job", stem)
+        try:
+            base = args.job or tomllib.load(f).get("run", {}).get("job", stem)
+        except tomllib.TOMLDecodeError as e:
+            sys.exit(f"learning_curves: config {args.config} is not valid TOML ({e}): fix it")
     jobs = []
     for seed in args.seeds:
         runs_dir = os.path.join(runs, f"seed{seed}")
         if os.path.isdir(runs_dir) and os.listdir(runs_dir):
             sys.exit(f"learning_curves: {runs_dir} already holds a run: give a new --runs-dir")
         sets = [f"rl.total_env_steps={args.steps}", "rl.stop_on_return=false", f"env.seed={seed}",
-                f"model.seed={seed}", f"learner.seed={seed}", f'run.job="{base}-seed{seed}"', *args.set]
+                f"model.seed={seed}", f"learner.seed={seed}", f"run.job={toml_string(f'{base}-seed{seed}')}", *args.set]
         jobs.append(Job(f"seed {seed}", args.tandem, args.config, sets, runs_dir))
     return jobs
 
@@ -123,12 +127,14 @@ def first_past(curve, n):
 
 
 def seed_summary(raw, checkpoints):
+    """One seed's figures; env steps/s over the span of its curve, so that start-up does not count."""
     curve, evals = raw["curve"], raw["evals"]
-    last = curve[-1]
+    first, last = curve[0], curve[-1]
     return {"seed": raw["seed"], "env_steps": last[0], "return": last[2], "best": max(p[2] for p in curve),
             "at": [first_past(curve, n) for n in checkpoints],
             "greedy": evals[-1][2] if evals else None, "greedy_best": max((e[2] for e in evals), default=None),
-            "wall_s": raw["wall_s"], "env_steps_per_s": round(last[0] / last[1]) if last[1] > 0 else None}
+            "wall_s": raw["wall_s"],
+            "env_steps_per_s": round((last[0] - first[0]) / (last[1] - first[1])) if last[1] > first[1] else None}
 
 
 def over_seeds(values):

@@ -48,6 +48,8 @@ def test_two_cartpole_seeds_side_by_side_give_a_table_a_json_and_one_curve_per_s
         steps = [p[0] for p in raw["curve"]]
         assert steps == sorted(steps) and steps[-1] >= 20000 and row["env_steps"] == steps[-1]
         assert row["return"] == raw["curve"][-1][2] and row["best"] == max(p[2] for p in raw["curve"])
+        (s0, t0, _), (s1, t1, _) = raw["curve"][0], raw["curve"][-1]
+        assert row["env_steps_per_s"] == round((s1 - s0) / (t1 - t0)) and t1 <= raw["wall_s"]
         assert row["at"][0][0] >= 4000 and row["at"][0] == next(p for p in raw["curve"] if p[0] >= 4000)
         assert raw["evals"] and row["greedy"] == raw["evals"][-1][2]  # the config has an evaluator
     assert r["seeds"][0]["run_dir"] != r["seeds"][1]["run_dir"]
