@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 import tomllib
 import xml.etree.ElementTree as ET
 
@@ -84,10 +85,18 @@ def test_draw_puts_the_published_hopper_figures_on_the_chart_and_their_gaps_in_t
     assert "beyond the axis: Sample Factory APPO at 10,000,000: 2,793" in texts
 
 
-def test_a_run_that_fails_stops_the_driver_with_one_line_naming_it_and_its_log(name, tmp_path):
-    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 5000, "--seeds", 3, "--tandem", TANDEM, "--runs-dir",
-                tmp_path / "runs", "--job", name, "--set", "rl.no_such_key=1", "--json", tmp_path / "r.json")
-    assert out.returncode != 0
-    log = tmp_path / "runs" / "seed3" / "tandem.log"
-    assert out.stderr.strip().splitlines() == [f"learning_curves: seed 3: `tandem run` exited 1: see its log {log}"]
-    assert "no_such_key" in log.read_text() and not (tmp_path / "r.json").exists()
+def test_a_run_that_fails_stops_the_other_runs_and_the_driver_with_one_line_naming_it_and_its_log(name, tmp_path):
+    # seed 1's `tandem run` fails a second in; seed 0's run, of hours, must be stopped, not waited for.
+    wrapper = tmp_path / "tandem"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *env.seed=1*) sleep 1; echo "seed 1 fails"; exit 3;; esac\n'
+                       f'exec {TANDEM} "$@"\n')
+    wrapper.chmod(0o755)
+    started = time.monotonic()
+    out = drive(ROOT / "examples/cartpole-ppo.toml", "--steps", 50_000_000, "--seeds", 0, 1, "--parallel", 2,
+                "--tandem", wrapper, "--runs-dir", tmp_path / "runs", "--job", name, "--json", tmp_path / "r.json")
+    assert out.returncode != 0 and time.monotonic() - started < 120
+    log = tmp_path / "runs" / "seed1" / "tandem.log"
+    assert out.stderr.strip().splitlines() == [f"learning_curves: seed 1: `tandem run` exited 3: see its log {log}"]
+    assert log.read_text() == "seed 1 fails\n" and not (tmp_path / "r.json").exists()
+    (seed0,) = (tmp_path / "runs" / "seed0").glob("*/metrics.jsonl")
+    assert any(json.loads(line).get("event") == "stop" for line in seed0.open())
