@@ -24,15 +24,14 @@ device call lasts 10 minutes at most), --peers-only --json P runs the peers, and
 Tandem's side against them later on the same host.
 """
 import argparse
-import glob
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
-WINDOW = 100  # episodes in the trailing mean, as the learner's EpisodeWindow
+import svg_charts
+from tandem_jobs import WINDOW, Job, RunFailed, learner_curve, run_jobs
 
 
 def trailing_means(episodes):
@@ -75,72 +74,33 @@ def peers(pairs, args):
     return {pair: finish_peer(start_peer(*pair, args.budget, args.peer_threads)) for pair in pairs}, False
 
 
-def ours(config, task, seed, target, cap_steps, extra):
-    runs = tempfile.mkdtemp(prefix=f"tandem-{task}-{seed}-")
-    cmd = ["build/tools/tandem", "run", config, "--set", 'run.status="plain"', "--set", "run.dashboard=false",
-           "--set", f'run.runs_dir="{runs}"', "--set", f"env.seed={seed}", "--set", f"model.seed={seed}",
-           "--set", f"rl.total_env_steps={cap_steps}", "--set", "rl.stop_on_return=true",
-           "--set", f"rl.stop_return={target}", *extra]
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stdout[-800:]}{out.stderr[-800:]}")
-    rows = [json.loads(line) for line in open(glob.glob(os.path.join(runs, "*", "metrics.jsonl"))[0])]
-    curve = [[r["env_steps"], round(r["time_s"], 2), round(r["episode_return"], 1)] for r in rows
-             if r.get("role") == "learner" and r.get("episode_return") is not None
-             and r["episode_return"] == r["episode_return"]]  # NaN before the first episode
+def ours(config, task, seed, target, cap_steps, sets):
+    job = Job(f"{task} seed {seed}", "build/tools/tandem", config,
+              [f"env.seed={seed}", f"model.seed={seed}", f"rl.total_env_steps={cap_steps}", "rl.stop_on_return=true",
+               f"rl.stop_return={target}", *sets], tempfile.mkdtemp(prefix=f"tandem-{task}-{seed}-"))
+    run_jobs([job])
+    curve = learner_curve(job.run_dir())
     hit = next((c for c in curve if c[2] >= target), None)
     return {"reached": hit is not None, "env_steps": hit[0] if hit else curve[-1][0],
             "wall_s": hit[1] if hit else curve[-1][1], "return": hit[2] if hit else curve[-1][2],
-            "run_wall_s": round(wall, 2), "run_dir": runs, "curve": curve}
-
-
-def polyline(points, sx, sy, color):
-    return (f'<polyline fill="none" stroke="{color}" stroke-width="1.5" stroke-opacity="0.8" points="'
-            + " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points) + '"/>')
-
-
-def chart(x0, y0, w, h, title, xlabel, series, targets):
-    """series: [(color, [(x, y)])], targets: returns drawn dashed -> SVG of one chart with axes from 0 to
-    the data's maxima."""
-    xmax = max((x for _, pts in series for x, _ in pts), default=1) or 1
-    ymin = min(0.0, min((y for _, pts in series for _, y in pts), default=0))
-    ymax = max((y for _, pts in series for _, y in pts), default=1) or 1
-    sx = lambda x: x0 + 50 + (w - 60) * x / xmax
-    sy = lambda y: y0 + h - 30 - (h - 50) * (y - ymin) / (ymax - ymin)
-    parts = [f'<text x="{x0 + w / 2}" y="{y0 + 14}" text-anchor="middle" font-size="13">{title}</text>',
-             f'<line x1="{sx(0)}" y1="{sy(ymin)}" x2="{sx(xmax)}" y2="{sy(ymin)}" stroke="black"/>',
-             f'<line x1="{sx(0)}" y1="{sy(ymin)}" x2="{sx(0)}" y2="{sy(ymax)}" stroke="black"/>',
-             f'<text x="{x0 + w / 2}" y="{y0 + h - 4}" text-anchor="middle" font-size="11">{xlabel}</text>']
-    for i in range(5):
-        xv, yv = xmax * i / 4, ymin + (ymax - ymin) * i / 4
-        parts.append(f'<text x="{sx(xv)}" y="{sy(ymin) + 13}" text-anchor="middle" font-size="10">{xv:,.0f}</text>')
-        parts.append(f'<text x="{sx(0) - 4}" y="{sy(yv) + 3}" text-anchor="end" font-size="10">{yv:,.0f}</text>')
-    parts += [polyline(pts, sx, sy, color) for color, pts in series]
-    parts += [f'<line x1="{sx(0)}" y1="{sy(t):.1f}" x2="{sx(xmax)}" y2="{sy(t):.1f}" stroke="gray" '
-              'stroke-dasharray="4,3"/>' for t in targets]
-    return "\n".join(parts)
+            "run_wall_s": job.wall_s, "run_dir": job.runs_dir, "curve": curve}
 
 
 def svg(results, path):
     w, h = 520, 300
     colors = {"cleanrl": "#1f77b4", "tandem": "#ff7f0e"}
-    body = []
-    for row, task in enumerate(sorted({r["task"] for r in results})):
+    tasks = sorted({r["task"] for r in results})
+    charts = []
+    for row, task in enumerate(tasks):
         runs = [r for r in results if r["task"] == task]
         for col, (index, xlabel) in enumerate(((0, "env steps"), (1, "wall seconds"))):
-            series = [(colors[who], [(p[index], p[2]) for p in r[who]["curve"]]) for r in runs for who in colors if r[who]]
-            body.append(chart(col * w, 30 + row * h, w, h, f"{task}: training return (last {WINDOW} episodes)",
-                              xlabel, series, [r["cleanrl"]["return"] for r in runs]))
-    legend = (f'<text x="10" y="18" font-size="12" fill="{colors["cleanrl"]}">CleanRL recipe (peer)</text>'
-              f'<text x="190" y="18" font-size="12" fill="{colors["tandem"]}">Tandem (tandem run)</text>'
-              '<text x="350" y="18" font-size="12" fill="gray">dashed: the peer\'s return at its budget</text>')
-    rows = len({r["task"] for r in results})
-    with open(path, "w") as f:
-        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w}" height="{30 + rows * h}" '
-                f'font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>{legend}\n'
-                + "\n".join(body) + "\n</svg>\n")
+            lines = [svg_charts.line(colors[who], [(p[index], p[2]) for p in r[who]["curve"]])
+                     for r in runs for who in colors if r[who]]
+            charts.append(svg_charts.chart(col * w, 30 + row * h, w, h, f"{task}: training return (last {WINDOW} episodes)",
+                                           xlabel, lines=lines, targets=[r["cleanrl"]["return"] for r in runs]))
+    legend = [(colors["cleanrl"], "CleanRL recipe (peer)"), (colors["tandem"], "Tandem (tandem run)"),
+              ("gray", "dashed: the peer's return at its budget")]
+    svg_charts.write(path, svg_charts.page(2 * w, 30 + len(tasks) * h, legend, charts))
 
 
 def main():
@@ -163,7 +123,6 @@ def main():
     if args.draw:
         svg([row for f in args.draw for row in json.loads(open(f).read())["rows"]], args.svg)
         return
-    extra = [a for kv in args.set for a in ("--set", kv)]
     results = []
     print("| task | seed | CleanRL recipe: return at budget / wall s / env steps/s | Tandem: reached at env steps / "
           "wall s | wall ratio | load |\n| --- | --- | --- | --- | --- | --- |", flush=True)
@@ -177,7 +136,7 @@ def main():
                   f"not run | - | {load} |", flush=True)
             results.append({"task": task, "seed": seed, "cleanrl": p, "tandem": None, "wall_ratio": None, "load": load})
             continue
-        t = ours(args.config.format(task=task), task, seed, round(p["return"], 1), args.cap, extra)
+        t = ours(args.config.format(task=task), task, seed, round(p["return"], 1), args.cap, args.set)
         ratio = p["wall_s"] / t["wall_s"] if t["reached"] else 0.0
         reached = (f"{t['env_steps']:,} / {t['wall_s']:.1f} s" if t["reached"]
                    else f"not reached: {t['return']:.1f} at {t['env_steps']:,} / {t['wall_s']:.1f} s")
@@ -196,4 +155,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunFailed as e:
+        sys.exit(f"mujoco_vs_cleanrl: {e}")
