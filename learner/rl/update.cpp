@@ -302,7 +302,7 @@ Losses RlUpdater::ppo_losses(const PpoSamples& m) {
   const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();  // >= 0 per sample; KL(behaviour || current)
   torch::Tensor total = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
   if (s_.kl_coef > 0) total = total + s_.kl_coef * kl;
-  torch::NoGradGuard no_grad;
+  torch::NoGradGuard no_grad;  // the diagnostics only
   const torch::Tensor clipped_share = ((ratio - 1).abs() > s_.clip_coef).to(torch::kFloat32).mean();
   return {total, pg, v_loss, ent, kl, clipped_share, explained_variance(m.returns, h.value), m.advantages.std()};
 }
@@ -337,9 +337,10 @@ Losses RlUpdater::vtrace_losses(const Batch& sub, FinalValues final_values_how) 
   const torch::Tensor pg = -(lp * vt.pg_advantages.to(dev)).mean();
   const torch::Tensor v_loss = 0.5 * (vs - values).pow(2).mean();
   const torch::Tensor ent = head_.entropy(params).mean();
-  torch::NoGradGuard no_grad;
+  const torch::Tensor total = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
+  torch::NoGradGuard no_grad;  // the diagnostics only
   const torch::Tensor kl = ((log_rhos.exp() - 1) - log_rhos).mean();
-  return {pg - s_.ent_coef * ent + s_.vf_coef * v_loss,
+  return {total,
           pg,
           v_loss,
           ent,
