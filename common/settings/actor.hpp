@@ -67,7 +67,7 @@ struct RlSettings {
   double ent_coef = 0.01, vf_coef = 0.5, max_grad_norm = 0.5;
   double rho_bar = 1.0, c_bar = 1.0;
   bool anneal_lr = true;
-  // PPO's options beyond CleanRL's recipe (docs/RL.md, "What the PPO keys do", says why each exists).
+  // PPO's options beyond CleanRL's recipe (docs/RL.md, "PPO's keys past CleanRL's recipe", says why each exists).
   enum class Targets { gae, vtrace };
   Targets ppo_targets = Targets::gae;  // advantages and value targets
   bool norm_value = false;             // the value head learns returns over their running std

@@ -83,7 +83,6 @@ class RlLearner {
   void report(const rl::UpdateStats& st, const PolicyLag& lag, double lr, const Clock::time_point& update_start,
               double gather_s);
   void judge_solved();
-  void follow_kl(double kl);
   double mean_log_std() const;
 
   const Clock::time_point started_ = Clock::now();
@@ -283,7 +282,7 @@ bool RlLearner::update_once() {
   rl::Batch batch = rl::make_batch(gatherer_->slots(), rings_->descriptor(), device_);
   if (reward_scaler_) batch.rewards.copy_(reward_scaler_->scale(gatherer_->slots(), batch.steps()));
   const rl::UpdateStats st = updater_->update(batch, lr);
-  if (s_.kl_target > 0) follow_kl(st.approx_kl);
+  if (s_.kl_target > 0) lr_scale_ = rl::follow_kl(lr_scale_, st.approx_kl, s_.kl_target);
   // The batch's observations join the statistics after the update, not before: the actors acted
   // with the statistics the update trained under, so an on-policy batch starts at ratio 1. Folded
   // in before, every update would first chase the shift of its own normalisation.
@@ -356,15 +355,6 @@ void RlLearner::report(const rl::UpdateStats& st, const PolicyLag& lag, double l
       st.clip_frac, st.explained_var, last_.log_std, lag.min, lag.avg, lag.max, lr, steps_per_s, gatherer_->refused());
   window_start_ = Clock::now();
   window_steps_ = 0;
-}
-
-// rl_games' adaptive schedule, once per update: a step that moved the policy too far is followed by a
-// smaller one. Every rank computes the same (the KL is of the averaged gradients' update).
-void RlLearner::follow_kl(double kl) {
-  if (!std::isfinite(kl)) return;
-  if (kl > 2.0 * s_.kl_target) lr_scale_ /= 1.5;
-  else if (kl < 0.5 * s_.kl_target) lr_scale_ *= 1.5;
-  lr_scale_ = std::clamp(lr_scale_, 0.01, 10.0);
 }
 
 // The Gaussian policy's log-std, averaged over the action dimensions (NaN for a discrete policy).

@@ -6,6 +6,8 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "common/log.hpp"
@@ -68,6 +70,13 @@ torch::Tensor explained_variance(const torch::Tensor& targets, const torch::Tens
 }
 
 }  // namespace
+
+double follow_kl(double lr_scale, double kl, double target) {
+  if (!std::isfinite(kl)) return lr_scale;
+  if (kl > 2.0 * target) lr_scale /= 1.5;
+  else if (kl < 0.5 * target) lr_scale *= 1.5;
+  return std::clamp(lr_scale, 0.01, 10.0);
+}
 
 std::vector<torch::Tensor> Batch::tensors() const {
   return {observations, final_observations, actions, rewards, terminated, truncated, log_probs};

@@ -59,6 +59,10 @@ struct UpdateStats {
   int minibatches = 0;
 };
 
+// rl.kl_target's rule (rl_games' adaptive schedule), once per update: the learning-rate factor after
+// an update whose mean KL was `kl`: / 1.5 above 2 x target, x 1.5 below target / 2, within [0.01, 10].
+double follow_kl(double lr_scale, double kl, double target);
+
 // One minibatch's 0-dim losses and diagnostics (UpdateStats's, in its order).
 struct Losses {
   torch::Tensor total, policy, value, entropy, approx_kl, clip_frac, explained_var, adv_std;

@@ -82,9 +82,9 @@ SLABS = {
 
 # ---- control block: 1 learner and 1 actor
 def control(rows=2, learners=1, actors=1, job=b"fuzz"):
-    d = struct.pack("<IIIIQQiIQQ", rows, learners, actors, 256, 0, 512, 1, 0, 0, 0)
+    d = struct.pack("<IIIIQQiIQQ", rows, learners, actors, 512, 0, 512, 1, 0, 0, 0)
     d += job.ljust(72, b"\0")[:72] + name("/tmp/run", 1024)
-    row = lambda role, index: struct.pack("<IIiIIi", role, index, 0, 0, 0, -1).ljust(256, b"\0")
+    row = lambda role, index: struct.pack("<IIiIIi", role, index, 0, 0, 0, -1).ljust(512, b"\0")
     return seed(0x03, d, bytes(512) + row(1, 0) + row(2, 0))
 
 
