@@ -105,7 +105,9 @@ TEST_CASE("mujoco: Humanoid observes qpos[2:], qvel, cinert, cvel, qfrc_actuator
   CHECK(block_is(h.obs, 175, d.cvel + 6, 78));
   CHECK(block_is(h.obs, 253, d.qfrc_actuator + 6, 17));
   CHECK(block_is(h.obs, 270, d.cfrc_ext + 6, 78));
-  CHECK(h.obs[45 + 9] > 0.0f);  // cinert's 10th entry of the torso is its mass: the world's row (0) is not there
+  // cinert's 10th number is the body's mass: the block starts at the torso (body 1), not the world.
+  CHECK(h.obs[45 + 9] == static_cast<float>(h.m().body_mass[1]));
+  CHECK(h.obs[45 + 10 + 9] == static_cast<float>(h.m().body_mass[2]));
 }
 
 TEST_CASE("mujoco: a Humanoid reset lands within 0.01 of qpos0 and of rest, in one state per seed") {
@@ -161,7 +163,7 @@ TEST_CASE("mujoco: Humanoid's torso leaving (1, 2) m ends the episode as termina
   CHECK(high.terminated);
   CHECK_FALSE(high.truncated);
   CHECK(high.reward == doctest::Approx(0.0).epsilon(1e-6));  // no healthy reward, nothing else either
-  h.place(0.6, 0.0, true);  // lying in the air, below the range
+  h.place(0.6, 0.0, true);                                   // lying in the air, below the range
   const StepOut low = h.step(0.0f);
   CHECK(low.terminated);
   CHECK(low.reward == doctest::Approx(0.0).epsilon(1e-6));
@@ -213,7 +215,8 @@ TEST_CASE("mujoco: Humanoid's control cost is 0.1 |ctrl|^2, the clipped action s
   action[9] = 1.0f;
   const StepOut out = h.step(action);
   REQUIRE_FALSE(out.terminated);
-  for (int i = 0; i < kActions; ++i) CHECK(h.d().ctrl[i] == 0.4 * std::clamp(static_cast<double>(action[i]), -1.0, 1.0));
+  for (int i = 0; i < kActions; ++i)
+    CHECK(h.d().ctrl[i] == 0.4 * std::clamp(static_cast<double>(action[i]), -1.0, 1.0));
   const double ctrl_cost = 0.1 * (15 * 0.2 * 0.2 + 2 * 0.4 * 0.4);
   CHECK(out.reward == doctest::Approx(5.0 - ctrl_cost).epsilon(1e-6));
 }
