@@ -80,7 +80,8 @@ class BareLoop {
     lengths_.assign(static_cast<std::size_t>(envs_), 0);
     // The actions mapped onto each actuator's ctrlrange as the env maps them, ahead of the loop (the
     // identity but for Humanoid's [-0.4, 0.4]), so both loops write the same ctrl to the last bit.
-    const std::vector<float> actions = action_table(static_cast<std::size_t>(envs_) * static_cast<std::size_t>(model_->nu));
+    const std::vector<float> actions = action_table(static_cast<std::size_t>(envs_) *
+                                                    static_cast<std::size_t>(model_->nu));
     ctrl_table_.resize(actions.size());
     for (std::size_t k = 0; k < actions.size(); ++k) {
       const auto j = static_cast<int>(k % static_cast<std::size_t>(model_->nu));

@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "envs/mujoco/locomotion_env.hpp"
@@ -17,7 +19,8 @@ using namespace tandem::envs;
 
 namespace {
 
-constexpr int kObs = 348, kActions = 17;
+constexpr std::size_t kObs = 348;
+constexpr int kActions = 17;
 constexpr double kDt = 5 * 0.003;  // frame_skip x timestep
 
 struct Humanoid {
@@ -54,8 +57,8 @@ struct Humanoid {
   bool step_until_contact(float a, int steps) {
     for (int t = 0; t < steps; ++t) {
       if (step(a).terminated) return false;
-      for (int i = 270; i < kObs; ++i)
-        if (obs[static_cast<std::size_t>(i)] != 0.0f) return true;
+      for (std::size_t i = 270; i < kObs; ++i)
+        if (obs[i] != 0.0f) return true;
     }
     return false;
   }
@@ -74,10 +77,19 @@ struct Humanoid {
   }
 };
 
-// obs[at, at + n) is `from` as floats, bit for bit.
-bool block_is(const std::vector<float>& obs, int at, const mjtNum* from, int n) {
-  for (int i = 0; i < n; ++i)
-    if (obs[static_cast<std::size_t>(at + i)] != static_cast<float>(from[i])) return false;
+// obs[at, at + n) is `from` as floats.
+bool block_is(const std::vector<float>& obs, std::size_t at, const mjtNum* from, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (obs[at + i] != static_cast<float>(from[i])) return false;
+  return true;
+}
+
+// a[0, n) and b[0, n) hold the same bits (floats or doubles).
+template <class T>
+bool same_bits(const T* a, const T* b, std::size_t n) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::bit_cast<Bits>(a[i]) != std::bit_cast<Bits>(b[i])) return false;
   return true;
 }
 
@@ -85,7 +97,7 @@ bool block_is(const std::vector<float>& obs, int at, const mjtNum* from, int n) 
 
 TEST_CASE("mujoco: Humanoid observes qpos[2:], qvel, cinert, cvel, qfrc_actuator[6:], cfrc_ext, 348 in all") {
   Humanoid h;
-  CHECK(h.env->spec().obs_dim == kObs);
+  CHECK(h.env->spec().obs_dim == static_cast<int>(kObs));
   CHECK(h.env->spec().action_dim == kActions);
   CHECK(h.m().nq == 24);
   CHECK(h.m().nv == 23);
@@ -105,7 +117,9 @@ TEST_CASE("mujoco: Humanoid observes qpos[2:], qvel, cinert, cvel, qfrc_actuator
   CHECK(block_is(h.obs, 175, d.cvel + 6, 78));
   CHECK(block_is(h.obs, 253, d.qfrc_actuator + 6, 17));
   CHECK(block_is(h.obs, 270, d.cfrc_ext + 6, 78));
-  CHECK(h.obs[45 + 9] > 0.0f);  // cinert's 10th entry of the torso is its mass: the world's row (0) is not there
+  // cinert's 10th number is the body's mass: the block starts at the torso (body 1), not the world.
+  CHECK(h.obs[45 + 9] == static_cast<float>(h.m().body_mass[1]));
+  CHECK(h.obs[45 + 10 + 9] == static_cast<float>(h.m().body_mass[2]));
 }
 
 TEST_CASE("mujoco: a Humanoid reset lands within 0.01 of qpos0 and of rest, in one state per seed") {
@@ -124,12 +138,12 @@ TEST_CASE("mujoco: a Humanoid reset lands within 0.01 of qpos0 and of rest, in o
   }
   CHECK(largest > 0.005);  // 47 draws of U(-0.01, 0.01): noise, not zeros
   CHECK(std::abs(h.obs[0] - 1.4f) <= 0.01f);
-  for (int i = 270; i < kObs; ++i) CHECK(h.obs[static_cast<std::size_t>(i)] == 0.0f);  // no forces before a step
+  for (std::size_t i = 270; i < kObs; ++i) CHECK(h.obs[i] == 0.0f);  // no forces before a step
   for (int t = 0; t < 10; ++t) (void)h.step(-0.5f);
   h.reset(21);
-  CHECK(std::memcmp(first.data(), h.obs.data(), kObs * sizeof(float)) == 0);
-  CHECK(std::memcmp(qpos.data(), h.d().qpos, qpos.size() * sizeof(double)) == 0);
-  CHECK(std::memcmp(qvel.data(), h.d().qvel, qvel.size() * sizeof(double)) == 0);
+  CHECK(same_bits(first.data(), h.obs.data(), kObs));
+  CHECK(same_bits(qpos.data(), h.d().qpos, qpos.size()));
+  CHECK(same_bits(qvel.data(), h.d().qvel, qvel.size()));
   h.reset(22);
   CHECK(first != h.obs);
 }
@@ -161,7 +175,7 @@ TEST_CASE("mujoco: Humanoid's torso leaving (1, 2) m ends the episode as termina
   CHECK(high.terminated);
   CHECK_FALSE(high.truncated);
   CHECK(high.reward == doctest::Approx(0.0).epsilon(1e-6));  // no healthy reward, nothing else either
-  h.place(0.6, 0.0, true);  // lying in the air, below the range
+  h.place(0.6, 0.0, true);                                   // lying in the air, below the range
   const StepOut low = h.step(0.0f);
   CHECK(low.terminated);
   CHECK(low.reward == doctest::Approx(0.0).epsilon(1e-6));
@@ -179,15 +193,15 @@ TEST_CASE("mujoco: Humanoid follows one trajectory bit for bit from one seed and
       x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
     }
     const StepOut sa = a.step(action), sb = b.step(action);
-    REQUIRE(std::memcmp(a.obs.data(), b.obs.data(), kObs * sizeof(float)) == 0);
-    REQUIRE(std::memcmp(&sa.reward, &sb.reward, sizeof(float)) == 0);
+    REQUIRE(same_bits(a.obs.data(), b.obs.data(), kObs));
+    REQUIRE(same_bits(&sa.reward, &sb.reward, 1));
     REQUIRE(sa.terminated == sb.terminated);
     if (sa.terminated) {
       a.reset(9 + t);
       b.reset(9 + t);
     }
   }
-  CHECK(std::memcmp(a.d().qpos, b.d().qpos, sizeof(double) * 24) == 0);
+  CHECK(same_bits(a.d().qpos, b.d().qpos, 24));
 }
 
 TEST_CASE("mujoco: Humanoid's forward reward is 1.25 x its centre of mass's x velocity over 0.015 s") {
@@ -213,7 +227,8 @@ TEST_CASE("mujoco: Humanoid's control cost is 0.1 |ctrl|^2, the clipped action s
   action[9] = 1.0f;
   const StepOut out = h.step(action);
   REQUIRE_FALSE(out.terminated);
-  for (int i = 0; i < kActions; ++i) CHECK(h.d().ctrl[i] == 0.4 * std::clamp(static_cast<double>(action[i]), -1.0, 1.0));
+  for (int i = 0; i < kActions; ++i)
+    CHECK(h.d().ctrl[i] == 0.4 * std::clamp(static_cast<double>(action[i]), -1.0, 1.0));
   const double ctrl_cost = 0.1 * (15 * 0.2 * 0.2 + 2 * 0.4 * 0.4);
   CHECK(out.reward == doctest::Approx(5.0 - ctrl_cost).epsilon(1e-6));
 }

@@ -24,7 +24,8 @@ struct Task {
   const char* name;
   int obs_dim, action_dim;
 };
-const Task kTasks[] = {{"Hopper", 11, 3}, {"Walker2d", 17, 6}, {"HalfCheetah", 17, 6}, {"Ant", 105, 8}, {"Humanoid", 348, 17}};
+const Task kTasks[] = {
+    {"Hopper", 11, 3}, {"Walker2d", 17, 6}, {"HalfCheetah", 17, 6}, {"Ant", 105, 8}, {"Humanoid", 348, 17}};
 
 VecEnv make_vec(const std::string& name, int n, std::uint64_t job_seed = 1, int threads = 1) {
   std::vector<std::unique_ptr<Env>> envs;
