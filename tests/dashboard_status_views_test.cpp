@@ -126,7 +126,8 @@ TEST_CASE(
     else shm::set_count(m, f, static_cast<std::uint64_t>(value(i)));
   }
   CHECK(m.step == 100);  // the table's first entry is the record's first field after updated_ns
-  CHECK(m.reward_std == value(shm::kMetricFields.size() - 1) + 0.5);  // the table's last entry is the record's last field
+  CHECK(m.reward_std ==
+        value(shm::kMetricFields.size() - 1) + 0.5);  // the table's last entry is the record's last field
   ControlClient::attach(job, Role::learner, 0).report(m);
 
   const auto record = run::metrics_record(block.snapshot(0), 1.0);

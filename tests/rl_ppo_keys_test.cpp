@@ -57,7 +57,8 @@ rl::Batch batch_for(Setup& s, double offset) {
   torch::NoGradGuard no_grad;
   const torch::Tensor obs = b.observations.narrow(0, 0, kSteps).reshape({-1, D});
   const torch::Tensor params = s.model.forward_heads(obs.reshape(rl_model_input_shape(-1, s.model.spec())))[0];
-  b.log_probs = (s.head.log_prob(params, b.actions.reshape({-1, s.env.action_dim})) - offset).reshape({kSteps, kColumns});
+  b.log_probs =
+      (s.head.log_prob(params, b.actions.reshape({-1, s.env.action_dim})) - offset).reshape({kSteps, kColumns});
   return b;
 }
 
@@ -144,8 +145,9 @@ TEST_CASE("PPO keys: rl.ppo_targets = \"vtrace\" trains on V-trace's targets") {
 }
 
 TEST_CASE("PPO keys: the settings refuse PPO's keys under V-trace and two learning-rate schedules at once") {
-  const std::string rl_job = "[env]\nname = \"pendulum\"\n[model]\nname = \"actor_critic_mlp\"\n[actor]\nrole = "
-                             "\"rollout\"\n";
+  const std::string rl_job =
+      "[env]\nname = \"pendulum\"\n[model]\nname = \"actor_critic_mlp\"\n[actor]\nrole = "
+      "\"rollout\"\n";
   const std::string vtrace = rl_job + "[learner]\nalgo = \"vtrace\"\n[rl]\nnorm_value = true\n";
   CHECK(test::error_of([&] { test::rl_config(vtrace); }).find("rl.norm_value, rl.kl_coef") != std::string::npos);
   const std::string both = rl_job + "[learner]\nalgo = \"ppo\"\n[rl]\nkl_target = 0.01\n";

@@ -154,7 +154,8 @@ RlSettings RlSettings::parse(const Config& c) {
           .rho_bar = c.real("rl.rho_bar"),
           .c_bar = c.real("rl.c_bar"),
           .anneal_lr = c.boolean("rl.anneal_lr"),
-          .ppo_targets = c.string("rl.ppo_targets") == "vtrace" ? RlSettings::Targets::vtrace : RlSettings::Targets::gae,
+          .ppo_targets = c.string("rl.ppo_targets") == "vtrace" ? RlSettings::Targets::vtrace
+                                                                : RlSettings::Targets::gae,
           .norm_value = c.boolean("rl.norm_value"),
           .kl_coef = c.real("rl.kl_coef"),
           .kl_target = c.real("rl.kl_target")};

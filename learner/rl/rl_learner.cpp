@@ -243,9 +243,10 @@ void RlLearner::start() {
   if (settings_.learner.cuda_graph) {
     if (auto why = updater_->capture_updates()) log::info("learner.cuda_graph = true, updating eagerly: {}", *why);
     else
-      log::info("learner.cuda_graph: each {} update ({} minibatch steps) is one graph, captured after three warm-up "
-                "updates and replayed",
-                settings_.learner.algo == Algo::vtrace ? "V-trace" : "PPO", s_.update_epochs * s_.minibatches);
+      log::info(
+          "learner.cuda_graph: each {} update ({} minibatch steps) is one graph, captured after three warm-up "
+          "updates and replayed",
+          settings_.learner.algo == Algo::vtrace ? "V-trace" : "PPO", s_.update_epochs * s_.minibatches);
   }
   gatherer_.emplace(*rings_, own_, slots_per_update_, deterministic ? settings_.slots_per_actor() : 0);
   log::info("{} {} on {}: {} rollout ring{} of {} slots ({} steps x {} envs), {} slot{} per update, {} env steps{}{}",

@@ -185,8 +185,9 @@ UpdateStats RlUpdater::update(const Batch& batch, double lr) {
       vtrace_epochs(Batch::of(t), step, captured);
     });
   } else {
-    run_epochs(ppo_samples(batch).tensors(), lr,
-               [&](const std::vector<torch::Tensor>& t, const Step& step, bool) { ppo_epochs(PpoSamples::of(t), step); });
+    run_epochs(ppo_samples(batch).tensors(), lr, [&](const std::vector<torch::Tensor>& t, const Step& step, bool) {
+      ppo_epochs(PpoSamples::of(t), step);
+    });
   }
   return read_sums();
 }
@@ -216,22 +217,24 @@ void RlUpdater::run_epochs(
       for (std::size_t i = 0; i < inputs.size(); ++i) fixed_[i].copy_(inputs[i], /*non_blocking=*/true);
       const std::int64_t before = optimizer_.steps_taken();
       optimizer_.set_step_coefficients(lr, steps_per_update());
+      std::int64_t k = 0;  // the captured step's row of the coefficient table
+      const Step captured_step = [&](const Losses& l) {
+        if (!one_.defined()) one_ = torch::ones_like(l.total);
+        l.total.backward(one_);
+        if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
+        if (optimizer_.fused()) {  // one or two launches for every parameter, not a few per parameter
+          std::vector<torch::Tensor> grads;
+          for (const torch::Tensor& p : optimizer_.parameters()) grads.push_back(p.grad());
+          optimizer_.step_fused(grads, k++);
+        } else {
+          optimizer_.step_captured(k++);
+        }
+        optimizer_.zero_grad();
+        add_to_sums(l);
+      };
       const GraphCapture::Ran ran = graph_->run([&] {
-        std::int64_t k = 0;
-        epochs(fixed_, [&](const Losses& l) {
-          if (!one_.defined()) one_ = torch::ones_like(l.total);
-          l.total.backward(one_);
-          if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
-          if (optimizer_.fused()) {  // one or two launches for every parameter, not a few per parameter
-            std::vector<torch::Tensor> grads;
-            for (const torch::Tensor& p : optimizer_.parameters()) grads.push_back(p.grad());
-            optimizer_.step_fused(grads, k++);
-          } else {
-            optimizer_.step_captured(k++);
-          }
-          optimizer_.zero_grad();
-          add_to_sums(l);
-        }, true);
+        k = 0;
+        epochs(fixed_, captured_step, true);
       });
       if (ran != GraphCapture::Ran::refused) return;
       log::warn("learner.cuda_graph: capturing the {} update failed ({}); updating eagerly from here",
@@ -240,7 +243,8 @@ void RlUpdater::run_epochs(
       capture_ = false;
     }
   }
-  epochs(inputs, [&](const Losses& l) { eager_step(l, lr); }, false);
+  const Step step = [&](const Losses& l) { eager_step(l, lr); };
+  epochs(inputs, step, false);
 }
 
 PpoSamples RlUpdater::ppo_samples(const Batch& b) {
@@ -250,7 +254,8 @@ PpoSamples RlUpdater::ppo_samples(const Batch& b) {
   const auto as_return = [&](const torch::Tensor& v) { return returns_ ? returns_->denormalize(v) : v; };
   const Heads h = heads(b.observations);
   const torch::Tensor values = as_return(h.value);
-  const torch::Tensor final_values = final_values_of(b, [&](const torch::Tensor& o) { return as_return(heads(o).value); });
+  const torch::Tensor final_values = final_values_of(b,
+                                                     [&](const torch::Tensor& o) { return as_return(heads(o).value); });
   const EpisodeSteps steps{b.rewards, values, final_values, b.terminated, b.truncated};
   torch::Tensor advantages, returns;
   if (s_.ppo_targets == RlSettings::Targets::vtrace) {
