@@ -122,7 +122,7 @@ RlUpdater::RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo a
       s_(settings),
       generator_(std::move(generator)),
       returns_(returns) {
-  if (model_.device().is_cuda()) torch::cuda::manual_seed_all(generator_.current_seed());  // the device's order
+  if (model_.device().is_cuda()) torch::cuda::manual_seed_all(generator_.current_seed());  // the order on the GPU
 }
 
 RlUpdater::Heads RlUpdater::heads(const torch::Tensor& obs) {

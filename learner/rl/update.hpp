@@ -83,7 +83,7 @@ struct PpoSamples {
 class RlUpdater {
  public:
   // algo: ppo or vtrace; generator: the minibatch order on the CPU (seeded, so a run is reproducible;
-  // on a GPU its seed seeds the device's default generator, which draws the order there). returns:
+  // on a GPU its seed seeds the GPUs' default generators, from which the order is drawn there). returns:
   // rl.norm_value's normaliser (the caller keeps it, for checkpoints), else nullptr.
   RlUpdater(Model& model, PolicyHead head, Optimizer& optimizer, Algo algo, const RlSettings& settings,
             at::Generator generator, ReturnNormalizer* returns = nullptr);
