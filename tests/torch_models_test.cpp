@@ -92,6 +92,28 @@ TEST_CASE("models: the actor-critic mlp's outputs and gradients equal LibTorch's
   }
 }
 
+TEST_CASE("models: a shared-trunk actor-critic mlp puts both heads on fc1 and fc2, model.hidden units wide") {
+  Model m = Model::create({.name = "actor_critic_mlp",
+                           .channels = 5,
+                           .height = 1,
+                           .width = 1,
+                           .num_classes = 2,
+                           .hidden = 32,
+                           .shared_trunk = true});
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : m.named_parameters()) p[name] = t;
+  CHECK(p.size() == 8);  // fc1, fc2, policy and value: weights and biases, no vfc1 or vfc2
+  CHECK(p["fc1.weight"].sizes() == torch::IntArrayRef({32, 5}));
+  CHECK(p["fc2.weight"].sizes() == torch::IntArrayRef({32, 32}));
+  CHECK(p["value.weight"].sizes() == torch::IntArrayRef({1, 32}));
+  const torch::Tensor x = torch::randn({9, 5, 1, 1});
+  const torch::Tensor h = torch::tanh(torch::linear(
+      torch::tanh(torch::linear(x.flatten(1), p["fc1.weight"], p["fc1.bias"])), p["fc2.weight"], p["fc2.bias"]));
+  const auto heads = m.forward_heads(x);
+  CHECK(torch::allclose(heads[0], torch::linear(h, p["policy.weight"], p["policy.bias"]), 1e-5, 1e-6));
+  CHECK(torch::allclose(heads[1], torch::linear(h, p["value.weight"], p["value.bias"]).squeeze(-1), 1e-5, 1e-6));
+}
+
 TEST_CASE("models: resnet18 has ResNet-18's parameter count and torchvision's names") {
   Model m = Model::create({.name = "resnet18", .channels = 3, .height = 32, .width = 32, .num_classes = 10});
   CHECK(m.num_parameters() == 11173962);  // torchvision resnet18(num_classes=10) with a 3x3 stem

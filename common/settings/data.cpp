@@ -34,6 +34,8 @@ const std::vector<ConfigKey> kModel = {
     {"model.name", T::string, "\"cnn\"", "mlp, cnn, resnet18 (32x32), actor_critic_mlp, or a TorchScript file path; input shape comes from the cache"},
     {"model.num_classes", T::integer, "10", "output classes (labels must be 0..num_classes-1)", 1, 1000000},
     {"model.seed", T::integer, "0", "seed of the initial weights (learner and actors build the same model)", 0, 9.0e15},
+    {"model.hidden", T::integer, "64", "actor_critic_mlp: units in each of its two tanh layers (CleanRL's and Sample Factory's MuJoCo networks: 64)", 1, 65536},
+    {"model.shared_trunk", T::boolean, "false", "actor_critic_mlp: one trunk under the policy and value heads (Sample Factory's default) instead of one each (CleanRL's)"},
     {"model.package", T::string, "\"\"", "supervised evaluators on cuda: an AOTInductor package (.pt2, tools/export_aoti.py) that runs the evaluation forward; model.name still names the architecture the learner trains, whose weights the package takes in at every version (docs/CUDA_GRAPHS.md)"},
 };
 // clang-format on
@@ -80,8 +82,13 @@ ModelSettings ModelSettings::parse(const Config& c) {
   ModelSettings s{.name = c.string("model.name"),
                   .num_classes = c.integer("model.num_classes"),
                   .seed = static_cast<std::uint64_t>(c.integer("model.seed")),
-                  .package = c.string("model.package")};
+                  .package = c.string("model.package"),
+                  .hidden = c.integer("model.hidden"),
+                  .shared_trunk = c.boolean("model.shared_trunk")};
   if (!s.builtin()) check_model_file(s.name);
+  if ((s.hidden != 64 || s.shared_trunk) && s.name != "actor_critic_mlp")
+    fail("config: model.hidden and model.shared_trunk shape actor_critic_mlp, not model.name = \"{}\": leave them out",
+         s.name);
   std::error_code ec;
   if (!s.package.empty() && !std::filesystem::is_regular_file(s.package, ec))
     fail(

@@ -35,7 +35,9 @@ struct ModelSettings {
   std::string name = "cnn";  // a built-in, or an existing TorchScript (zip) file
   std::int64_t num_classes = 10;
   std::uint64_t seed = 0;
-  std::string package{};  // an AOTInductor package for the evaluators' forward ("": none)
+  std::string package{};      // an AOTInductor package for the evaluators' forward ("": none)
+  std::int64_t hidden = 64;   // actor_critic_mlp's layers
+  bool shared_trunk = false;  // actor_critic_mlp: one trunk for both heads
 
   bool builtin() const;
   static ModelSettings parse(const Config& config);

@@ -158,6 +158,11 @@ void check_rl(JobSettings& s) {
         "config: rl.norm_obs = true normalises inside actor_critic_mlp, not model.name = \"{}\": set model.name = "
         "\"actor_critic_mlp\", or rl.norm_obs = false and normalise in your model",
         s.model.name);
+  if (s.env.is_python() && (s.model.hidden != 64 || s.model.shared_trunk))
+    fail(
+        "config: env.name = \"python\" plays actor_critic_mlp's default layout in PyTorch (tandem.rollout_actor): set "
+        "model.hidden = 64 (now {}) and model.shared_trunk = false",
+        s.model.hidden);
   if (s.rl.norm_obs && s.env.is_python())
     fail(
         "config: rl.norm_obs = true is not offered with env.name = \"python\" (the Python rollout actor's network "

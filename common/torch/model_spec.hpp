@@ -18,6 +18,8 @@ struct ModelSpec {
   // actor_critic_mlp only (rl_model.hpp sets them; other networks ignore them):
   std::int64_t gaussian_dims = 0;  // > 0: a Gaussian policy over this many action dimensions
   bool norm_obs = false;           // normalise observations by running statistics held as buffers
+  std::int64_t hidden = 64;        // actor_critic_mlp: units in each of its two tanh layers
+  bool shared_trunk = false;       // actor_critic_mlp: one trunk under both heads, not one each
 };
 
 // actor_critic_mlp's buffers with norm_obs: the running observation statistics (rl_model.hpp says

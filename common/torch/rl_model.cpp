@@ -27,7 +27,9 @@ Model make_rl_model(const ModelSettings& settings, const RlSettings& rl, const E
                        .num_classes = head.params_dim(),
                        .seed = settings.seed,
                        .gaussian_dims = head.is_continuous() ? head.action_dim() : 0,
-                       .norm_obs = rl.norm_obs};
+                       .norm_obs = rl.norm_obs,
+                       .hidden = settings.hidden,
+                       .shared_trunk = settings.shared_trunk};
   const std::string needs = fmt::format(
       "env '{}' needs {} policy outputs ({}) and a value head", env.name, head.params_dim(),
       env.discrete() ? fmt::format("{} action logits", env.num_actions)

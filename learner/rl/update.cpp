@@ -140,45 +140,45 @@ torch::Tensor RlUpdater::permutation(std::int64_t n, const torch::Device& device
   return torch::randperm(n, generator_, torch::TensorOptions().dtype(torch::kInt64));
 }
 
-void RlUpdater::eager_step(const Losses& losses, double lr) {
-  losses.total.backward();
+void RlUpdater::eager_step(const torch::Tensor& loss, double lr) {
+  loss.backward();
   if (after_backward_) after_backward_();
   if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
   optimizer_.step(lr);
   optimizer_.zero_grad();
-  add_to_sums(losses);
 }
 
-void RlUpdater::add_to_sums(const Losses& l) {
+void RlUpdater::add_to_stats(const Losses& l, double weight) {
   torch::NoGradGuard no_grad;
-  sums_.add_(torch::stack({l.total, l.policy, l.value, l.entropy, l.approx_kl, l.clip_frac, l.explained_var, l.adv_std})
-                 .detach()
-                 .to(torch::kFloat32));
+  stats_.add_(
+      torch::stack({l.total, l.policy, l.value, l.entropy, l.approx_kl, l.clip_frac, l.explained_var, l.adv_std})
+          .detach()
+          .to(torch::kFloat32),
+      weight);
 }
 
-UpdateStats RlUpdater::read_sums() {
-  std::vector<torch::Tensor> read = {sums_.to(torch::kFloat64)};
+UpdateStats RlUpdater::read_stats() {
+  std::vector<torch::Tensor> read = {stats_.to(torch::kFloat64)};
   if (returns_) read.push_back(returns_->stddev().reshape({1}));
   const torch::Tensor all = torch::cat(read).to(torch::kCPU);  // the update's one read of the device
-  const double n = static_cast<double>(steps_per_update());
   const double* v = all.data_ptr<double>();
-  UpdateStats st{.loss = v[0] / n,
-                 .policy_loss = v[1] / n,
-                 .value_loss = v[2] / n,
-                 .entropy = v[3] / n,
-                 .approx_kl = v[4] / n,
-                 .clip_frac = algo_ == Algo::ppo ? v[5] / n : shm::kNaN,
-                 .explained_var = v[6] / n,
-                 .adv_std = v[7] / n,
-                 .minibatches = static_cast<int>(n)};
+  UpdateStats st{.loss = v[0],
+                 .policy_loss = v[1],
+                 .value_loss = v[2],
+                 .entropy = v[3],
+                 .approx_kl = v[4],
+                 .clip_frac = algo_ == Algo::ppo ? v[5] : shm::kNaN,
+                 .explained_var = v[6],
+                 .adv_std = v[7],
+                 .minibatches = static_cast<int>(steps_per_update())};
   if (returns_) st.return_std = v[8];
   return st;
 }
 
 UpdateStats RlUpdater::update(const Batch& batch, double lr) {
   const torch::Device dev = batch.rewards.device();
-  if (!sums_.defined() || sums_.device() != dev) sums_ = torch::zeros({8}, torch::TensorOptions().device(dev));
-  sums_.zero_();
+  if (!stats_.defined() || stats_.device() != dev) stats_ = torch::zeros({8}, torch::TensorOptions().device(dev));
+  stats_.zero_();
   if (before_step_) before_step_();  // once before the update's first optimizer step
   if (algo_ == Algo::vtrace) {
     run_epochs(batch.tensors(), lr, [&](const std::vector<torch::Tensor>& t, const Step& step, bool captured) {
@@ -189,7 +189,7 @@ UpdateStats RlUpdater::update(const Batch& batch, double lr) {
       ppo_epochs(PpoSamples::of(t), step);
     });
   }
-  return read_sums();
+  return read_stats();
 }
 
 std::optional<std::string> RlUpdater::capture_updates() {
@@ -218,9 +218,9 @@ void RlUpdater::run_epochs(
       const std::int64_t before = optimizer_.steps_taken();
       optimizer_.set_step_coefficients(lr, steps_per_update());
       std::int64_t k = 0;  // the captured step's row of the coefficient table
-      const Step captured_step = [&](const Losses& l) {
-        if (!one_.defined()) one_ = torch::ones_like(l.total);
-        l.total.backward(one_);
+      const Step captured_step = [&](const torch::Tensor& loss) {
+        if (!one_.defined()) one_ = torch::ones_like(loss);
+        loss.backward(one_);
         if (s_.max_grad_norm > 0) clip_grad_norm(model_.parameters(), s_.max_grad_norm);
         if (optimizer_.fused()) {  // one or two launches for every parameter, not a few per parameter
           std::vector<torch::Tensor> grads;
@@ -230,7 +230,6 @@ void RlUpdater::run_epochs(
           optimizer_.step_captured(k++);
         }
         optimizer_.zero_grad();
-        add_to_sums(l);
       };
       const GraphCapture::Ran ran = graph_->run([&] {
         k = 0;
@@ -243,7 +242,7 @@ void RlUpdater::run_epochs(
       capture_ = false;
     }
   }
-  const Step step = [&](const Losses& l) { eager_step(l, lr); };
+  const Step step = [&](const torch::Tensor& loss) { eager_step(loss, lr); };
   epochs(inputs, step, false);
 }
 
@@ -283,27 +282,31 @@ PpoSamples RlUpdater::ppo_samples(const Batch& b) {
 }
 
 void RlUpdater::ppo_epochs(const PpoSamples& all, const Step& step) {
-  const std::int64_t B = all.observations.size(0);
-  const std::int64_t mb = B / s_.minibatches;  // the remainder of a pass is left out, as CleanRL does
+  const std::int64_t B = all.observations.size(0), M = s_.minibatches;
+  const std::int64_t mb = B / M;  // the remainder of a pass is left out, as CleanRL does
   for (std::int64_t epoch = 0; epoch < s_.update_epochs; ++epoch) {
     const torch::Tensor perm = permutation(B, all.observations.device()).to(all.observations.device());
     // One gather per epoch; each minibatch is then a contiguous slice (fewer ops per step).
     std::vector<torch::Tensor> shuffled;
-    for (const torch::Tensor& t : all.tensors()) shuffled.push_back(t.index_select(0, perm));
-    for (std::int64_t m = 0; m < s_.minibatches; ++m) {
+    for (const torch::Tensor& t : all.tensors()) shuffled.push_back(t.index_select(0, perm).narrow(0, 0, M * mb));
+    // Each minibatch's advantages over their own mean and std (CleanRL's), all of them in one go.
+    torch::Tensor& adv = shuffled[3];
+    if (s_.norm_adv && mb > 1) {
+      const torch::Tensor rows = adv.view({M, mb});
+      adv = ((rows - rows.mean(1, true)) / (rows.std(1, /*unbiased=*/true, /*keepdim=*/true) + 1e-8)).view({-1});
+    }
+    for (std::int64_t m = 0; m < M; ++m) {
       std::vector<torch::Tensor> mini;
       for (const torch::Tensor& t : shuffled) mini.push_back(t.narrow(0, m * mb, mb));
-      step(ppo_losses(PpoSamples::of(mini)));
+      step(ppo_loss(PpoSamples::of(mini)));
     }
   }
+  add_to_stats(ppo_measure(all), 1.0);
 }
 
-Losses RlUpdater::ppo_losses(const PpoSamples& m) {
-  const Heads h = heads(m.observations);
+RlUpdater::PpoTerms RlUpdater::ppo_terms(const Heads& h, const PpoSamples& m, const torch::Tensor& adv) const {
   const torch::Tensor lp = head_.log_prob(h.params, m.actions);
   const torch::Tensor log_ratio = lp - m.log_probs, ratio = log_ratio.exp();
-  torch::Tensor adv = m.advantages;
-  if (s_.norm_adv && adv.size(0) > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
   const torch::Tensor pg = torch::max(-adv * ratio, -adv * ratio.clamp(1 - s_.clip_coef, 1 + s_.clip_coef)).mean();
   torch::Tensor v_loss;
   if (s_.clip_value) {
@@ -312,13 +315,32 @@ Losses RlUpdater::ppo_losses(const PpoSamples& m) {
   } else {
     v_loss = 0.5 * (h.value - m.returns).pow(2).mean();
   }
+  return {log_ratio, ratio, pg, v_loss};
+}
+
+// Only the terms with a weight: a term multiplied by 0 still costs its launches, forward and back.
+torch::Tensor RlUpdater::ppo_loss(const PpoSamples& m) {
+  const Heads h = heads(m.observations);
+  const PpoTerms t = ppo_terms(h, m, m.advantages);
+  torch::Tensor total = t.policy + s_.vf_coef * t.value;
+  if (s_.ent_coef != 0) total = total - s_.ent_coef * head_.entropy(h.params).mean();
+  if (s_.kl_coef > 0) total = total + s_.kl_coef * ((t.ratio - 1) - t.log_ratio).mean();  // KL(behaviour || current)
+  return total;
+}
+
+Losses RlUpdater::ppo_measure(const PpoSamples& all) {
+  torch::NoGradGuard no_grad;
+  const Heads h = heads(all.observations);
+  torch::Tensor adv = all.advantages;
+  if (s_.norm_adv && adv.size(0) > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+  const PpoTerms t = ppo_terms(h, all, adv);
   const torch::Tensor ent = head_.entropy(h.params).mean();
-  const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();  // >= 0 per sample; KL(behaviour || current)
-  torch::Tensor total = pg - s_.ent_coef * ent + s_.vf_coef * v_loss;
+  const torch::Tensor kl = ((t.ratio - 1) - t.log_ratio).mean();
+  torch::Tensor total = t.policy - s_.ent_coef * ent + s_.vf_coef * t.value;
   if (s_.kl_coef > 0) total = total + s_.kl_coef * kl;
-  torch::NoGradGuard no_grad;  // the diagnostics only
-  const torch::Tensor clipped_share = ((ratio - 1).abs() > s_.clip_coef).to(torch::kFloat32).mean();
-  return {total, pg, v_loss, ent, kl, clipped_share, explained_variance(m.returns, h.value), m.advantages.std()};
+  const torch::Tensor clipped_share = ((t.ratio - 1).abs() > s_.clip_coef).to(torch::kFloat32).mean();
+  return {
+      total, t.policy, t.value, ent, kl, clipped_share, explained_variance(all.returns, h.value), all.advantages.std()};
 }
 
 void RlUpdater::vtrace_epochs(const Batch& b, const Step& step, bool captured) {
@@ -330,7 +352,9 @@ void RlUpdater::vtrace_epochs(const Batch& b, const Step& step, bool captured) {
       const torch::Tensor cols = perm.narrow(0, m * mb, mb);
       std::vector<torch::Tensor> sub;
       for (const torch::Tensor& t : b.tensors()) sub.push_back(t.index_select(1, cols));
-      step(vtrace_losses(Batch::of(sub), captured ? FinalValues::masked : FinalValues::selected));
+      const Losses l = vtrace_losses(Batch::of(sub), captured ? FinalValues::masked : FinalValues::selected);
+      add_to_stats(l, 1.0 / static_cast<double>(steps_per_update()));
+      step(l.total);
     }
   }
 }

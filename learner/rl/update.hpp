@@ -48,10 +48,13 @@ struct Batch {
 
 Batch make_batch(const std::vector<HeldSlot>& slots, const shm::ExperienceDescriptor& d, const torch::Device& device);
 
-// Means over the update's minibatches. approx_kl: of (r - 1) - log r, r the ratio of the current to
-// the behaviour probability (CleanRL's approx_kl); clip_frac: share of samples with |r - 1| >
-// rl.clip_coef (PPO; NaN for V-trace); explained_var: 1 - Var(targets - values) / Var(targets) with the
-// values each minibatch starts from; adv_std: the advantages' std before normalisation.
+// What an update did. PPO measures it once, after its last step, over the whole batch: the losses of
+// the weights it ended with, and how far they moved from the behaviour policy (a mean over its
+// minibatches would cost a dozen launches in each of them, most of a small model's step). V-trace's
+// are means over its minibatches, each measured before its step. approx_kl: of (r - 1) - log r, r the
+// ratio of the current to the behaviour probability (CleanRL's approx_kl); clip_frac: share of
+// samples with |r - 1| > rl.clip_coef (PPO; NaN for V-trace); explained_var: 1 - Var(targets -
+// values) / Var(targets); adv_std: the advantages' std before normalisation.
 struct UpdateStats {
   double loss = 0, policy_loss = 0, value_loss = 0, entropy = 0;
   double approx_kl = 0, clip_frac = 0, explained_var = 0, adv_std = 0;
@@ -63,7 +66,7 @@ struct UpdateStats {
 // an update whose mean KL was `kl`: / 1.5 above 2 x target, x 1.5 below target / 2, within [0.01, 10].
 double follow_kl(double lr_scale, double kl, double target);
 
-// One minibatch's 0-dim losses and diagnostics (UpdateStats's, in its order).
+// 0-dim losses and diagnostics, UpdateStats's in its order: a V-trace minibatch's, or PPO's update's.
 struct Losses {
   torch::Tensor total, policy, value, entropy, approx_kl, clip_frac, explained_var, adv_std;
 };
@@ -110,15 +113,20 @@ class RlUpdater {
   struct Heads {
     torch::Tensor params, value;  // [..., params_dim], [...]
   };
-  // Takes one minibatch's losses to an optimizer step (eager, or the k-th of the captured update).
-  using Step = std::function<void(const Losses&)>;
+  // Takes one minibatch's loss to an optimizer step (eager, or the k-th of the captured update).
+  using Step = std::function<void(const torch::Tensor& loss)>;
+  struct PpoTerms {
+    torch::Tensor log_ratio, ratio, policy, value;  // per sample, per sample, 0-dim, 0-dim
+  };
 
   Heads heads(const torch::Tensor& obs);  // obs [..., obs_dim]
   torch::Tensor permutation(std::int64_t n, const torch::Device& device);
   PpoSamples ppo_samples(const Batch& b);  // the targets, from the weights before the update
   void ppo_epochs(const PpoSamples& all, const Step& step);
   void vtrace_epochs(const Batch& b, const Step& step, bool captured);
-  Losses ppo_losses(const PpoSamples& m);
+  PpoTerms ppo_terms(const Heads& h, const PpoSamples& m, const torch::Tensor& advantages) const;
+  torch::Tensor ppo_loss(const PpoSamples& m);  // a minibatch's, its advantages normalised already
+  Losses ppo_measure(const PpoSamples& all);    // the update's UpdateStats, after its last step
   // How V-trace values the final observations: those that bootstrap selected (eager), or all of them
   // valued and the rest masked to 0 (the captured step: no shape depends on the data).
   enum class FinalValues { selected, masked };
@@ -127,9 +135,9 @@ class RlUpdater {
   // (capture_updates()); a refused capture runs this update eagerly, and every later one.
   void run_epochs(const std::vector<torch::Tensor>& inputs, double lr,
                   const std::function<void(const std::vector<torch::Tensor>&, const Step&, bool captured)>& epochs);
-  void eager_step(const Losses& losses, double lr);  // backward, the hooks, clip, the optimizer, the sums
-  void add_to_sums(const Losses& losses);
-  UpdateStats read_sums();
+  void eager_step(const torch::Tensor& loss, double lr);  // backward, the hooks, clip, the optimizer
+  void add_to_stats(const Losses& losses, double weight);
+  UpdateStats read_stats();
   std::int64_t steps_per_update() const { return s_.update_epochs * s_.minibatches; }
 
   Model& model_;
@@ -140,7 +148,7 @@ class RlUpdater {
   at::Generator generator_;
   ReturnNormalizer* returns_;
   std::function<void()> after_backward_, before_step_;
-  torch::Tensor sums_;  // f32 [8] on the model's device: the update's Losses summed, read once at its end
+  torch::Tensor stats_;  // f32 [8] on the model's device: the update's Losses, read once at its end
   // learner.cuda_graph: the captured update and its fixed inputs (capture_updates()).
   bool capture_ = false;
   std::unique_ptr<GraphCapture> graph_;

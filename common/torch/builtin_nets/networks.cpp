@@ -269,7 +269,9 @@ struct ResNet18 : Net {
 
 // CleanRL's PPO layout: separate 64x64 tanh trunks for the policy and the value (a shared trunk lets
 // the value loss disturb the policy's features), orthogonal weights with gain sqrt(2), and small heads:
-// policy 0.01 (a near-uniform first policy), value 1.0. Zero biases.
+// policy 0.01 (a near-uniform first policy), value 1.0. Zero biases. ModelSpec::hidden widens both
+// layers; ModelSpec::shared_trunk puts both heads on the policy's trunk (fc1, fc2: Sample Factory's
+// default), with no vfc1, vfc2.
 // A Gaussian policy (gaussian_dims > 0) is CleanRL's continuous one: the head gives the means, the
 // log-std is a parameter of its own (one per dimension, starting at 0, so std 1), the same for every
 // state; heads() returns [mean, log_std] as policy.hpp reads them. A log-std that a head predicts per
@@ -284,12 +286,15 @@ struct ActorCriticMlp : Net {
   explicit ActorCriticMlp(const ModelSpec& s) {
     const std::int64_t in = s.channels * s.height * s.width;
     const std::int64_t policy_out = s.gaussian_dims > 0 ? s.gaussian_dims : s.num_classes;
-    fc1 = register_module("fc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
-    fc2 = register_module("fc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
-    policy = register_module("policy", layer(nn::Linear(64, policy_out), 0.01));
-    vfc1 = register_module("vfc1", layer(nn::Linear(in, 64), std::sqrt(2.0)));
-    vfc2 = register_module("vfc2", layer(nn::Linear(64, 64), std::sqrt(2.0)));
-    value = register_module("value", layer(nn::Linear(64, 1), 1.0));
+    const std::int64_t w = s.hidden;
+    fc1 = register_module("fc1", layer(nn::Linear(in, w), std::sqrt(2.0)));
+    fc2 = register_module("fc2", layer(nn::Linear(w, w), std::sqrt(2.0)));
+    policy = register_module("policy", layer(nn::Linear(w, policy_out), 0.01));
+    if (!s.shared_trunk) {
+      vfc1 = register_module("vfc1", layer(nn::Linear(in, w), std::sqrt(2.0)));
+      vfc2 = register_module("vfc2", layer(nn::Linear(w, w), std::sqrt(2.0)));
+    }
+    value = register_module("value", layer(nn::Linear(w, 1), 1.0));
     if (s.gaussian_dims > 0) {
       if (2 * s.gaussian_dims != s.num_classes)
         fail("actor_critic_mlp: a Gaussian policy over {} dimensions gives {} outputs, not {}", s.gaussian_dims,
@@ -312,7 +317,7 @@ struct ActorCriticMlp : Net {
     Tensor f = x.flatten(1);
     if (obs_mean.defined()) f = ((f - obs_mean) * (obs_var + 1e-8).rsqrt()).clamp(-10.0, 10.0);
     const Tensor h = torch::tanh(fc2->forward(torch::tanh(fc1->forward(f))));
-    const Tensor v = torch::tanh(vfc2->forward(torch::tanh(vfc1->forward(f))));
+    const Tensor v = vfc1 ? torch::tanh(vfc2->forward(torch::tanh(vfc1->forward(f)))) : h;
     Tensor params = policy->forward(h);
     if (log_std.defined()) params = torch::cat({params, log_std.expand_as(params)}, 1);
     return {params, value->forward(v).squeeze(-1)};
